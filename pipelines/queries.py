@@ -1,0 +1,45 @@
+"""Named read-only queries used by the CLI and the Dagster assets. Values are always bound as
+parameters; nothing taken from the data or the command line is formatted into SQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipelines.settings import Settings
+from pipelines.warehouse import Warehouse, connect_read_only
+
+LEADERBOARD_SQL = """
+SELECT hardware, solution, author, is_baseline, runs, workloads_covered, workloads_passed,
+       workloads_compared, round(geomean_speedup, 3) AS geomean_speedup,
+       round(win_rate, 3) AS win_rate, round(fib_mean_speedup, 3) AS fib_mean_speedup
+FROM leaderboard
+WHERE definition = $definition AND ($hardware IS NULL OR hardware = $hardware)
+ORDER BY hardware, geomean_speedup DESC NULLS LAST, workloads_passed DESC, solution
+"""
+
+
+def fetch(settings: Settings, sql: str, parameters: dict[str, Any] | None = None) -> Any:
+    """A polars DataFrame with the result of one parameterized read-only query."""
+    import polars as pl
+
+    connection = connect_read_only(Warehouse(settings.warehouse))
+    try:
+        return pl.from_arrow(connection.execute(sql, parameters or {}).fetch_arrow_table())
+    finally:
+        connection.close()
+
+
+def leaderboard(settings: Settings, definition: str, *, hardware: str | None = None) -> Any:
+    return fetch(settings, LEADERBOARD_SQL, {"definition": definition, "hardware": hardware})
+
+
+def busiest_definition(settings: Settings) -> str:
+    """The definition with the most solutions, to show a leaderboard worth reading."""
+    frame = fetch(
+        settings,
+        "SELECT definition FROM leaderboard GROUP BY definition "
+        "ORDER BY count(*) DESC, sum(workloads_compared) DESC, definition LIMIT 1",
+    )
+    if frame.height == 0:
+        raise LookupError("the warehouse has no runs")
+    return str(frame.item(0, 0))

@@ -1,0 +1,146 @@
+"""Finding the data files of a dataset folder, whatever its layout era.
+
+Only the four top-level folders the format defines are searched (``definitions/``,
+``solutions/``, ``workloads/``, ``traces/``, legacy ``traces/workloads/`` included) plus
+``*.jsonl`` at the root (the July 2025 single ``traces.jsonl``). What a record *is* is decided
+later by its content; the path is only an audit column. Symbolic links are followed only when
+they stay inside the folder.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipelines.transforms.records import Reject
+
+DATA_FOLDERS = ("definitions", "solutions", "workloads", "traces")
+HEX40 = re.compile(r"^[0-9a-f]{40}$")
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    rel: str  # dataset-relative path with "/" separators
+    path: Path
+    kind: str  # "json" (one document) or "jsonl" (one record per line)
+    size: int
+    mtime_ns: int
+    inode: int
+
+    @property
+    def fingerprint(self) -> list[int]:
+        return [self.size, self.mtime_ns, self.inode]
+
+
+def discover(root: Path) -> tuple[list[SourceFile], list[Reject]]:
+    """Every data file under ``root`` in path order, and the entries that were refused."""
+    root = root.resolve()
+    if not root.is_dir():
+        raise FileNotFoundError(f"source folder {root} does not exist or is not a folder")
+    files: list[SourceFile] = []
+    rejects: list[Reject] = []
+    visited: set[Path] = set()
+
+    def add_file(path: Path, rel: str) -> None:
+        kind = "jsonl" if rel.endswith(".jsonl") else "json"
+        try:
+            stat = path.stat()
+        except OSError as error:
+            rejects.append(
+                Reject(rel, None, "unreadable_file", f"cannot stat: {error.strerror}", None)
+            )
+            return
+        files.append(SourceFile(rel, path, kind, stat.st_size, stat.st_mtime_ns, stat.st_ino))
+
+    def walk(folder: Path, rel_folder: str) -> None:
+        real = folder.resolve()
+        if real in visited:
+            return
+        visited.add(real)
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as error:
+            rejects.append(
+                Reject(rel_folder, None, "unreadable_file", f"cannot list: {error.strerror}", None)
+            )
+            return
+        for entry in entries:
+            rel = f"{rel_folder}/{entry.name}" if rel_folder else entry.name
+            path = Path(entry.path)
+            data_like = entry.name.endswith((".json", ".jsonl"))
+            if entry.is_symlink():
+                target = path.resolve()
+                if not target.is_relative_to(root):
+                    if data_like or target.is_dir():
+                        rejects.append(
+                            Reject(
+                                rel,
+                                None,
+                                "symlink_outside_source",
+                                "link leads outside the source folder; not followed",
+                                None,
+                            )
+                        )
+                    continue
+            if entry.is_dir():
+                if data_like:
+                    rejects.append(
+                        Reject(
+                            rel, None, "unreadable_file", "a folder named like a data file", None
+                        )
+                    )
+                walk(path, rel)
+            elif data_like:
+                if entry.is_file():
+                    add_file(path, rel)
+                else:
+                    rejects.append(Reject(rel, None, "unreadable_file", "not a regular file", None))
+
+    for name in DATA_FOLDERS:
+        folder = root / name
+        if folder.is_symlink() and not folder.resolve().is_relative_to(root):
+            rejects.append(
+                Reject(
+                    name,
+                    None,
+                    "symlink_outside_source",
+                    "link leads outside the source folder; not followed",
+                    None,
+                )
+            )
+        elif folder.is_dir():
+            walk(folder, name)
+    for entry in sorted(os.scandir(root), key=lambda e: e.name):
+        if entry.name.endswith(".jsonl") and entry.is_file(follow_symlinks=False):
+            add_file(Path(entry.path), entry.name)
+    files.sort(key=lambda f: f.rel)
+    return files, rejects
+
+
+def git_revision(root: Path) -> str | None:
+    """The commit a git checkout of the dataset (e.g. a clone of the Hub repo) is at."""
+    git = root / ".git"
+    try:
+        head = (git / "HEAD").read_text().strip()
+    except OSError:
+        return None
+    if HEX40.match(head):
+        return head
+    if not head.startswith("ref: "):
+        return None
+    ref = head[5:]
+    try:
+        sha = (git / ref).read_text().strip()
+        return sha if HEX40.match(sha) else None
+    except OSError:
+        pass
+    try:
+        for line in (git / "packed-refs").read_text().splitlines():
+            parts = line.split(" ")
+            if len(parts) == 2 and parts[1] == ref and HEX40.match(parts[0]):
+                return parts[0]
+    except OSError:
+        return None
+    return None

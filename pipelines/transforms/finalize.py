@@ -1,0 +1,304 @@
+"""From staging parts to the published warehouse, in DuckDB (out of core, all cores).
+
+Steps: resolve the KernelIndex workload cache across files (first trace line with a workload
+key fixes its digest, identity doc §2.4) and recompute the few runs it changes; write each
+table as one sorted Parquet file into a new generation folder; rank with ``sql/``; write the
+DuckDB file of views; publish by swapping the ``current`` symlink.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipelines import IMPORTER_VERSION, schemas
+from pipelines.settings import Settings
+from pipelines.sql_files import VIEW_ORDER, sql_text
+from pipelines.transforms import identity
+from pipelines.transforms.ingest import PART_TABLES, DatasetContext
+from pipelines.transforms.normalize import normalize_trace
+from pipelines.transforms.records import Reject, parse_line
+from pipelines.warehouse import DUCKDB_FILE, Warehouse
+
+# Sort order of every table file, so two builds of the same data are byte-identical.
+TABLE_ORDER = {
+    "definitions": "definition",
+    "implementations": "solution",
+    "workloads": "definition, workload_key",
+    "environments": "environment_id",
+    "protocols": "protocol_digest",
+    "runs": "source_file, source_line, run_id",
+    "correctness": "run_id",
+    "rejects": "file, line NULLS FIRST, reason, message",
+    "source_snapshots": "built_at, snapshot_id",
+    "run_rankings": "run_id",
+}
+
+
+@dataclass
+class FinalizeOutcome:
+    generation: Path
+    table_counts: dict[str, int]
+    rejects_by_reason: dict[str, int]
+    snapshot_id: str
+
+
+def _write_arrow(table: schemas.Table, rows: list[dict[str, Any]], path: Path) -> None:
+    columns = {name: [row.get(name) for row in rows] for name in table.column_names}
+    pq.write_table(pa.Table.from_pydict(columns, schema=table.arrow_schema), path, compression="zstd")
+
+
+def _reject_row(reject: Reject) -> dict[str, Any]:
+    return {
+        "file": reject.file,
+        "line": reject.line,
+        "reason": reject.reason,
+        "message": reject.message,
+        "raw_prefix": reject.raw_prefix,
+    }
+
+
+def _protocol_row() -> dict[str, Any]:
+    spec = identity.PROTOCOL_SPEC
+    return {
+        "protocol_digest": identity.PROTOCOL_DIGEST,
+        "name": identity.PROTOCOL_METADATA["name"],
+        "title": identity.PROTOCOL_METADATA["title"],
+        "harness_name": spec["harness"]["name"],
+        "timer": spec["measurement"]["timer"],
+        "primary_statistic": spec["measurement"]["primaryStatistic"],
+        "comparator": spec["correctness"]["comparator"],
+        "spec_json": orjson.dumps(spec, option=orjson.OPT_SORT_KEYS).decode(),
+    }
+
+
+def _snapshot_row(resolved: Any, files: list[Any], file_entries: dict[str, Any]) -> dict[str, Any]:
+    listing = hashlib.sha256()
+    total = 0
+    for source_file in files:
+        entry = file_entries.get(source_file.rel, {})
+        listing.update(f"{source_file.rel}\0{source_file.size}\0{entry.get('sha256', '')}\n".encode())
+        total += source_file.size
+    file_list_digest = "sha256:" + listing.hexdigest()
+    snapshot_id = hashlib.sha256(
+        f"{resolved.source}\0{resolved.resolved_sha}\0{file_list_digest}".encode()
+    ).hexdigest()[:32]
+    return {
+        "snapshot_id": snapshot_id,
+        "source": resolved.source,
+        "requested_revision": resolved.requested_revision,
+        "resolved_sha": resolved.resolved_sha,
+        "built_at": datetime.now(UTC).replace(microsecond=0),
+        "files": len(files),
+        "bytes": total,
+        "file_list_digest": file_list_digest,
+        "importer_version": IMPORTER_VERSION,
+    }
+
+
+def _select_list(table: schemas.Table, replacements: dict[str, str]) -> str:
+    # Column names come from our own schema declarations, never from data.
+    return ", ".join(replacements.get(name, f's."{name}"') for name in table.column_names)
+
+
+def _recompute_overridden(
+    connection: duckdb.DuckDBPyConnection, root: Path, context: DatasetContext
+) -> pa.Table:
+    """Runs whose workload key was first seen with different content (identity doc §2.4 step 4).
+
+    KernelIndex attaches the first case built for a workload key to every later line with
+    that key, even across definitions; those few lines are re-read and re-identified here.
+    """
+    rows = connection.execute(
+        """
+        WITH first_case AS (
+            SELECT workload_key,
+                   arg_min({'wd': workload_digest, 'op': operation_digest, 'ck': correctness_key},
+                           {'f': source_file, 'l': source_line, 'i': record_index}) AS first
+            FROM staged_runs WHERE ki_candidate GROUP BY workload_key
+        )
+        SELECT s.run_id, s.source_file, s.source_offset, s.record_index, s.kernelindex_scope,
+               s.solution, f.first.wd, f.first.op, f.first.ck
+        FROM staged_runs s JOIN first_case f USING (workload_key)
+        WHERE s.workload_digest IS NOT NULL AND s.workload_digest <> f.first.wd
+        """
+    ).fetchall()
+    out: dict[str, list[Any]] = {
+        k: [] for k in ("run_id", "workload_digest", "operation_digest", "correctness_key", "comparison_key", "run_digest")
+    }
+    for run_id, rel, offset, index, in_scope, solution, workload_digest, operation, correctness in rows:
+        with (root / rel).open("rb") as handle:
+            handle.seek(offset)
+            line = handle.readline().lstrip(b"\xef\xbb\xbf").strip()
+        values, _ = parse_line(line)
+        value = values[index][0]
+        trace = normalize_trace(value)
+        solution_ref = context.solutions.get(solution) if solution else None
+        found = identity.identify_trace_line(
+            value if in_scope else trace.canonical,
+            definition=context.definitions[trace.definition],
+            operation_digest=context.operation_digests.get(trace.definition),
+            implementation_digest=solution_ref.implementation_digest if solution_ref else None,
+            workload_digest_override=identity.WorkloadIdentity(workload_digest, operation, correctness),
+        )
+        out["run_id"].append(run_id)
+        out["workload_digest"].append(workload_digest)
+        out["operation_digest"].append(operation)
+        out["correctness_key"].append(correctness)
+        out["comparison_key"].append(found.comparison_key)
+        out["run_digest"].append(found.run_digest)
+    return pa.table(out, schema=pa.schema([(k, pa.string()) for k in out]))
+
+
+def finalize(
+    *,
+    warehouse: Warehouse,
+    settings: Settings,
+    resolved: Any,
+    loaded: Any,
+    files: list[Any],
+    file_entries: dict[str, Any],
+    discovery_rejects: list[Reject],
+    progress: Callable[[str, int, int], None] | None,
+) -> FinalizeOutcome:
+    generation = warehouse.new_generation()
+    if progress:
+        progress("finalize", 0, 1)
+    parts: dict[str, list[str]] = {name: [] for name in PART_TABLES}
+    for entry in file_entries.values():
+        for table, part in entry.get("parts", {}).items():
+            parts[table].append(str(warehouse.staging / part))
+
+    temp_dir = warehouse.cache / "duckdb_tmp"
+    connection = duckdb.connect(
+        config={
+            "threads": max(1, settings.workers),
+            "memory_limit": "1GB",
+            "temp_directory": str(temp_dir),
+            "preserve_insertion_order": True,
+        }
+    )
+    try:
+        for name, table in PART_TABLES.items():
+            if parts[name]:
+                connection.read_parquet(sorted(parts[name])).create_view(f"staged_{name}")
+            else:
+                connection.register(f"staged_{name}_empty", table.arrow_schema.empty_table())
+                connection.execute(f"CREATE VIEW staged_{name} AS SELECT * FROM staged_{name}_empty")  # noqa: S608
+
+        overrides = _recompute_overridden(connection, resolved.root, loaded.context)
+        connection.register("overrides", overrides)
+        snapshot = _snapshot_row(resolved, files, file_entries)
+
+        def copy(table: str, query: str, parameters: dict[str, Any] | None = None) -> None:
+            target = generation / f"{table}.parquet"
+            relation = connection.sql(f"{query} ORDER BY {TABLE_ORDER[table]}", params=parameters or {})
+            relation.write_parquet(str(target), compression="zstd")
+
+        overridden = {
+            c: f'coalesce(o."{c}", s."{c}") AS "{c}"'
+            for c in ("workload_digest", "operation_digest", "correctness_key", "comparison_key", "run_digest")
+        }
+        overridden["snapshot_id"] = '$snapshot_id AS "snapshot_id"'
+        copy(
+            "runs",
+            f"SELECT {_select_list(schemas.RUNS, overridden)} FROM staged_runs s LEFT JOIN overrides o USING (run_id)",  # noqa: S608
+            {"snapshot_id": snapshot["snapshot_id"]},
+        )
+        copy("correctness", f"SELECT {_select_list(schemas.CORRECTNESS, {})} FROM staged_correctness s")  # noqa: S608
+        copy(
+            "workloads",
+            f"SELECT {_select_list(schemas.WORKLOADS, {})} FROM staged_workloads s "  # noqa: S608
+            "QUALIFY row_number() OVER (PARTITION BY definition, workload_key "
+            "ORDER BY source_file, source_line, record_index) = 1",
+        )
+        copy(
+            "environments",
+            f"SELECT {_select_list(schemas.ENVIRONMENTS, {})} FROM staged_environments s "  # noqa: S608
+            "QUALIFY row_number() OVER (PARTITION BY environment_id) = 1",
+        )
+        extra_rejects = [_reject_row(r) for r in [*discovery_rejects, *resolved.fetch_rejects, *loaded.rejects]]
+        connection.register("extra_rejects", _rows_to_arrow(schemas.REJECTS, extra_rejects))
+        copy(
+            "rejects",
+            "SELECT * FROM (SELECT * FROM staged_rejects UNION ALL SELECT * FROM extra_rejects) s",
+        )
+
+        _write_arrow(schemas.DEFINITIONS, loaded.definition_rows, generation / "_definitions.parquet")
+        _write_arrow(schemas.IMPLEMENTATIONS, loaded.implementation_rows, generation / "_implementations.parquet")
+        _write_arrow(schemas.PROTOCOLS, [_protocol_row()], generation / "_protocols.parquet")
+        history = _snapshot_history(warehouse, snapshot)
+        _write_arrow(schemas.SOURCE_SNAPSHOTS, history, generation / "_source_snapshots.parquet")
+        for table in ("definitions", "implementations", "protocols", "source_snapshots"):
+            staged = generation / f"_{table}.parquet"
+            copy(table, f"SELECT * FROM read_parquet('{staged}') s")  # noqa: S608
+            staged.unlink()
+
+        _create_table_views(connection, generation)
+        copy("run_rankings", f"SELECT * FROM ({sql_text('run_rankings')}) s")  # noqa: S608
+        connection.execute("DROP VIEW IF EXISTS run_rankings")
+        connection.execute(
+            f"CREATE VIEW run_rankings AS SELECT * FROM read_parquet('{generation / 'run_rankings.parquet'}')"  # noqa: S608
+        )
+        counts = {
+            name: connection.execute(f"SELECT count(*) FROM {name}").fetchone()[0]  # type: ignore[index]  # noqa: S608
+            for name in schemas.TABLES
+        }
+        rejects_by_reason = dict(
+            connection.execute("SELECT reason, count(*) FROM rejects GROUP BY reason ORDER BY reason").fetchall()
+        )
+    finally:
+        connection.close()
+
+    _write_duckdb_file(generation)
+    (generation / ".complete").write_text(f"{IMPORTER_VERSION}\n")
+    warehouse.publish(generation)
+    if progress:
+        progress("finalize", 1, 1)
+    return FinalizeOutcome(generation, counts, rejects_by_reason, snapshot["snapshot_id"])
+
+
+def _rows_to_arrow(table: schemas.Table, rows: list[dict[str, Any]]) -> pa.Table:
+    return pa.Table.from_pydict(
+        {name: [row.get(name) for row in rows] for name in table.column_names}, schema=table.arrow_schema
+    )
+
+
+def _snapshot_history(warehouse: Warehouse, snapshot: dict[str, Any]) -> list[dict[str, Any]]:
+    """Earlier snapshots stay listed, so the table shows which revision each state came from."""
+    history: list[dict[str, Any]] = []
+    current = warehouse.current_generation()
+    if current is not None and (current / "source_snapshots.parquet").exists():
+        history = pq.read_table(current / "source_snapshots.parquet").to_pylist()
+    history = [row for row in history if row["snapshot_id"] != snapshot["snapshot_id"]]
+    history.append(snapshot)
+    return history
+
+
+def _create_table_views(connection: duckdb.DuckDBPyConnection, generation: Path) -> None:
+    for name in schemas.TABLES:
+        path = generation / f"{name}.parquet"
+        if path.exists():
+            connection.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet('{path}')")  # noqa: S608
+
+
+def _write_duckdb_file(generation: Path) -> None:
+    """Views over this generation's Parquet files and the SQL views, for ad-hoc SQL."""
+    path = generation / DUCKDB_FILE
+    connection = duckdb.connect(str(path))
+    try:
+        _create_table_views(connection, generation)
+        for view in VIEW_ORDER:
+            connection.execute(f"CREATE OR REPLACE VIEW {view} AS {sql_text(view)}")
+        connection.execute("CHECKPOINT")
+    finally:
+        connection.close()

@@ -1,0 +1,409 @@
+"""One JSONL file in, staging Parquet parts out: the unit of parallel and incremental work.
+
+``ingest_file`` runs in a worker process. It streams one file, normalises each record, derives
+its KernelIndex identities (``identity.py``) and writes the rows it produced as small Parquet
+parts. A part depends only on the file's bytes and on the dataset context (definitions,
+solutions, revision), so a rebuild reuses it while both are unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from datetime import datetime
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipelines import schemas
+from pipelines.transforms import identity
+from pipelines.transforms.canonical import digest, manifest_digest, text_digest
+from pipelines.transforms.normalize import (
+    RecordError,
+    Trace,
+    classify,
+    log_excerpt,
+    normalize_hardware,
+    normalize_trace,
+    normalize_workload,
+    to_json,
+)
+from pipelines.transforms.records import Record, Reject, iter_jsonl, looks_binary, raw_prefix
+
+
+@dataclass(frozen=True)
+class SolutionRef:
+    author: str | None
+    implementation_digest: str | None
+
+
+@dataclass(frozen=True)
+class DatasetContext:
+    """What every file's rows depend on besides its own bytes. Picklable, sent once per worker."""
+
+    definitions: dict[str, dict[str, Any]]  # name -> definition object as parsed
+    operation_digests: dict[str, str | None]
+    solutions: dict[str, SolutionRef]
+    definition_stems: frozenset[str]
+    fingerprint: str  # changes whenever anything above changes
+
+
+# Columns that exist only while staging: inputs of the global workload-cache resolution.
+STAGING_RUN_COLUMNS = (
+    schemas.Column("record_index", pa.int64(), "Position of the object inside its line.", False),
+    schemas.Column("source_offset", pa.int64(), "Byte offset of the line in the file.", False),
+    schemas.Column("ki_candidate", pa.bool_(), "Line KernelIndex would reach §2.4 step 4 with.", False),
+    schemas.Column("has_timing", pa.bool_(), "The run has a performance block.", False),
+)
+STAGING_RUNS = schemas.Table(
+    "staging_runs",
+    "runs rows of one file before global resolution",
+    ("run_id",),
+    tuple(c for c in schemas.RUNS.columns if c.name != "snapshot_id") + STAGING_RUN_COLUMNS,
+)
+STAGING_WORKLOADS = schemas.Table(
+    "staging_workloads",
+    "workload rows of one file",
+    schemas.WORKLOADS.key,
+    schemas.WORKLOADS.columns
+    + (schemas.Column("record_index", pa.int64(), "Position inside the line.", False),),
+)
+
+PART_TABLES = {
+    "runs": STAGING_RUNS,
+    "correctness": schemas.CORRECTNESS,
+    "workloads": STAGING_WORKLOADS,
+    "environments": schemas.ENVIRONMENTS,
+    "rejects": schemas.REJECTS,
+}
+
+
+@dataclass
+class FileResult:
+    rel: str
+    content_sha256: str
+    size: int
+    parts: dict[str, str] = field(default_factory=dict)  # table -> part file name
+    records: int = 0
+    runs: int = 0
+    workload_records: int = 0
+    rejected: int = 0
+
+
+def kernelindex_reads(rel: str, stems: frozenset[str]) -> bool:
+    """KernelIndex reads traces/<author>/.../<definition stem>.jsonl only (identity doc §2.1)."""
+    parts = rel.split("/")
+    return (
+        len(parts) >= 3
+        and parts[0] == "traces"
+        and rel.endswith(".jsonl")
+        and parts[-1][: -len(".jsonl")] in stems
+    )
+
+
+class _Rows:
+    """Column-wise accumulation for one table (cheaper than dicts per row)."""
+
+    def __init__(self, table: schemas.Table) -> None:
+        self.table = table
+        self.columns: dict[str, list[Any]] = {name: [] for name in table.column_names}
+
+    def add(self, row: dict[str, Any]) -> None:
+        for name, values in self.columns.items():
+            values.append(row.get(name))
+
+    def __len__(self) -> int:
+        return len(next(iter(self.columns.values())))
+
+    def to_arrow(self) -> pa.Table:
+        return pa.Table.from_pydict(self.columns, schema=self.table.arrow_schema)
+
+
+def _run_id(rel: str, line: int, index: int, raw: bytes) -> str:
+    digest = hashlib.sha256(f"{rel}\n{line}\n{index}\n".encode())
+    digest.update(raw)
+    return digest.hexdigest()[:32]
+
+
+class FileIngester:
+    def __init__(self, rel: str, context: DatasetContext) -> None:
+        self.rel = rel
+        self.context = context
+        self.in_scope = kernelindex_reads(rel, context.definition_stems)
+        self.strict_file = True
+        self.parts = {name: _Rows(table) for name, table in PART_TABLES.items()}
+        self.environments_seen: set[str] = set()
+        self.workloads_seen: set[tuple[str, str]] = set()
+        self.result = FileResult(rel, "", 0)
+
+    def reject(self, line: int | None, reason: str, message: str, raw: bytes | None) -> None:
+        self.parts["rejects"].add(
+            {
+                "file": self.rel,
+                "line": line,
+                "reason": reason,
+                "message": message,
+                "raw_prefix": raw_prefix(raw) if raw is not None else None,
+            }
+        )
+        self.result.rejected += 1
+
+    def record(self, record: Record) -> None:
+        self.result.records += 1
+        if not record.strict:
+            self.strict_file = False
+        kind = classify(record.value)
+        if kind is None:
+            if isinstance(record.value, dict):
+                self.reject(record.line, "unrecognized_record", "neither a trace nor a workload", record.raw)
+            else:
+                kind_name = type(record.value).__name__
+                self.reject(record.line, "not_an_object", f"a JSON {kind_name}, not an object", record.raw)
+            return
+        try:
+            if kind == "trace":
+                self._trace(record)
+            elif kind == "workload":
+                self._workload(record)
+            else:
+                raise RecordError("unrecognized_record", f"a {kind} record inside a JSONL file")
+        except RecordError as error:
+            self.reject(record.line, error.reason, error.message, record.raw)
+
+    # -- workloads --------------------------------------------------------------------------
+
+    def _workload_row(self, definition: str, workload: dict[str, Any], record: Record) -> dict[str, Any] | None:
+        """The workload row for this record, or None when this file already had it."""
+        key = identity.workload_key(workload)
+        seen_key = (definition, key)
+        if seen_key in self.workloads_seen:
+            return None
+        self.workloads_seen.add(seen_key)
+        row: dict[str, Any] = {
+            "definition": definition,
+            "workload_key": key,
+            "workload_uuid": workload.get("uuid"),
+            "axes_json": to_json(workload.get("axes")),
+            "inputs_json": to_json(workload.get("inputs")),
+            "tolerance_json": to_json(workload["tolerance"]) if "tolerance" in workload else None,
+            "source_file": self.rel,
+            "source_line": record.line,
+            "record_index": record.index,
+        }
+        definition_object = self.context.definitions.get(definition)
+        operation = self.context.operation_digests.get(definition)
+        row["operation_digest"] = operation
+        if definition_object is None or operation is None:
+            row["identity_error"] = "unknown_definition" if definition_object is None else "invalid_definition"
+            return row
+        try:
+            case = identity.workload_case_spec(workload, definition_object, operation)
+            row["workload_digest"] = manifest_digest("WorkloadCase", case)
+            row["correctness_key"] = identity.correctness_key(case)
+        except identity.IdentityError as error:
+            row["identity_error"] = error.code
+        return row
+
+    def _workload(self, record: Record) -> None:
+        value = record.value
+        definition = value.get("definition")
+        if not isinstance(definition, str) or not definition:
+            raise RecordError("missing_field", "workload record has no definition")
+        if definition not in self.context.definitions:
+            raise RecordError("unknown_definition", f"definition {definition!r} is not in the dataset")
+        workload, _ = normalize_workload(value.get("workload"))
+        row = self._workload_row(definition, workload, record)
+        if row is not None:
+            self.parts["workloads"].add(row)
+        self.result.workload_records += 1
+
+    # -- traces -----------------------------------------------------------------------------
+
+    def _environment(self, trace: Trace) -> str:
+        raw_environment = {"hardware": trace.hardware, "libs": trace.libs}
+        environment_id = digest(raw_environment)
+        if environment_id in self.environments_seen:
+            return environment_id
+        self.environments_seen.add(environment_id)
+        vendor, product = normalize_hardware(trace.hardware)
+        row: dict[str, Any] = {
+            "environment_id": environment_id,
+            "hardware_raw": trace.hardware,
+            "hardware_vendor": vendor,
+            "hardware_product": product,
+            "libs_json": to_json(trace.libs),
+            "torch_version": trace.libs.get("torch"),
+            "cuda_version": trace.libs.get("cuda"),
+            "triton_version": trace.libs.get("triton"),
+            "extra_json": to_json(trace.environment_extra) if trace.environment_extra else None,
+        }
+        try:
+            spec = identity.environment_spec(trace.canonical["evaluation"]["environment"])
+            row["environment_digest"] = manifest_digest("ExecutionEnvironment", spec)
+            row["ki_hardware_architecture"] = spec["hardware"]["architecture"]
+        except identity.IdentityError as error:
+            row["identity_error"] = error.code
+        self.parts["environments"].add(row)
+        return environment_id
+
+    def _trace(self, record: Record) -> None:
+        trace = normalize_trace(record.value)
+        context = self.context
+        definition_object = context.definitions.get(trace.definition)
+        if definition_object is None:
+            raise RecordError("unknown_definition", f"definition {trace.definition!r} is not in the dataset")
+        try:
+            observed_at = datetime.fromisoformat(identity.observed_at(trace.timestamp))
+        except (identity.IdentityError, ValueError) as error:
+            raise RecordError("invalid_timestamp", f"timestamp {trace.timestamp[:40]!r}: {error}") from None
+        solution = context.solutions.get(trace.solution) if trace.solution else None
+        operation = context.operation_digests.get(trace.definition)
+
+        row: dict[str, Any] = {
+            "run_id": _run_id(self.rel, record.line, record.index, record.raw),
+            "definition": trace.definition,
+            "solution": trace.solution,
+            "author": solution.author if solution else None,
+            "workload_uuid": trace.workload.get("uuid"),
+            "status": trace.status,
+            "status_raw": trace.status_raw,
+            "latency_ms": trace.latency_ms,
+            "reference_latency_ms": trace.reference_latency_ms,
+            "speedup_factor": trace.speedup_factor,
+            "timestamp_raw": trace.timestamp,
+            "observed_at": observed_at,
+            "line_digest": hashlib.sha256(record.raw).hexdigest(),
+            "kernelindex_scope": self.in_scope,
+            "log_bytes": len(trace.log.encode("utf-8", "surrogatepass")),
+            "log_truncated": trace.log_truncated,
+            "log_digest": text_digest(trace.log) if trace.log else None,
+            "log_excerpt": log_excerpt(trace.log),
+            "schema_variant": ",".join(trace.variants) or "current",
+            "extra_json": trace.extra_json,
+            "path_author": self.rel.split("/")[1] if self.in_scope else None,
+            "source_file": self.rel,
+            "source_line": record.line,
+            "record_index": record.index,
+            "source_offset": record.offset,
+            "has_timing": trace.latency_ms is not None,
+            "ki_candidate": False,
+        }
+        environment_id = self._environment(trace)
+        row["environment_id"] = environment_id
+        row["hardware"] = normalize_hardware(trace.hardware)[1]
+
+        workload_row = self._workload_row(trace.definition, trace.workload, record)
+        if workload_row is not None:
+            self.parts["workloads"].add(workload_row)
+        row["workload_key"] = identity.workload_key(trace.workload)
+
+        # KernelIndex reads the raw line; files it never reads get the same derivation over
+        # the normalised record, so legacy layouts still get comparable keys (README).
+        source_object = record.value if self.in_scope else trace.canonical
+        skip_reason = None
+        if not self.in_scope:
+            skip_reason = "outside_kernelindex_layout"
+        elif solution is None:
+            skip_reason = "unknown_solution"
+        try:
+            found = identity.identify_trace_line(
+                source_object,
+                definition=definition_object,
+                operation_digest=operation,
+                implementation_digest=solution.implementation_digest if solution else None,
+            )
+        except identity.IdentityError as error:
+            skip_reason = error.code
+            found = None
+        if found is not None:
+            row.update(
+                ki_status=found.ki_status,
+                latency_ns=found.latency_ns,
+                operation_digest=found.operation_digest,
+                workload_digest=found.workload_digest,
+                environment_digest=found.environment_digest,
+                protocol_digest=found.protocol_digest,
+                correctness_key=found.correctness_key,
+                comparison_key=found.comparison_key,
+                implementation_digest=solution.implementation_digest if solution else None,
+                run_digest=found.run_digest,
+                evidence_level=found.evidence_level,
+                external_id=found.external_id,
+            )
+            row["ki_candidate"] = skip_reason is None
+        else:
+            row["ki_status"] = identity.STATUS_MAP.get(trace.status_raw)
+            if trace.latency_ms is not None:
+                row["latency_ns"] = identity.latency_ns(trace.latency_ms)
+        row["identity_error"] = skip_reason
+        self.parts["runs"].add(row)
+        self.result.runs += 1
+
+        if trace.correctness is not None:
+            absolute, relative = trace.absolute_error, trace.relative_error
+            assert absolute is not None and relative is not None
+            tolerance = trace.workload.get("tolerance") or {}
+            correctness_extra = {
+                k: v
+                for k, v in trace.correctness.items()
+                if k not in ("max_absolute_error", "max_relative_error")
+            }
+            self.parts["correctness"].add(
+                {
+                    "run_id": row["run_id"],
+                    "max_absolute_error": absolute.value,
+                    "max_absolute_error_special": absolute.special,
+                    "max_relative_error": relative.value,
+                    "max_relative_error_special": relative.special,
+                    "matched_ratio": trace.matched_ratio,
+                    "comparator": identity.RUN_COMPARATOR,
+                    "tolerance_max_atol": _float_or_none(tolerance.get("max_atol")),
+                    "tolerance_max_rtol": _float_or_none(tolerance.get("max_rtol")),
+                    "extra_json": to_json(correctness_extra) if correctness_extra else None,
+                }
+            )
+
+    def finish(self, staging_dir: Path, part_key: str) -> None:
+        if not self.strict_file and self.in_scope:
+            # One non-strict line makes KernelIndex skip the whole file (identity doc §2.2).
+            rows = self.parts["runs"].columns
+            for i, reason in enumerate(rows["identity_error"]):
+                if reason is None:
+                    rows["identity_error"][i] = "file_not_strict_json"
+                rows["ki_candidate"][i] = False
+        staging_dir.mkdir(parents=True, exist_ok=True)
+        for name, rows in self.parts.items():
+            if len(rows) == 0:
+                continue
+            file_name = f"{part_key}.{name}.parquet"
+            temporary = staging_dir / f".{file_name}.{os.getpid()}.tmp"
+            pq.write_table(rows.to_arrow(), temporary, compression="zstd")
+            os.replace(temporary, staging_dir / file_name)
+            self.result.parts[name] = file_name
+
+
+def _float_or_none(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def ingest_file(path: Path, rel: str, context: DatasetContext, staging_dir: Path, part_key: str) -> FileResult:
+    """Parse one JSONL file into staging parts. Never raises for bad content."""
+    ingester = FileIngester(rel, context)
+    try:
+        if looks_binary(path):
+            ingester.reject(None, "binary_file", "the file holds binary data, not JSON lines", None)
+        else:
+            for item in iter_jsonl(path, rel):
+                if isinstance(item, Reject):
+                    ingester.result.records += 1
+                    ingester.reject(item.line, item.reason, item.message, None)
+                    ingester.parts["rejects"].columns["raw_prefix"][-1] = item.raw_prefix
+                else:
+                    ingester.record(item)
+    except OSError as error:
+        ingester.reject(None, "unreadable_file", f"cannot read: {error.strerror or error}", None)
+    ingester.finish(staging_dir, part_key)
+    return ingester.result

@@ -1,0 +1,146 @@
+"""Turning bytes into JSON records, one line at a time, without ever raising.
+
+A JSONL file is streamed line by line (memory does not grow with the file). Each non-blank
+line becomes either a parsed object or a ``Reject`` naming the line and the reason; one bad
+line never costs the rest of its file. Parsing is strict first (orjson, fast) and falls back
+to Python's json module for what older writers produced: bare ``NaN``/``Infinity`` tokens,
+integers beyond 64 bits. Lines that needed the fallback, or held two concatenated objects, are
+flagged ``strict=False``: KernelIndex's strict parser would refuse the whole file (§2.2).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+BOM = b"\xef\xbb\xbf"
+RAW_PREFIX_CHARS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """A record or file that could not be imported."""
+
+    file: str
+    line: int | None
+    reason: str
+    message: str
+    raw_prefix: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One parsed JSON value with where it came from."""
+
+    line: int  # 1-based line of the source file
+    index: int  # position inside the line (>0 only for `}{`-concatenated objects)
+    offset: int  # byte offset of the line in the file
+    raw: bytes  # the bytes of this JSON value
+    value: Any
+    strict: bool  # parsed by a strict JSON parser without repair
+
+
+def raw_prefix(raw: bytes) -> str:
+    return raw[: RAW_PREFIX_CHARS * 4].decode("utf-8", "replace")[:RAW_PREFIX_CHARS]
+
+
+def _lenient_loads(text: str) -> Any:
+    # Python's json accepts NaN/Infinity tokens and big integers, as the harness's own pydantic
+    # models do; a number beyond float range becomes inf and is refused later by field checks.
+    return json.loads(text)
+
+
+def _split_concatenated(text: str) -> list[Any] | None:
+    """Objects written back to back on one line by an append without a newline (`}{`)."""
+    decoder = json.JSONDecoder()
+    values: list[Any] = []
+    position = 0
+    while position < len(text):
+        while position < len(text) and text[position] in " \t\r\n":
+            position += 1
+        if position >= len(text):
+            break
+        try:
+            value, position = decoder.raw_decode(text, position)
+        except (ValueError, RecursionError):
+            return None
+        values.append(value)
+    return values if len(values) > 1 else None
+
+
+def parse_line(raw: bytes) -> tuple[list[tuple[Any, bool]], tuple[str, str] | None]:
+    """Parse one line into [(value, strict)], or return (reason, message)."""
+    try:
+        return [(orjson.loads(raw), True)], None
+    except orjson.JSONDecodeError as strict_error:
+        strict_message = str(strict_error)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return [], ("invalid_utf8", f"invalid UTF-8 at byte {error.start}")
+    try:
+        return [(_lenient_loads(text), False)], None
+    except RecursionError:
+        return [], ("too_deeply_nested", "JSON nesting is too deep to parse")
+    except ValueError as error:
+        if "}{" in text.replace(" ", ""):
+            values = _split_concatenated(text)
+            if values is not None:
+                return [(value, False) for value in values], None
+        if "recursion" in strict_message.lower():
+            return [], ("too_deeply_nested", "JSON nesting is too deep to parse")
+        return [], ("invalid_json", f"not valid JSON: {error}")
+
+
+def iter_jsonl(path: Path, rel: str) -> Iterator[Record | Reject]:
+    """Stream the records of a JSONL file; blank lines are skipped, never rejected."""
+    offset = 0
+    with path.open("rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            line_offset = offset
+            offset += len(line)
+            if number == 1 and line.startswith(BOM):
+                line = line[len(BOM) :]
+                line_offset += len(BOM)
+            raw = line.strip()
+            if not raw:
+                continue
+            values, problem = parse_line(raw)
+            if problem is not None:
+                yield Reject(rel, number, problem[0], problem[1], raw_prefix(raw))
+                continue
+            for index, (value, strict) in enumerate(values):
+                record_raw = raw if len(values) == 1 else orjson.dumps(value, default=str)
+                yield Record(number, index, line_offset, record_raw, value, strict)
+
+
+def read_json_file(path: Path, rel: str) -> Record | Reject:
+    """A whole-file JSON document (definitions, solutions)."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        return Reject(rel, None, "unreadable_file", f"cannot read: {error.strerror}", None)
+    if data.startswith(BOM):
+        data = data[len(BOM) :]
+    if not data.strip():
+        return Reject(rel, None, "empty_file", "the file is empty", None)
+    if b"\x00" in data[:8192]:
+        return Reject(rel, None, "binary_file", "the file holds binary data", raw_prefix(data))
+    values, problem = parse_line(data.strip())
+    if problem is not None:
+        return Reject(rel, 1, problem[0], problem[1], raw_prefix(data))
+    if len(values) != 1:
+        return Reject(rel, 1, "invalid_json", "several JSON values in one .json file", raw_prefix(data))
+    value, strict = values[0]
+    return Record(1, 0, 0, data.strip(), value, strict)
+
+
+def looks_binary(path: Path) -> bool:
+    with path.open("rb") as handle:
+        head = handle.read(8192)
+    return b"\x00" in head

@@ -1,0 +1,225 @@
+"""The warehouse folder: generations, the atomic switch between them, the build lock, and
+read-only access.
+
+Layout::
+
+    <warehouse>/
+      current -> generations/<id>          the one complete state readers see (symlink)
+      tracehouse.duckdb -> current/tracehouse.duckdb
+      generations/<id>/<table>.parquet      one folder per completed build
+      generations/<id>/tracehouse.duckdb    views over that folder's Parquet files and sql/
+      cache/                                staging parts and the build manifest (reusable)
+      .build.lock                           held by the running build
+
+A build writes a new generation folder beside the current one and only then swaps the
+``current`` symlink with one ``rename`` (atomic on POSIX). A crash at any moment leaves either
+the previous generation or, on a first build, nothing at all behind ``current``; leftovers are
+removed by the next build.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import duckdb
+
+DUCKDB_FILE = "tracehouse.duckdb"
+KEEP_GENERATIONS = 2  # the current one and the one before, for readers still using it
+
+
+class WarehouseBusy(RuntimeError):
+    """Another build holds the warehouse lock."""
+
+
+class WarehouseMissing(FileNotFoundError):
+    """No completed build exists in the folder."""
+
+
+@dataclass(frozen=True)
+class Warehouse:
+    root: Path
+
+    @property
+    def current(self) -> Path:
+        return self.root / "current"
+
+    @property
+    def generations(self) -> Path:
+        return self.root / "generations"
+
+    @property
+    def cache(self) -> Path:
+        return self.root / "cache"
+
+    @property
+    def staging(self) -> Path:
+        return self.cache / "staging"
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.cache / "manifest.json"
+
+    @property
+    def duckdb_path(self) -> Path:
+        return self.root / DUCKDB_FILE
+
+    def current_generation(self) -> Path | None:
+        """The folder of the last completed build, or None before the first one."""
+        try:
+            target = os.readlink(self.current)
+        except OSError:
+            return None
+        folder = (self.root / target).resolve()
+        return folder if (folder / DUCKDB_FILE).exists() else None
+
+    def require_current(self) -> Path:
+        folder = self.current_generation()
+        if folder is None:
+            raise WarehouseMissing(
+                f"no warehouse at {self.root}: run `tracehouse build --warehouse {self.root}` first"
+            )
+        return folder
+
+    def table_path(self, table: str) -> Path:
+        return self.require_current() / f"{table}.parquet"
+
+    def new_generation(self) -> Path:
+        self.generations.mkdir(parents=True, exist_ok=True)
+        numbers = [int(p.name.split("-")[0]) for p in self.generations.iterdir() if p.name[:6].isdigit()]
+        folder = self.generations / f"{max(numbers, default=0) + 1:06d}-{os.getpid()}"
+        folder.mkdir()
+        return folder
+
+    def publish(self, generation: Path) -> None:
+        """Make ``generation`` the current state in one atomic rename, then tidy up."""
+        _fsync_tree(generation)
+        link = self.root / f".current.{os.getpid()}.tmp"
+        with contextlib.suppress(FileNotFoundError):
+            link.unlink()
+        os.symlink(os.path.relpath(generation, self.root), link)
+        os.replace(link, self.current)
+        _fsync_dir(self.root)
+        if not self.duckdb_path.is_symlink():
+            with contextlib.suppress(FileNotFoundError):
+                self.duckdb_path.unlink()
+            tmp = self.root / f".{DUCKDB_FILE}.{os.getpid()}.tmp"
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            os.symlink(f"current/{DUCKDB_FILE}", tmp)
+            os.replace(tmp, self.duckdb_path)
+        self.remove_stale_generations()
+
+    def remove_stale_generations(self) -> None:
+        """Drop unfinished generations and all but the newest completed ones."""
+        if not self.generations.exists():
+            return
+        current = self.current_generation()
+        folders = sorted(self.generations.iterdir(), key=lambda p: p.name)
+        completed = [p for p in folders if p == current or (p / ".complete").exists()]
+        keep = set(completed[-KEEP_GENERATIONS:])
+        if current is not None:
+            keep.add(current)
+        for folder in folders:
+            if folder not in keep:
+                shutil.rmtree(folder, ignore_errors=True)
+        for leftover in self.root.glob(".*.tmp"):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+
+    @contextlib.contextmanager
+    def build_lock(self, timeout_s: float) -> Iterator[None]:
+        """Exclusive lock for one build; a second build waits up to ``timeout_s`` then refuses."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        handle = (self.root / ".build.lock").open("a+")
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                try:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError as error:
+                    if error.errno not in (errno.EAGAIN, errno.EACCES):
+                        raise
+                    if time.monotonic() >= deadline:
+                        holder = handle.read().strip() if handle.seek(0) == 0 else ""
+                        raise WarehouseBusy(
+                            f"another build is writing {self.root} ({holder or 'unknown process'}); "
+                            f"waited {timeout_s:.0f} s. Try again when it finishes."
+                        ) from None
+                    time.sleep(0.1)
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"pid {os.getpid()}\n")
+            handle.flush()
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            handle.close()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(folder: Path) -> None:
+    for path in folder.iterdir():
+        if path.is_file():
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    _fsync_dir(folder)
+
+
+def connect_read_only(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to the current generation's DuckDB file.
+
+    External access stays limited to the generation's own Parquet files, and the configuration
+    is locked, so a query can neither write, nor read or write other files.
+    """
+    import duckdb
+
+    generation = warehouse.require_current()
+    connection = duckdb.connect(
+        str(generation / DUCKDB_FILE),
+        read_only=True,
+        config={"autoinstall_known_extensions": False, "autoload_known_extensions": False},
+    )
+    connection.execute("SET allowed_directories = $dirs", {"dirs": [str(generation) + "/"]})
+    connection.execute("SET enable_external_access = false")
+    connection.execute("SET lock_configuration = true")
+    return connection
+
+
+READ_ONLY_STATEMENTS = frozenset({"SELECT", "EXPLAIN"})
+
+
+class ReadOnlyViolation(PermissionError):
+    """A statement that would change something, refused before it runs."""
+
+
+def check_read_only(connection: duckdb.DuckDBPyConnection, sql: str) -> None:
+    """Refuse anything but SELECT/EXPLAIN, judged by DuckDB's own parser (not by string tests)."""
+    for statement in connection.extract_statements(sql):
+        kind = statement.type.name
+        if kind not in READ_ONLY_STATEMENTS:
+            raise ReadOnlyViolation(
+                f"refused: {kind} statements are not allowed; `tracehouse query` is read-only "
+                "(only SELECT and EXPLAIN run). Rebuild the warehouse with `tracehouse build`."
+            )
