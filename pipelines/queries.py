@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.settings import Settings
-from pipelines.warehouse import Warehouse, connect_read_only
+from pipelines.warehouse import Warehouse, check_read_only, connect_read_only
 
 LEADERBOARD_SQL = """
 SELECT hardware, solution, author, is_baseline, runs, workloads_covered, workloads_passed,
@@ -18,13 +18,18 @@ ORDER BY hardware, geomean_speedup DESC NULLS LAST, workloads_passed DESC, solut
 """
 
 
-def fetch(settings: Settings, sql: str, parameters: dict[str, Any] | None = None) -> Any:
-    """A polars DataFrame with the result of one parameterized read-only query."""
+def fetch(settings: Settings, sql: str, parameters: dict[str, Any] | None = None, *, user_sql: bool = False) -> Any:
+    """A polars DataFrame with the result of one parameterized read-only query.
+
+    ``user_sql`` marks SQL typed by a person: it must pass ``check_read_only`` first.
+    """
     import polars as pl
 
     connection = connect_read_only(Warehouse(settings.warehouse))
     try:
-        return pl.from_arrow(connection.execute(sql, parameters or {}).fetch_arrow_table())
+        if user_sql:
+            check_read_only(connection, sql)
+        return pl.from_arrow(connection.sql(sql, params=parameters or {}).to_arrow_table())
     finally:
         connection.close()
 

@@ -1,0 +1,243 @@
+"""What leaves the warehouse: Parquet snapshots, KernelIndex records and per-definition JSON.
+
+A KernelIndex record is rebuilt from the warehouse's own columns (no source file needed) and
+checked against the stored run digest, so a record that prints is one whose identity holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from pipelines import IMPORTER_VERSION
+from pipelines.schemas import TABLES
+from pipelines.settings import Settings
+from pipelines.transforms import identity
+from pipelines.transforms.canonical import canonical_json, manifest_digest
+from pipelines.warehouse import Warehouse, connect_read_only
+
+RUN_COLUMNS_SQL = """
+SELECT r.*, e.hardware_raw, e.libs_json,
+       c.max_absolute_error, c.max_relative_error,
+       k.eligible, k.ineligible_reasons, k.cohort_size, k.rank,
+       strftime(r.observed_at AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%S.%g') || 'Z' AS observed_at_text,
+       (c.run_id IS NOT NULL) AS has_correctness
+FROM runs AS r
+JOIN environments AS e USING (environment_id)
+LEFT JOIN correctness AS c USING (run_id)
+LEFT JOIN run_rankings AS k USING (run_id)
+"""
+
+
+def _rows(settings: Settings, where: str, parameters: dict[str, Any]) -> list[dict[str, Any]]:
+    connection = connect_read_only(Warehouse(settings.warehouse))
+    try:
+        cursor = connection.execute(f"{RUN_COLUMNS_SQL} WHERE {where}", parameters)  # noqa: S608
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    finally:
+        connection.close()
+
+
+def find_run(settings: Settings, run_or_external_id: str) -> dict[str, Any]:
+    """A run by its run id, or by KernelIndex external id (re-runs share one: newest wins)."""
+    rows = _rows(
+        settings,
+        "r.run_id = $id OR r.external_id = $id ORDER BY r.observed_at DESC, r.run_id",
+        {"id": run_or_external_id},
+    )
+    if not rows:
+        raise LookupError(f"no run with id or external id {run_or_external_id!r}")
+    if len(rows) > 1:
+        others = ", ".join(row["run_id"] for row in rows[1:])
+        print(
+            f"note: {len(rows)} runs share external id {run_or_external_id!r}; showing the newest "
+            f"({rows[0]['run_id']}); others: {others}",
+            file=sys.stderr,
+        )
+    return rows[0]
+
+
+def run_spec_from_row(row: dict[str, Any]) -> dict[str, Any] | None:
+    """The BenchmarkRun spec (§9.1) from stored columns; None when the identity is incomplete."""
+    needed = ("implementation_digest", "workload_digest", "environment_digest", "ki_status")
+    if any(row.get(name) is None for name in needed):
+        return None
+    spec: dict[str, Any] = {
+        "implementationDigest": row["implementation_digest"],
+        "workloadDigest": row["workload_digest"],
+        "protocolDigest": row["protocol_digest"],
+        "environmentDigest": row["environment_digest"],
+        "status": row["ki_status"],
+    }
+    if row["has_correctness"]:
+        correctness: dict[str, Any] = {"comparator": identity.RUN_COMPARATOR}
+        if row["max_absolute_error"] is not None:
+            correctness["maximumAbsoluteError"] = row["max_absolute_error"]
+        if row["max_relative_error"] is not None:
+            correctness["maximumRelativeError"] = row["max_relative_error"]
+        spec["correctness"] = correctness
+    source_native: dict[str, Any] = {"source": identity.HARNESS_NAME, "benchmark": row["definition"]}
+    if row["latency_ns"] is not None and row["latency_ms"] is not None:
+        spec["timing"] = {"primaryStatistic": "mean", "latencyNs": {"mean": row["latency_ns"]}}
+        metrics: dict[str, Any] = {"latency_ms": row["latency_ms"]}
+        for name in ("reference_latency_ms", "speedup_factor"):
+            if row[name] is not None:
+                metrics[name] = row[name]
+        source_native["metrics"] = metrics
+    spec["sourceNative"] = source_native
+    if row["log_digest"] is not None:
+        spec["evidence"] = {"logs": {"uri": f"kernelindex:artifact/{row['log_digest']}", "digest": row["log_digest"]}}
+    spec["observedAt"] = row["observed_at_text"]
+    return spec
+
+
+def record_manifest_from_row(row: dict[str, Any]) -> dict[str, Any]:
+    spec = run_spec_from_row(row)
+    if spec is None:
+        raise LookupError(
+            f"run {row['run_id']} has no complete KernelIndex identity ({row.get('identity_error') or 'missing digests'})"
+        )
+    if row["run_digest"] is not None and manifest_digest("BenchmarkRun", spec) != row["run_digest"]:
+        raise RuntimeError(f"run {row['run_id']}: the stored run digest does not match its columns")
+    environment = {"hardware": row["hardware_raw"], "libs": json.loads(row["libs_json"])}
+    return identity.record_manifest(
+        spec,
+        identity.run_metadata(row["definition"], row["solution"], row["workload_key"]),
+        identity.environment_spec(environment),
+        identity.environment_metadata(environment),
+    )
+
+
+def record_manifest_json(settings: Settings, run_or_external_id: str) -> str:
+    """The canonical manifest {run, protocol, environment}: RFC 8785 bytes, so byte-stable."""
+    return canonical_json(record_manifest_from_row(find_run(settings, run_or_external_id))).decode()
+
+
+def _number(value: float) -> str:
+    return canonical_json(value).decode()
+
+
+def record_text(settings: Settings, run_or_external_id: str) -> str:
+    row = find_run(settings, run_or_external_id)
+    manifest = record_manifest_from_row(row)
+    environment_spec = manifest["environment"]["spec"]
+    hardware = environment_spec["hardware"]
+    software = environment_spec.get("software", {})
+    reasons = list(row["ineligible_reasons"] or [])
+    lines = [json.dumps(manifest, indent=2, ensure_ascii=False), ""]
+    facts: list[tuple[str, str]] = [
+        ("run", f"{row['solution']} · {row['definition']}"),
+        ("run id", row["run_id"]),
+        ("run digest", row["run_digest"] or "—"),
+        ("external id", row["external_id"] or "—"),
+        ("status", f"{row['ki_status']} (upstream {row['status_raw']})"),
+    ]
+    if row["latency_ns"] is not None:
+        facts.append(("mean latency", f"{row['latency_ns']:,} ns ({identity.format_latency_ns(row['latency_ns'])}) · mean"))
+    if row["speedup_factor"] is not None:
+        facts.append(("source-native", identity.source_native_line(row["speedup_factor"])))
+    rank = f"rank {row['rank']} of {row['cohort_size']}" if row["rank"] is not None else "not ranked"
+    facts += [
+        ("rank", f"{rank} — {identity.rank_line(row['rank'], row['observed_at_text'], reasons)}"),
+        ("comparison key", row["comparison_key"] or "—"),
+        ("operation digest", row["operation_digest"] or "—"),
+        ("workload digest", row["workload_digest"] or "—"),
+        ("environment digest", row["environment_digest"] or "—"),
+        ("protocol digest", row["protocol_digest"] or "—"),
+        ("correctness key", row["correctness_key"] or "—"),
+        ("implementation digest", row["implementation_digest"] or "—"),
+        ("evidence level", row["evidence_level"] or "—"),
+        ("observed", row["observed_at_text"]),
+        ("environment", f"GPU {hardware['product']} ({hardware['architecture']}) · {identity.environment_summary(environment_spec)}"),
+    ]
+    if software.get("cudaToolkit"):
+        facts.append(("CUDA toolkit", software["cudaToolkit"]))
+    if row["has_correctness"]:
+        shown = [f"comparator {identity.RUN_COMPARATOR}"]
+        for label, name in (("max absolute error", "max_absolute_error"), ("max relative error", "max_relative_error")):
+            value = row[name]
+            shown.append(f"{label} {_number(value) if value is not None else 'not recorded'}")
+        shown.append(f"result {row['ki_status']}")
+        facts.append(("correctness", ", ".join(shown)))
+    facts.append(("source", f"{row['source_file']}:{row['source_line']}"))
+    width = max(len(label) for label, _ in facts)
+    lines += [f"{label:<{width}}  {value}" for label, value in facts]
+    return "\n".join(lines)
+
+
+def export_kernelindex(settings: Settings, definition: str, out: Path) -> int:
+    """All results for one definition, as KernelIndex's "All results → JSON" offers them."""
+    rows = _rows(
+        settings,
+        "r.definition = $definition ORDER BY r.comparison_key NULLS LAST, k.rank NULLS LAST, r.observed_at, r.run_id",
+        {"definition": definition},
+    )
+    if not rows:
+        raise LookupError(f"no runs for definition {definition!r}")
+    results = []
+    for row in rows:
+        spec = run_spec_from_row(row)
+        entry: dict[str, Any] = {
+            "runId": row["run_id"],
+            "externalId": row["external_id"],
+            "runDigest": row["run_digest"],
+            "comparisonKey": row["comparison_key"],
+            "rank": row["rank"],
+            "cohortSize": row["cohort_size"],
+            "eligible": row["eligible"],
+            "ineligibleReasons": list(row["ineligible_reasons"] or []),
+            "evidenceLevel": row["evidence_level"],
+            "manifest": record_manifest_from_row(row) if spec is not None else None,
+            "identityError": row["identity_error"],
+            "source": {"file": row["source_file"], "line": row["source_line"]},
+        }
+        results.append(entry)
+    document = {"apiVersion": identity.API_VERSION, "definition": definition, "runs": results}
+    _write_atomically(out, json.dumps(document, indent=2, ensure_ascii=False).encode() + b"\n")
+    return len(results)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_bytes(data)
+    os.replace(temporary, path)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def export_snapshot(settings: Settings, out: Path) -> dict[str, Any]:
+    """Every table as Parquet plus manifest.json (rows, bytes, sha256). Byte-identical for an
+    unchanged warehouse: files are copied as they are and the manifest holds no export time."""
+    import pyarrow.parquet as pq
+
+    generation = Warehouse(settings.warehouse).require_current()
+    out.mkdir(parents=True, exist_ok=True)
+    tables: dict[str, Any] = {}
+    for name in TABLES:
+        source = generation / f"{name}.parquet"
+        target = out / f"{name}.parquet"
+        temporary = out / f".{name}.parquet.{os.getpid()}.tmp"
+        shutil.copyfile(source, temporary)
+        os.replace(temporary, target)
+        tables[name] = {
+            "file": target.name,
+            "rows": pq.ParquetFile(target).metadata.num_rows,
+            "bytes": target.stat().st_size,
+            "sha256": _sha256(target),
+        }
+    manifest = {"importer_version": IMPORTER_VERSION, "tables": tables}
+    _write_atomically(out / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True).encode() + b"\n")
+    return manifest
