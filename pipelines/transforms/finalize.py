@@ -81,8 +81,9 @@ def _protocol_row() -> dict[str, Any]:
     }
 
 
-def _snapshot_row(resolved: Any, files: list[Any], file_entries: dict[str, Any]) -> dict[str, Any]:
-    listing = hashlib.sha256()
+def _snapshot_row(resolved: Any, files: list[Any], file_entries: dict[str, Any], context: DatasetContext) -> dict[str, Any]:
+    # JSONL files by content hash; definitions and solutions through the context fingerprint.
+    listing = hashlib.sha256(f"{context.fingerprint}\n".encode())
     total = 0
     for source_file in files:
         entry = file_entries.get(source_file.rel, {})
@@ -197,7 +198,7 @@ def finalize(
 
         overrides = _recompute_overridden(connection, resolved.root, loaded.context)
         connection.register("overrides", overrides)
-        snapshot = _snapshot_row(resolved, files, file_entries)
+        snapshot = _snapshot_row(resolved, files, file_entries, loaded.context)
 
         def copy(table: str, query: str, parameters: dict[str, Any] | None = None) -> None:
             target = generation / f"{table}.parquet"

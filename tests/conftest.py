@@ -1,0 +1,44 @@
+"""Shared fixtures: real warehouses built into temporary folders."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipelines.build import BuildResult, build_warehouse
+from pipelines.settings import load_settings
+from tests.shared_data import GOLDEN_DIR, SHARED
+
+GOLDEN_REVISION = "da915083d4c7c5e61aa3005e3d17ae488e0fc71c"
+
+
+def build(source: Path | str, warehouse: Path, **settings: object) -> BuildResult:
+    """Build with explicit settings, ignoring any TRACEHOUSE_* variables of the caller."""
+    return build_warehouse(load_settings(environ={}, warehouse=warehouse, source=str(source), **settings))
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The real `tracehouse` command in a separate process."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TRACEHOUSE_")}
+    environment.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", *args],
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=cwd,
+        timeout=600,
+    )
+
+
+@pytest.fixture(scope="session")
+def golden_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if SHARED is None:
+        pytest.skip("../shared not found beside the checkout")
+    warehouse = tmp_path_factory.mktemp("golden") / "warehouse"
+    build(GOLDEN_DIR / "dataset", warehouse, revision=GOLDEN_REVISION)
+    return warehouse

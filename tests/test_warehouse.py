@@ -1,0 +1,211 @@
+"""The warehouse end to end: every sample layout, the golden corpus, determinism, incrementality."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines.schemas import TABLES
+from pipelines.warehouse import Warehouse
+from tests.conftest import GOLDEN_REVISION, build, run_cli
+from tests.shared_data import GOLDEN_DIR, SAMPLES_DIR, requires_shared
+
+# Counted independently of the importer (plain json.loads over every file, README of the
+# samples): definitions and solutions by file, workloads as distinct (definition, uuid or
+# axes), runs as lines whose `evaluation` is a non-empty object, rejects as lines naming a
+# definition the folder does not have.
+SAMPLE_COUNTS = {
+    "ffi_example_flat_layout": dict(definitions=1, implementations=1, workloads=43, environments=0, runs=0, correctness=0, rejects=0, lines=43),
+    "hf_v0_snapshot_2025-08": dict(definitions=10, implementations=8, workloads=344, environments=1, runs=301, correctness=301, rejects=51, lines=524),
+    "hf_v3_layout": dict(definitions=11, implementations=8, workloads=371, environments=1, runs=242, correctness=68, rejects=0, lines=462),
+    "intel_sycl_fork_2026-09": dict(definitions=2, implementations=0, workloads=4, environments=1, runs=8, correctness=4, rejects=0, lines=12),
+    "legacy_2025-07_handwritten_example": dict(definitions=0, implementations=0, workloads=0, environments=0, runs=0, correctness=0, rejects=3, lines=3),
+    "legacy_2025-08_repo_dataset": dict(definitions=3, implementations=3, workloads=47, environments=1, runs=4, correctness=4, rejects=0, lines=51),
+    "web_baseline_config": dict(definitions=0, implementations=0, workloads=0, environments=0, runs=0, correctness=0, rejects=0, lines=0),
+}
+
+
+def table_rows(warehouse: Path, table: str) -> list[dict]:
+    rows = pq.read_table(Warehouse(warehouse).table_path(table)).to_pylist()
+    if table == "source_snapshots":
+        for row in rows:
+            row.pop("built_at")
+    return rows
+
+
+def count(warehouse: Path, table: str) -> int:
+    return pq.ParquetFile(Warehouse(warehouse).table_path(table)).metadata.num_rows
+
+
+@requires_shared
+@pytest.mark.parametrize("folder", sorted(SAMPLE_COUNTS))
+def test_every_sample_layout_builds_with_exact_counts(folder: str, tmp_path: Path) -> None:
+    expected = SAMPLE_COUNTS[folder]
+    result = run_cli("build", "--source", str(SAMPLES_DIR / folder), "--warehouse", str(tmp_path / "w"))
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    for table in ("definitions", "implementations", "workloads", "environments", "runs", "correctness", "rejects"):
+        assert count(tmp_path / "w", table) == expected[table], table
+    # every record is imported or rejected: trace and workload lines, nothing lost
+    rejects = table_rows(tmp_path / "w", "rejects")
+    assert all(r["reason"] and r["file"] for r in rejects)
+    line_rejects = [r for r in rejects if r["line"] is not None]
+    connection = duckdb.connect()
+    imported = connection.execute(
+        "SELECT (SELECT count(*) FROM read_parquet($runs)) + 0", {"runs": str(Warehouse(tmp_path / "w").table_path("runs"))}
+    ).fetchone()[0]
+    workload_lines = expected["lines"] - expected["runs"] - len(line_rejects)
+    assert imported + workload_lines + len(line_rejects) == expected["lines"]
+
+
+@requires_shared
+def test_golden_runs_match_kernelindex_keys_and_ranks(golden_warehouse: Path) -> None:
+    with (GOLDEN_DIR / "expected.csv").open() as handle:
+        expected = list(csv.DictReader(handle))
+    assert count(golden_warehouse, "runs") == len(expected) == 1490
+    connection = duckdb.connect(str(golden_warehouse / "tracehouse.duckdb"), read_only=True)
+    ours = connection.execute(
+        """SELECT definition, solution, workload_uuid,
+                  strftime(observed_at AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%S.%g') || 'Z' AS observed_at,
+                  operation_digest, workload_digest, environment_digest, protocol_digest,
+                  correctness_key, comparison_key, latency_ns, status, ki_status, rank, cohort_size
+           FROM run_summary ORDER BY source_file, source_line"""
+    ).fetchall()
+    columns = ["definition", "solution", "workload_uuid", "observed_at", "operation_digest", "workload_digest",
+               "environment_key", "protocol_key", "correctness_key", "comparison_key", "latency_ns", "status",
+               "ki_status", "rank", "cohort_size"]
+    ours_by_pair: dict[tuple, list[dict]] = {}
+    for row in ours:
+        record = dict(zip(columns, ["" if v is None else str(v) for v in row], strict=True))
+        ours_by_pair.setdefault((record["definition"], record["solution"], record["workload_uuid"]), []).append(record)
+    mismatches = []
+    for exp in expected:
+        candidates = ours_by_pair.get((exp["definition"], exp["solution"], exp["workload_uuid"]), [])
+        match = next((c for c in candidates if c["observed_at"] == exp["observed_at"]), None)
+        if match is None:
+            mismatches.append((exp["ki_run_id"], "unmatched"))
+            continue
+        candidates.remove(match)
+        for column in columns[3:]:
+            if match[column] != exp[column]:
+                mismatches.append((exp["ki_run_id"], column, match[column], exp[column]))
+    assert mismatches == []
+
+
+@requires_shared
+def test_seed_record_matches_the_identity_document(golden_warehouse: Path) -> None:
+    external_id = "trace/flashinfer_wrapper_ea3787/892d1b8f-f6fe-40ad-aa3f-b6d391753bd3"
+    text = run_cli("record", external_id, "--warehouse", str(golden_warehouse))
+    assert text.returncode == 0, text.stderr
+    for fact in (
+        "68,857 ns (68.9 µs)",
+        "3958.47× reference",
+        "sha256:04ea3f7140e33a224bf6eb0850cd25eac0ff008365448e7b65534897eebd1d6d",
+        "sha256:e8dda69a",
+        "sha256:f4292a8b",
+        "sha256:7d44d206",
+        "rank 1 of 1",
+        "evidence level         reported",
+        "max absolute error 0.03125",
+        "max relative error 24207.900390625",
+        "result passed",
+    ):
+        assert fact in text.stdout, fact
+    first = run_cli("record", external_id, "--json", "--warehouse", str(golden_warehouse))
+    second = run_cli("record", external_id, "--json", "--warehouse", str(golden_warehouse))
+    assert first.stdout == second.stdout  # byte-stable
+    ours = json.loads(first.stdout)
+    document = (GOLDEN_DIR.parent.parent / "docs" / "kernelindex-identity.md").read_text()
+    block = document.split("### 12.3 The stored record", 1)[1].split("```json", 1)[1].split("```", 1)[0]
+    published = json.loads(block)
+    assert ours["protocol"] == published["protocol"]
+    assert ours["environment"] == published["environment"]
+    # The corpus carries only a placeholder for this solution's source (golden README), so its
+    # implementation digest cannot be KernelIndex's; every other member must be identical.
+    ours_run = json.loads(json.dumps(ours["run"]))
+    ours_run["spec"]["implementationDigest"] = published["run"]["spec"]["implementationDigest"]
+    assert ours_run == published["run"]
+
+
+@requires_shared
+def test_building_twice_gives_identical_tables_and_exports(tmp_path: Path) -> None:
+    source = GOLDEN_DIR / "dataset"
+    build(source, tmp_path / "a", revision=GOLDEN_REVISION)
+    build(source, tmp_path / "b", revision=GOLDEN_REVISION, workers=1)
+    for table in TABLES:
+        assert table_rows(tmp_path / "a", table) == table_rows(tmp_path / "b", table), table
+    assert run_cli("export", "--snapshot", str(tmp_path / "e1"), "--warehouse", str(tmp_path / "a")).returncode == 0
+    assert run_cli("export", "--snapshot", str(tmp_path / "e2"), "--warehouse", str(tmp_path / "a")).returncode == 0
+    names = sorted(p.name for p in (tmp_path / "e1").iterdir())
+    assert names == sorted([*(f"{t}.parquet" for t in TABLES), "manifest.json"])
+    for name in names:
+        assert (tmp_path / "e1" / name).read_bytes() == (tmp_path / "e2" / name).read_bytes(), name
+    manifest = json.loads((tmp_path / "e1" / "manifest.json").read_text())
+    assert manifest["tables"]["runs"]["rows"] == 1490
+
+
+@requires_shared
+def test_incremental_build_reparses_only_the_changed_file_and_equals_a_full_build(tmp_path: Path) -> None:
+    source = tmp_path / "dataset"
+    shutil.copytree(GOLDEN_DIR / "dataset", source)
+    first = build(source, tmp_path / "w", revision=GOLDEN_REVISION)
+    assert first.files_parsed == 100
+    unchanged = build(source, tmp_path / "w", revision=GOLDEN_REVISION)
+    assert unchanged.up_to_date
+    trace_file = source / "traces/baseline/rmsnorm/fused_add_rmsnorm_h2048.jsonl"
+    lines = trace_file.read_text().splitlines(keepends=True)
+    trace_file.write_text("".join(lines[:-1]))  # drop the last run
+    incremental = build(source, tmp_path / "w", revision=GOLDEN_REVISION)
+    assert (incremental.files_parsed, incremental.files_reused) == (1, 99)
+    build(source, tmp_path / "scratch", revision=GOLDEN_REVISION)
+    for table in TABLES:
+        ours, scratch = table_rows(tmp_path / "w", table), table_rows(tmp_path / "scratch", table)
+        if table == "source_snapshots":  # the incremental warehouse also keeps its history
+            assert len(ours) == 2 and ours[-1:] == scratch
+        else:
+            assert ours == scratch, table
+    assert count(tmp_path / "w", "runs") == 1489
+
+
+@requires_shared
+def test_query_runs_from_a_second_process_and_refuses_writes(golden_warehouse: Path) -> None:
+    result = run_cli("query", "SELECT count(*) AS n FROM run_summary", "--format", "csv", "--warehouse", str(golden_warehouse))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["n", "1490"]
+    result = run_cli("query", "SELECT status FROM runs LIMIT 1", "--format", "json", env={"TRACEHOUSE_WAREHOUSE": str(golden_warehouse)})
+    assert json.loads(result.stdout) == [{"status": "PASSED"}]
+    refused = run_cli("query", "DROP TABLE runs", "--warehouse", str(golden_warehouse))
+    assert refused.returncode == 2
+    assert "read-only" in refused.stderr and "Traceback" not in refused.stderr
+    assert count(golden_warehouse, "runs") == 1490
+
+
+@requires_shared
+def test_run_summary_has_the_documented_columns(golden_warehouse: Path) -> None:
+    connection = duckdb.connect(str(golden_warehouse / "tracehouse.duckdb"), read_only=True)
+    columns = [row[0] for row in connection.execute("DESCRIBE run_summary").fetchall()]
+    for name in ("definition", "op_type", "solution", "author", "workload_uuid", "status", "latency_ns",
+                 "observed_at", "hardware", "comparison_key", "cohort_size", "rank", "source_file", "source_line"):
+        assert name in columns
+
+
+@requires_shared
+def test_leaderboard_and_kernelindex_export(golden_warehouse: Path, tmp_path: Path) -> None:
+    board = run_cli("leaderboard", "gemm_n4096_k4096", "--format", "json", "--warehouse", str(golden_warehouse))
+    assert board.returncode == 0, board.stderr
+    rows = json.loads(board.stdout)
+    baseline = next(r for r in rows if r["solution"] == "torch_matmul_0d13df")
+    assert baseline["is_baseline"] and baseline["geomean_speedup"] == 1.0 and baseline["workloads_passed"] == 43
+    out = tmp_path / "gemm.json"
+    exported = run_cli("export", "--kernelindex", "gemm_n4096_k4096", str(out), "--warehouse", str(golden_warehouse))
+    assert exported.returncode == 0, exported.stderr
+    document = json.loads(out.read_text())
+    assert document["definition"] == "gemm_n4096_k4096" and len(document["runs"]) == 86
+    ranked = [r for r in document["runs"] if r["rank"] is not None]
+    assert all(r["manifest"]["run"]["kind"] == "BenchmarkRun" and r["cohortSize"] >= r["rank"] for r in ranked)
