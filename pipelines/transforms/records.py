@@ -49,15 +49,47 @@ def raw_prefix(raw: bytes) -> str:
     return raw[: RAW_PREFIX_CHARS * 4].decode("utf-8", "replace")[:RAW_PREFIX_CHARS]
 
 
+def _parse_int(text: str) -> int | float:
+    # Integers beyond 64 bits become floats, exactly as the strict parser (orjson) reads them;
+    # Python ints of any size would otherwise reach code that cannot store them.
+    number = int(text)
+    return number if -(2**63) <= number < 2**64 else float(text)
+
+
 def _lenient_loads(text: str) -> Any:
     # Python's json accepts NaN/Infinity tokens and big integers, as the harness's own pydantic
     # models do; a number beyond float range becomes inf and is refused later by field checks.
-    return json.loads(text)
+    return json.loads(text, parse_int=_parse_int)
+
+
+# orjson serialises at most this many levels of nesting; the warehouse stores parts of every
+# record as JSON text, so a value nested deeper than this cannot be stored.
+MAX_STORABLE_DEPTH = 254
+
+
+def _unstorable(raw: bytes, values: list[tuple[Any, bool]]) -> tuple[str, str] | None:
+    """Why a parsed line cannot be stored as JSON again, or None (the usual case).
+
+    The strict parser accepts nesting up to 1024 levels; the lenient one also lets through
+    ``\\ud800``-style escapes of lone surrogates, which are not Unicode text. Both would make
+    serialising the record fail later, so they are refused here, with the line.
+    """
+    lenient = any(not strict for _, strict in values)
+    if not lenient and raw.count(b"[") + raw.count(b"{") <= MAX_STORABLE_DEPTH:
+        return None
+    for value, _ in values:
+        try:
+            orjson.dumps(value)
+        except orjson.JSONEncodeError as error:
+            if "recursion" in str(error).lower():
+                return ("too_deeply_nested", "JSON nesting is too deep to store")
+            return ("invalid_json", f"not storable as JSON text: {error}")
+    return None
 
 
 def _split_concatenated(text: str) -> list[Any] | None:
     """Objects written back to back on one line by an append without a newline (`}{`)."""
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(parse_int=_parse_int)
     values: list[Any] = []
     position = 0
     while position < len(text):
@@ -75,6 +107,15 @@ def _split_concatenated(text: str) -> list[Any] | None:
 
 def parse_line(raw: bytes) -> tuple[list[tuple[Any, bool]], tuple[str, str] | None]:
     """Parse one line into [(value, strict)], or return (reason, message)."""
+    values, problem = _parse_line(raw)
+    if problem is None:
+        problem = _unstorable(raw, values)
+        if problem is not None:
+            return [], problem
+    return values, problem
+
+
+def _parse_line(raw: bytes) -> tuple[list[tuple[Any, bool]], tuple[str, str] | None]:
     try:
         return [(orjson.loads(raw), True)], None
     except orjson.JSONDecodeError as strict_error:
