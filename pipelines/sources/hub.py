@@ -43,11 +43,13 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import email.utils
+import functools
 import hashlib
 import os
 import random
 import re
 import shutil
+import ssl
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -57,6 +59,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import quote, unquote
 
+import certifi
 import httpx
 import orjson
 
@@ -124,6 +127,11 @@ class HubDatasetRef:
     repo_id: str  # "<org>/<name>"
     revision: str = DEFAULT_REVISION
 
+    def __post_init__(self) -> None:
+        problem = _repo_id_problem(self.repo_id) or _revision_problem(self.revision)
+        if problem:
+            raise ValueError(problem)
+
     @property
     def uri(self) -> str:
         """Canonical ``hf://`` form; ``parse_hub_uri(ref.uri) == ref``."""
@@ -168,14 +176,9 @@ def parse_hub_uri(text: str) -> HubDatasetRef | None:
                 " are not supported"
             )
         raise ValueError(f"{text!r}: expected hf://datasets/<org>/<name>[@<revision>]")
-    for part in parts:
-        if not _REPO_PART.match(part) or "--" in part or ".." in part:
-            raise ValueError(
-                f"{text!r}: invalid repo name component {part!r} (letters, digits, '_', '.', '-';"
-                " at most 96 characters; no leading/trailing '.' or '-'; no '--' or '..')"
-            )
-    if parts[1].endswith(".git"):
-        raise ValueError(f"{text!r}: repo name must not end with '.git'")
+    problem = _repo_id_problem(repo_part)
+    if problem:
+        raise ValueError(f"{text!r}: {problem}")
     if not at:
         return HubDatasetRef(repo_id=repo_part)
     if rev_part == "":
@@ -189,8 +192,34 @@ def parse_hub_uri(text: str) -> HubDatasetRef | None:
         revision = unquote(rev_part, errors="strict")
     except UnicodeDecodeError:
         raise ValueError(f"{text!r}: revision is not valid percent-encoded UTF-8") from None
+    problem = _revision_problem(revision)
+    if problem:
+        raise ValueError(f"{text!r}: {problem}")
+    return HubDatasetRef(repo_id=repo_part, revision=revision)
+
+
+def _repo_id_problem(repo_id: str) -> str | None:
+    """Why ``repo_id`` is not ``<org>/<name>`` under the Hub's naming rules, or None."""
+    parts = repo_id.split("/") if isinstance(repo_id, str) else []
+    if len(parts) != 2:
+        return f"repo id {repo_id!r} is not of the form <org>/<name>"
+    for part in parts:
+        if not _REPO_PART.match(part) or "--" in part or ".." in part:
+            return (
+                f"invalid repo name component {part!r} (letters, digits, '_', '.', '-';"
+                " at most 96 characters; no leading/trailing '.' or '-'; no '--' or '..')"
+            )
+    if parts[1].endswith(".git"):
+        return "repo name must not end with '.git'"
+    return None
+
+
+def _revision_problem(revision: str) -> str | None:
+    """Why ``revision`` cannot be a git branch, tag or commit name, or None."""
     if (
-        _BAD_REVISION_CHARS.search(revision)
+        not isinstance(revision, str)
+        or not revision
+        or _BAD_REVISION_CHARS.search(revision)
         or ".." in revision
         or "@{" in revision
         or revision.startswith("/")
@@ -198,8 +227,8 @@ def parse_hub_uri(text: str) -> HubDatasetRef | None:
         or "//" in revision
         or revision.endswith(".lock")
     ):
-        raise ValueError(f"{text!r}: {revision!r} is not a valid git revision name")
-    return HubDatasetRef(repo_id=repo_part, revision=revision)
+        return f"{revision!r} is not a valid git revision name"
+    return None
 
 
 def _as_ref(ref: HubDatasetRef | str) -> HubDatasetRef:
@@ -382,8 +411,26 @@ def _auth_headers(token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
+@functools.lru_cache(maxsize=4)
+def _tls_context_for(cafile: str | None, capath: str | None) -> ssl.SSLContext:
+    if cafile:
+        return ssl.create_default_context(cafile=cafile)
+    if capath:
+        return ssl.create_default_context(capath=capath)
+    return ssl.create_default_context(cafile=certifi.where())
+
+
+def _tls_context() -> ssl.SSLContext:
+    """httpx's default verification (SSL_CERT_FILE, SSL_CERT_DIR, else certifi), built once.
+
+    Loading the CA bundle dominates creating an httpx.Client; the sensor and tests create many.
+    """
+    return _tls_context_for(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+
+
 def _make_client(policy: RetryPolicy, max_connections: int) -> httpx.Client:
     return httpx.Client(
+        verify=_tls_context(),
         follow_redirects=True,
         timeout=policy.timeout(),
         limits=httpx.Limits(
@@ -612,6 +659,8 @@ def list_remote_files(
     retry: RetryPolicy | None = None,
 ) -> tuple[list[RemoteFile], list[RejectedRemoteFile]]:
     """The selected files at commit ``sha`` (sorted by path) and the listed files rejected."""
+    if not _SHA1_HEX.match(sha):
+        raise ValueError(f"sha must be a 40-hex commit id (see resolve_revision), got {sha!r}")
     ref = _as_ref(ref)
     policy = retry or RetryPolicy()
     headers = _auth_headers(hub_token(token))
