@@ -56,7 +56,9 @@ class BuildResult:
         if self.up_to_date:
             return [f"warehouse {self.warehouse} is up to date ({self.seconds:.2f} s)"]
         lines = [f"built {self.warehouse} in {self.seconds:.2f} s"]
-        lines.append(f"  files parsed {self.files_parsed}, reused {self.files_reused}, records read {self.records_read}")
+        lines.append(
+            f"  files parsed {self.files_parsed}, reused {self.files_reused}, records read {self.records_read}"
+        )
         for table, count in self.table_counts.items():
             lines.append(f"  {table:<17} {count:>10,}")
         if self.rejects_by_reason:
@@ -66,7 +68,9 @@ class BuildResult:
         return lines
 
 
-def resolve_source(source: str, settings: Settings, progress: ProgressFn | None = None) -> ResolvedSource:
+def resolve_source(
+    source: str, settings: Settings, progress: ProgressFn | None = None
+) -> ResolvedSource:
     """A local folder as it is, or a Hub dataset fetched (incrementally) into the cache."""
     from pipelines.sources import hub
 
@@ -77,7 +81,7 @@ def resolve_source(source: str, settings: Settings, progress: ProgressFn | None 
         return ResolvedSource(root, source, None, revision)
     from pipelines.transforms.records import Reject
 
-    callback = None
+    callback: Callable[..., None] | None = None
     if progress is not None:
 
         def callback(done_files: int, total_files: int, *_: Any) -> None:
@@ -169,10 +173,28 @@ def build_warehouse(
             and manifest.get("generation") == warehouse.current_generation().name  # type: ignore[union-attr]
         ):
             return BuildResult(
-                warehouse.root, True, time.perf_counter() - started, {}, {}, 0, len(files), 0,
-                manifest.get("snapshot_id"), resolved,
+                warehouse.root,
+                True,
+                time.perf_counter() - started,
+                {},
+                {},
+                0,
+                len(files),
+                0,
+                manifest.get("snapshot_id"),
+                resolved,
             )
-        return _full_build(settings, warehouse, resolved, files, discovery_rejects, state, manifest, progress, started)
+        return _full_build(
+            settings,
+            warehouse,
+            resolved,
+            files,
+            discovery_rejects,
+            state,
+            manifest,
+            progress,
+            started,
+        )
 
 
 def _load_context_cached(
@@ -181,7 +203,9 @@ def _load_context_cached(
     from pipelines.transforms.context import load_context, read_baseline_map
 
     key = hashlib.sha256(
-        json.dumps([_state_key(settings, resolved), [[f.rel, f.fingerprint] for f in json_files]]).encode()
+        json.dumps(
+            [_state_key(settings, resolved), [[f.rel, f.fingerprint] for f in json_files]]
+        ).encode()
     ).hexdigest()
     cache_file = warehouse.cache / "context.pickle"
     try:
@@ -192,7 +216,9 @@ def _load_context_cached(
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError):
         pass
     loaded = load_context(
-        json_files, revision=resolved.resolved_sha, baseline_map=read_baseline_map(settings.baselines_file)
+        json_files,
+        revision=resolved.resolved_sha,
+        baseline_map=read_baseline_map(settings.baselines_file),
     )
     warehouse.cache.mkdir(parents=True, exist_ok=True)
     temporary = cache_file.with_name(f".context.{os.getpid()}.tmp")
@@ -222,7 +248,9 @@ def _full_build(
     loaded = _load_context_cached(warehouse, json_files, settings, resolved)
     context = loaded.context
 
-    previous: dict[str, Any] = manifest.get("files", {}) if manifest.get("context") == context.fingerprint else {}
+    previous: dict[str, Any] = (
+        manifest.get("files", {}) if manifest.get("context") == context.fingerprint else {}
+    )
     warehouse.staging.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {}
     file_entries: dict[str, Any] = {}
@@ -230,7 +258,11 @@ def _full_build(
     sizes: dict[str, int] = {}
     for source_file in line_files:
         entry = previous.get(source_file.rel)
-        if entry and entry["fingerprint"] == source_file.fingerprint and _parts_exist(warehouse, entry):
+        if (
+            entry
+            and entry["fingerprint"] == source_file.fingerprint
+            and _parts_exist(warehouse, entry)
+        ):
             file_entries[source_file.rel] = {**entry}
             continue
         content_sha = _sha256_file(source_file.path)
@@ -300,7 +332,10 @@ def _parts_exist(warehouse: Warehouse, entry: dict[str, Any]) -> bool:
 
 
 def _run_tasks(
-    tasks: list[tuple[str, str, str, str]], workers: int, progress: ProgressFn | None, results: dict[str, Any]
+    tasks: list[tuple[str, str, str, str]],
+    workers: int,
+    progress: ProgressFn | None,
+    results: dict[str, Any],
 ) -> None:
     if progress:
         progress("parse", 0, len(tasks))
@@ -313,7 +348,9 @@ def _run_tasks(
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=multiprocessing.get_context("fork")) as pool:
+    with ProcessPoolExecutor(
+        max_workers=min(workers, len(tasks)), mp_context=multiprocessing.get_context("fork")
+    ) as pool:
         futures = {pool.submit(_ingest_task, task): task[1] for task in tasks}
         for done, future in enumerate(as_completed(futures), start=1):
             results[futures[future]] = future.result()

@@ -32,7 +32,9 @@ def _progress_bar() -> Any:
     def progress(phase: str, done: int, total: int) -> None:
         bar = bars.get(phase)
         if bar is None:
-            bar = bars[phase] = tqdm(total=total, desc=phase, unit="file", file=sys.stderr, leave=False)
+            bar = bars[phase] = tqdm(
+                total=total, desc=phase, unit="file", file=sys.stderr, leave=False
+            )
         bar.total = total
         bar.n = done
         bar.refresh()
@@ -67,7 +69,13 @@ def _print_frame(frame: Any, output: str) -> None:
     elif output == "json":
         sys.stdout.write(frame.write_json() + "\n")
     else:
-        with pl.Config(tbl_rows=200, tbl_cols=40, fmt_str_lengths=80, tbl_width_chars=240, tbl_hide_dataframe_shape=True):
+        with pl.Config(
+            tbl_rows=200,
+            tbl_cols=40,
+            fmt_str_lengths=80,
+            tbl_width_chars=240,
+            tbl_hide_dataframe_shape=True,
+        ):
             print(frame)
 
 
@@ -101,7 +109,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         manifest = export.export_snapshot(settings, Path(args.snapshot))
         print(f"exported {len(manifest['tables'])} tables to {args.snapshot}")
     if not args.kernelindex and not args.snapshot:
-        print("nothing to export: give --snapshot DIR and/or --kernelindex DEFINITION OUT", file=sys.stderr)
+        print(
+            "nothing to export: give --snapshot DIR and/or --kernelindex DEFINITION OUT",
+            file=sys.stderr,
+        )
         return 2
     return 0
 
@@ -128,7 +139,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"generated demo dataset in {source}: {generated}")
     # Demo data has no upstream commit; a revision derived from the generator's seed keeps
     # implementation and run digests defined and stable.
-    revision = args.revision or hashlib.sha1(f"tracehouse-demo seed={args.seed}".encode()).hexdigest()
+    revision = (
+        args.revision or hashlib.sha1(f"tracehouse-demo seed={args.seed}".encode()).hexdigest()
+    )
     settings = _settings(args, source=str(source), revision=revision)
     result = build_warehouse(settings, progress=_progress_bar())
     print("\n".join(result.summary_lines()))
@@ -159,17 +172,39 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=help_text, description=help_text)
-        command.add_argument("--warehouse", help="warehouse folder (env TRACEHOUSE_WAREHOUSE; default ./warehouse)")
+        command.add_argument(
+            "--warehouse", help="warehouse folder (env TRACEHOUSE_WAREHOUSE; default ./warehouse)"
+        )
         return command
 
     build = add("build", "Build or refresh the warehouse from a dataset folder or hf:// URI.")
-    build.add_argument("--source", help="dataset folder or hf://datasets/<org>/<name>[@rev] (env TRACEHOUSE_SOURCE)")
-    build.add_argument("--revision", help="40-hex dataset revision for implementation digests (env TRACEHOUSE_REVISION)")
-    build.add_argument("--baselines", help="baseline map JSON {definition: {default: solution}} (env TRACEHOUSE_BASELINES_FILE)")
-    build.add_argument("--workers", type=int, help="parser processes (env TRACEHOUSE_WORKERS; default: cores)")
-    build.add_argument("--wait", type=float, default=600.0, help="seconds to wait for a running build (default 600)")
-    build.add_argument("--no-wait", action="store_true", help="refuse at once if another build is running")
-    build.add_argument("--include-blobs", action="store_true", help="also mirror blob/ from the Hub")
+    build.add_argument(
+        "--source",
+        help="dataset folder or hf://datasets/<org>/<name>[@rev] (env TRACEHOUSE_SOURCE)",
+    )
+    build.add_argument(
+        "--revision",
+        help="40-hex dataset revision for implementation digests (env TRACEHOUSE_REVISION)",
+    )
+    build.add_argument(
+        "--baselines",
+        help="baseline map JSON {definition: {default: solution}} (env TRACEHOUSE_BASELINES_FILE)",
+    )
+    build.add_argument(
+        "--workers", type=int, help="parser processes (env TRACEHOUSE_WORKERS; default: cores)"
+    )
+    build.add_argument(
+        "--wait",
+        type=float,
+        default=600.0,
+        help="seconds to wait for a running build (default 600)",
+    )
+    build.add_argument(
+        "--no-wait", action="store_true", help="refuse at once if another build is running"
+    )
+    build.add_argument(
+        "--include-blobs", action="store_true", help="also mirror blob/ from the Hub"
+    )
     build.add_argument("--force", action="store_true", help="rebuild even when nothing changed")
     build.set_defaults(handler=cmd_build)
 
@@ -185,19 +220,36 @@ def build_parser() -> argparse.ArgumentParser:
     board.set_defaults(handler=cmd_leaderboard)
 
     export = add("export", "Export a Parquet snapshot and/or KernelIndex-style JSON.")
-    export.add_argument("--snapshot", help="folder to write every table as Parquet plus manifest.json")
-    export.add_argument("--kernelindex", nargs=2, metavar=("DEFINITION", "OUT"), help="all results for one definition as JSON")
+    export.add_argument(
+        "--snapshot", help="folder to write every table as Parquet plus manifest.json"
+    )
+    export.add_argument(
+        "--kernelindex",
+        nargs=2,
+        metavar=("DEFINITION", "OUT"),
+        help="all results for one definition as JSON",
+    )
     export.set_defaults(handler=cmd_export)
 
     record = add("record", "Show one run's KernelIndex record (by run id or external id).")
     record.add_argument("id")
-    record.add_argument("--json", action="store_true", help="print only the canonical manifest {run, protocol, environment}")
+    record.add_argument(
+        "--json",
+        action="store_true",
+        help="print only the canonical manifest {run, protocol, environment}",
+    )
     record.set_defaults(handler=cmd_record)
 
-    demo = add("demo", "Generate the demo dataset (if missing), build the warehouse, print a leaderboard.")
-    demo.add_argument("--source", default="data/demo", help="where the demo dataset lives (default data/demo)")
+    demo = add(
+        "demo", "Generate the demo dataset (if missing), build the warehouse, print a leaderboard."
+    )
+    demo.add_argument(
+        "--source", default="data/demo", help="where the demo dataset lives (default data/demo)"
+    )
     demo.add_argument("--seed", type=int, default=7)
-    demo.add_argument("--revision", help="revision recorded for the demo data (default: derived from the seed)")
+    demo.add_argument(
+        "--revision", help="revision recorded for the demo data (default: derived from the seed)"
+    )
     demo.set_defaults(handler=cmd_demo)
 
     tables = sub.add_parser("tables", help="Describe every table and column.")
@@ -212,7 +264,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return int(args.handler(args))
-    except (WarehouseBusy, WarehouseMissing, FileNotFoundError, ValueError, PermissionError, LookupError) as error:
+    except (
+        WarehouseBusy,
+        WarehouseMissing,
+        FileNotFoundError,
+        ValueError,
+        PermissionError,
+        LookupError,
+    ) as error:
         print(f"tracehouse {args.command}: {error}", file=sys.stderr)
         return 2
     except Exception as error:  # a database error from user SQL is a message, not a traceback

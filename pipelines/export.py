@@ -37,7 +37,7 @@ LEFT JOIN run_rankings AS k USING (run_id)
 def _rows(settings: Settings, where: str, parameters: dict[str, Any]) -> list[dict[str, Any]]:
     connection = connect_read_only(Warehouse(settings.warehouse))
     try:
-        cursor = connection.execute(f"{RUN_COLUMNS_SQL} WHERE {where}", parameters)  # noqa: S608
+        cursor = connection.execute(f"{RUN_COLUMNS_SQL} WHERE {where}", parameters)
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
     finally:
@@ -82,7 +82,10 @@ def run_spec_from_row(row: dict[str, Any]) -> dict[str, Any] | None:
         if row["max_relative_error"] is not None:
             correctness["maximumRelativeError"] = row["max_relative_error"]
         spec["correctness"] = correctness
-    source_native: dict[str, Any] = {"source": identity.HARNESS_NAME, "benchmark": row["definition"]}
+    source_native: dict[str, Any] = {
+        "source": identity.HARNESS_NAME,
+        "benchmark": row["definition"],
+    }
     if row["latency_ns"] is not None and row["latency_ms"] is not None:
         spec["timing"] = {"primaryStatistic": "mean", "latencyNs": {"mean": row["latency_ns"]}}
         metrics: dict[str, Any] = {"latency_ms": row["latency_ms"]}
@@ -92,7 +95,12 @@ def run_spec_from_row(row: dict[str, Any]) -> dict[str, Any] | None:
         source_native["metrics"] = metrics
     spec["sourceNative"] = source_native
     if row["log_digest"] is not None:
-        spec["evidence"] = {"logs": {"uri": f"kernelindex:artifact/{row['log_digest']}", "digest": row["log_digest"]}}
+        spec["evidence"] = {
+            "logs": {
+                "uri": f"kernelindex:artifact/{row['log_digest']}",
+                "digest": row["log_digest"],
+            }
+        }
     spec["observedAt"] = row["observed_at_text"]
     return spec
 
@@ -139,10 +147,17 @@ def record_text(settings: Settings, run_or_external_id: str) -> str:
         ("status", f"{row['ki_status']} (upstream {row['status_raw']})"),
     ]
     if row["latency_ns"] is not None:
-        facts.append(("mean latency", f"{row['latency_ns']:,} ns ({identity.format_latency_ns(row['latency_ns'])}) · mean"))
+        facts.append(
+            (
+                "mean latency",
+                f"{row['latency_ns']:,} ns ({identity.format_latency_ns(row['latency_ns'])}) · mean",
+            )
+        )
     if row["speedup_factor"] is not None:
         facts.append(("source-native", identity.source_native_line(row["speedup_factor"])))
-    rank = f"rank {row['rank']} of {row['cohort_size']}" if row["rank"] is not None else "not ranked"
+    rank = (
+        f"rank {row['rank']} of {row['cohort_size']}" if row["rank"] is not None else "not ranked"
+    )
     facts += [
         ("rank", f"{rank} — {identity.rank_line(row['rank'], row['observed_at_text'], reasons)}"),
         ("comparison key", row["comparison_key"] or "—"),
@@ -154,13 +169,19 @@ def record_text(settings: Settings, run_or_external_id: str) -> str:
         ("implementation digest", row["implementation_digest"] or "—"),
         ("evidence level", row["evidence_level"] or "—"),
         ("observed", row["observed_at_text"]),
-        ("environment", f"GPU {hardware['product']} ({hardware['architecture']}) · {identity.environment_summary(environment_spec)}"),
+        (
+            "environment",
+            f"GPU {hardware['product']} ({hardware['architecture']}) · {identity.environment_summary(environment_spec)}",
+        ),
     ]
     if software.get("cudaToolkit"):
         facts.append(("CUDA toolkit", software["cudaToolkit"]))
     if row["has_correctness"]:
         shown = [f"comparator {identity.RUN_COMPARATOR}"]
-        for label, name in (("max absolute error", "max_absolute_error"), ("max relative error", "max_relative_error")):
+        for label, name in (
+            ("max absolute error", "max_absolute_error"),
+            ("max relative error", "max_relative_error"),
+        ):
             value = row[name]
             shown.append(f"{label} {_number(value) if value is not None else 'not recorded'}")
         shown.append(f"result {row['ki_status']}")
@@ -239,5 +260,7 @@ def export_snapshot(settings: Settings, out: Path) -> dict[str, Any]:
             "sha256": _sha256(target),
         }
     manifest = {"importer_version": IMPORTER_VERSION, "tables": tables}
-    _write_atomically(out / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True).encode() + b"\n")
+    _write_atomically(
+        out / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True).encode() + b"\n"
+    )
     return manifest

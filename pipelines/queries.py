@@ -18,7 +18,13 @@ ORDER BY hardware, geomean_speedup DESC NULLS LAST, workloads_passed DESC, solut
 """
 
 
-def fetch(settings: Settings, sql: str, parameters: dict[str, Any] | None = None, *, user_sql: bool = False) -> Any:
+def fetch(
+    settings: Settings,
+    sql: str,
+    parameters: dict[str, Any] | None = None,
+    *,
+    user_sql: bool = False,
+) -> Any:
     """A polars DataFrame with the result of one parameterized read-only query.
 
     ``user_sql`` marks SQL typed by a person: it must pass ``check_read_only`` first.

@@ -95,7 +95,9 @@ class Warehouse:
 
     def new_generation(self) -> Path:
         self.generations.mkdir(parents=True, exist_ok=True)
-        numbers = [int(p.name.split("-")[0]) for p in self.generations.iterdir() if p.name[:6].isdigit()]
+        numbers = [
+            int(p.name.split("-")[0]) for p in self.generations.iterdir() if p.name[:6].isdigit()
+        ]
         folder = self.generations / f"{max(numbers, default=0) + 1:06d}-{os.getpid()}"
         folder.mkdir()
         return folder

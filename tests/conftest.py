@@ -18,10 +18,14 @@ GOLDEN_REVISION = "da915083d4c7c5e61aa3005e3d17ae488e0fc71c"
 
 def build(source: Path | str, warehouse: Path, **settings: object) -> BuildResult:
     """Build with explicit settings, ignoring any TRACEHOUSE_* variables of the caller."""
-    return build_warehouse(load_settings(environ={}, warehouse=warehouse, source=str(source), **settings))
+    return build_warehouse(
+        load_settings(environ={}, warehouse=warehouse, source=str(source), **settings)
+    )
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """The real `tracehouse` command in a separate process."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TRACEHOUSE_")}
     environment.update(env or {})

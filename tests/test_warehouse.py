@@ -21,13 +21,76 @@ from tests.shared_data import GOLDEN_DIR, SAMPLES_DIR, requires_shared
 # axes), runs as lines whose `evaluation` is a non-empty object, rejects as lines naming a
 # definition the folder does not have.
 SAMPLE_COUNTS = {
-    "ffi_example_flat_layout": dict(definitions=1, implementations=1, workloads=43, environments=0, runs=0, correctness=0, rejects=0, lines=43),
-    "hf_v0_snapshot_2025-08": dict(definitions=10, implementations=8, workloads=344, environments=1, runs=301, correctness=301, rejects=51, lines=524),
-    "hf_v3_layout": dict(definitions=11, implementations=8, workloads=371, environments=1, runs=242, correctness=68, rejects=0, lines=462),
-    "intel_sycl_fork_2026-09": dict(definitions=2, implementations=0, workloads=4, environments=1, runs=8, correctness=4, rejects=0, lines=12),
-    "legacy_2025-07_handwritten_example": dict(definitions=0, implementations=0, workloads=0, environments=0, runs=0, correctness=0, rejects=3, lines=3),
-    "legacy_2025-08_repo_dataset": dict(definitions=3, implementations=3, workloads=47, environments=1, runs=4, correctness=4, rejects=0, lines=51),
-    "web_baseline_config": dict(definitions=0, implementations=0, workloads=0, environments=0, runs=0, correctness=0, rejects=0, lines=0),
+    "ffi_example_flat_layout": dict(
+        definitions=1,
+        implementations=1,
+        workloads=43,
+        environments=0,
+        runs=0,
+        correctness=0,
+        rejects=0,
+        lines=43,
+    ),
+    "hf_v0_snapshot_2025-08": dict(
+        definitions=10,
+        implementations=8,
+        workloads=344,
+        environments=1,
+        runs=301,
+        correctness=301,
+        rejects=51,
+        lines=524,
+    ),
+    "hf_v3_layout": dict(
+        definitions=11,
+        implementations=8,
+        workloads=371,
+        environments=1,
+        runs=242,
+        correctness=68,
+        rejects=0,
+        lines=462,
+    ),
+    "intel_sycl_fork_2026-09": dict(
+        definitions=2,
+        implementations=0,
+        workloads=4,
+        environments=1,
+        runs=8,
+        correctness=4,
+        rejects=0,
+        lines=12,
+    ),
+    "legacy_2025-07_handwritten_example": dict(
+        definitions=0,
+        implementations=0,
+        workloads=0,
+        environments=0,
+        runs=0,
+        correctness=0,
+        rejects=3,
+        lines=3,
+    ),
+    "legacy_2025-08_repo_dataset": dict(
+        definitions=3,
+        implementations=3,
+        workloads=47,
+        environments=1,
+        runs=4,
+        correctness=4,
+        rejects=0,
+        lines=51,
+    ),
+    "web_baseline_config": dict(
+        definitions=0,
+        implementations=0,
+        workloads=0,
+        environments=0,
+        runs=0,
+        correctness=0,
+        rejects=0,
+        lines=0,
+    ),
 }
 
 
@@ -47,10 +110,20 @@ def count(warehouse: Path, table: str) -> int:
 @pytest.mark.parametrize("folder", sorted(SAMPLE_COUNTS))
 def test_every_sample_layout_builds_with_exact_counts(folder: str, tmp_path: Path) -> None:
     expected = SAMPLE_COUNTS[folder]
-    result = run_cli("build", "--source", str(SAMPLES_DIR / folder), "--warehouse", str(tmp_path / "w"))
+    result = run_cli(
+        "build", "--source", str(SAMPLES_DIR / folder), "--warehouse", str(tmp_path / "w")
+    )
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
-    for table in ("definitions", "implementations", "workloads", "environments", "runs", "correctness", "rejects"):
+    for table in (
+        "definitions",
+        "implementations",
+        "workloads",
+        "environments",
+        "runs",
+        "correctness",
+        "rejects",
+    ):
         assert count(tmp_path / "w", table) == expected[table], table
     # every record is imported or rejected: trace and workload lines, nothing lost
     rejects = table_rows(tmp_path / "w", "rejects")
@@ -58,7 +131,8 @@ def test_every_sample_layout_builds_with_exact_counts(folder: str, tmp_path: Pat
     line_rejects = [r for r in rejects if r["line"] is not None]
     connection = duckdb.connect()
     imported = connection.execute(
-        "SELECT (SELECT count(*) FROM read_parquet($runs)) + 0", {"runs": str(Warehouse(tmp_path / "w").table_path("runs"))}
+        "SELECT (SELECT count(*) FROM read_parquet($runs)) + 0",
+        {"runs": str(Warehouse(tmp_path / "w").table_path("runs"))},
     ).fetchone()[0]
     workload_lines = expected["lines"] - expected["runs"] - len(line_rejects)
     assert imported + workload_lines + len(line_rejects) == expected["lines"]
@@ -77,16 +151,34 @@ def test_golden_runs_match_kernelindex_keys_and_ranks(golden_warehouse: Path) ->
                   correctness_key, comparison_key, latency_ns, status, ki_status, rank, cohort_size
            FROM run_summary ORDER BY source_file, source_line"""
     ).fetchall()
-    columns = ["definition", "solution", "workload_uuid", "observed_at", "operation_digest", "workload_digest",
-               "environment_key", "protocol_key", "correctness_key", "comparison_key", "latency_ns", "status",
-               "ki_status", "rank", "cohort_size"]
+    columns = [
+        "definition",
+        "solution",
+        "workload_uuid",
+        "observed_at",
+        "operation_digest",
+        "workload_digest",
+        "environment_key",
+        "protocol_key",
+        "correctness_key",
+        "comparison_key",
+        "latency_ns",
+        "status",
+        "ki_status",
+        "rank",
+        "cohort_size",
+    ]
     ours_by_pair: dict[tuple, list[dict]] = {}
     for row in ours:
         record = dict(zip(columns, ["" if v is None else str(v) for v in row], strict=True))
-        ours_by_pair.setdefault((record["definition"], record["solution"], record["workload_uuid"]), []).append(record)
+        ours_by_pair.setdefault(
+            (record["definition"], record["solution"], record["workload_uuid"]), []
+        ).append(record)
     mismatches = []
     for exp in expected:
-        candidates = ours_by_pair.get((exp["definition"], exp["solution"], exp["workload_uuid"]), [])
+        candidates = ours_by_pair.get(
+            (exp["definition"], exp["solution"], exp["workload_uuid"]), []
+        )
         match = next((c for c in candidates if c["observed_at"] == exp["observed_at"]), None)
         if match is None:
             mismatches.append((exp["ki_run_id"], "unmatched"))
@@ -122,7 +214,9 @@ def test_seed_record_matches_the_identity_document(golden_warehouse: Path) -> No
     assert first.stdout == second.stdout  # byte-stable
     ours = json.loads(first.stdout)
     document = (GOLDEN_DIR.parent.parent / "docs" / "kernelindex-identity.md").read_text()
-    block = document.split("### 12.3 The stored record", 1)[1].split("```json", 1)[1].split("```", 1)[0]
+    block = (
+        document.split("### 12.3 The stored record", 1)[1].split("```json", 1)[1].split("```", 1)[0]
+    )
     published = json.loads(block)
     assert ours["protocol"] == published["protocol"]
     assert ours["environment"] == published["environment"]
@@ -140,8 +234,18 @@ def test_building_twice_gives_identical_tables_and_exports(tmp_path: Path) -> No
     build(source, tmp_path / "b", revision=GOLDEN_REVISION, workers=1)
     for table in TABLES:
         assert table_rows(tmp_path / "a", table) == table_rows(tmp_path / "b", table), table
-    assert run_cli("export", "--snapshot", str(tmp_path / "e1"), "--warehouse", str(tmp_path / "a")).returncode == 0
-    assert run_cli("export", "--snapshot", str(tmp_path / "e2"), "--warehouse", str(tmp_path / "a")).returncode == 0
+    assert (
+        run_cli(
+            "export", "--snapshot", str(tmp_path / "e1"), "--warehouse", str(tmp_path / "a")
+        ).returncode
+        == 0
+    )
+    assert (
+        run_cli(
+            "export", "--snapshot", str(tmp_path / "e2"), "--warehouse", str(tmp_path / "a")
+        ).returncode
+        == 0
+    )
     names = sorted(p.name for p in (tmp_path / "e1").iterdir())
     assert names == sorted([*(f"{t}.parquet" for t in TABLES), "manifest.json"])
     for name in names:
@@ -151,7 +255,9 @@ def test_building_twice_gives_identical_tables_and_exports(tmp_path: Path) -> No
 
 
 @requires_shared
-def test_incremental_build_reparses_only_the_changed_file_and_equals_a_full_build(tmp_path: Path) -> None:
+def test_incremental_build_reparses_only_the_changed_file_and_equals_a_full_build(
+    tmp_path: Path,
+) -> None:
     source = tmp_path / "dataset"
     shutil.copytree(GOLDEN_DIR / "dataset", source)
     first = build(source, tmp_path / "w", revision=GOLDEN_REVISION)
@@ -175,10 +281,23 @@ def test_incremental_build_reparses_only_the_changed_file_and_equals_a_full_buil
 
 @requires_shared
 def test_query_runs_from_a_second_process_and_refuses_writes(golden_warehouse: Path) -> None:
-    result = run_cli("query", "SELECT count(*) AS n FROM run_summary", "--format", "csv", "--warehouse", str(golden_warehouse))
+    result = run_cli(
+        "query",
+        "SELECT count(*) AS n FROM run_summary",
+        "--format",
+        "csv",
+        "--warehouse",
+        str(golden_warehouse),
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["n", "1490"]
-    result = run_cli("query", "SELECT status FROM runs LIMIT 1", "--format", "json", env={"TRACEHOUSE_WAREHOUSE": str(golden_warehouse)})
+    result = run_cli(
+        "query",
+        "SELECT status FROM runs LIMIT 1",
+        "--format",
+        "json",
+        env={"TRACEHOUSE_WAREHOUSE": str(golden_warehouse)},
+    )
     assert json.loads(result.stdout) == [{"status": "PASSED"}]
     refused = run_cli("query", "DROP TABLE runs", "--warehouse", str(golden_warehouse))
     assert refused.returncode == 2
@@ -190,22 +309,52 @@ def test_query_runs_from_a_second_process_and_refuses_writes(golden_warehouse: P
 def test_run_summary_has_the_documented_columns(golden_warehouse: Path) -> None:
     connection = duckdb.connect(str(golden_warehouse / "tracehouse.duckdb"), read_only=True)
     columns = [row[0] for row in connection.execute("DESCRIBE run_summary").fetchall()]
-    for name in ("definition", "op_type", "solution", "author", "workload_uuid", "status", "latency_ns",
-                 "observed_at", "hardware", "comparison_key", "cohort_size", "rank", "source_file", "source_line"):
+    for name in (
+        "definition",
+        "op_type",
+        "solution",
+        "author",
+        "workload_uuid",
+        "status",
+        "latency_ns",
+        "observed_at",
+        "hardware",
+        "comparison_key",
+        "cohort_size",
+        "rank",
+        "source_file",
+        "source_line",
+    ):
         assert name in columns
 
 
 @requires_shared
 def test_leaderboard_and_kernelindex_export(golden_warehouse: Path, tmp_path: Path) -> None:
-    board = run_cli("leaderboard", "gemm_n4096_k4096", "--format", "json", "--warehouse", str(golden_warehouse))
+    board = run_cli(
+        "leaderboard", "gemm_n4096_k4096", "--format", "json", "--warehouse", str(golden_warehouse)
+    )
     assert board.returncode == 0, board.stderr
     rows = json.loads(board.stdout)
     baseline = next(r for r in rows if r["solution"] == "torch_matmul_0d13df")
-    assert baseline["is_baseline"] and baseline["geomean_speedup"] == 1.0 and baseline["workloads_passed"] == 43
+    assert (
+        baseline["is_baseline"]
+        and baseline["geomean_speedup"] == 1.0
+        and baseline["workloads_passed"] == 43
+    )
     out = tmp_path / "gemm.json"
-    exported = run_cli("export", "--kernelindex", "gemm_n4096_k4096", str(out), "--warehouse", str(golden_warehouse))
+    exported = run_cli(
+        "export",
+        "--kernelindex",
+        "gemm_n4096_k4096",
+        str(out),
+        "--warehouse",
+        str(golden_warehouse),
+    )
     assert exported.returncode == 0, exported.stderr
     document = json.loads(out.read_text())
     assert document["definition"] == "gemm_n4096_k4096" and len(document["runs"]) == 86
     ranked = [r for r in document["runs"] if r["rank"] is not None]
-    assert all(r["manifest"]["run"]["kind"] == "BenchmarkRun" and r["cohortSize"] >= r["rank"] for r in ranked)
+    assert all(
+        r["manifest"]["run"]["kind"] == "BenchmarkRun" and r["cohortSize"] >= r["rank"]
+        for r in ranked
+    )

@@ -16,7 +16,12 @@ from pipelines.sources.local import SourceFile
 from pipelines.transforms import identity
 from pipelines.transforms.canonical import digest
 from pipelines.transforms.ingest import DatasetContext, SolutionRef
-from pipelines.transforms.normalize import RecordError, classify, normalize_definition, normalize_solution
+from pipelines.transforms.normalize import (
+    RecordError,
+    classify,
+    normalize_definition,
+    normalize_solution,
+)
 from pipelines.transforms.records import Record, Reject, read_json_file
 
 
@@ -28,7 +33,9 @@ class LoadedContext:
     rejects: list[Reject] = field(default_factory=list)
 
 
-def baseline_rule(author: str | None, solution: str, definition: str, baseline_map: dict[str, dict[str, str]]) -> str | None:
+def baseline_rule(
+    author: str | None, solution: str, definition: str, baseline_map: dict[str, dict[str, str]]
+) -> str | None:
     """Why a solution is its definition's baseline, or None. The one place this rule lives.
 
     FlashInfer-Bench's CLI takes author ``baseline`` (``flashinfer`` before 2026-04-12); the web
@@ -79,14 +86,19 @@ def load_context(
                 if source.rel.startswith("definitions/"):
                     stems.add(source.rel.rsplit("/", 1)[-1].split(".json", 1)[0])
                 if name in definitions:
-                    raise RecordError("duplicate_definition", f"definition {name!r} already defined by an earlier file")
+                    raise RecordError(
+                        "duplicate_definition",
+                        f"definition {name!r} already defined by an earlier file",
+                    )
                 value = _identity_definition(item.value, row)
                 try:
                     row["operation_digest"] = identity.operation_digest(value)
                 except identity.IdentityError as error:
                     row["identity_error"] = error.code
                 parts = source.rel.split("/")
-                row["path_op_type"] = parts[1] if len(parts) > 2 and parts[0] == "definitions" else None
+                row["path_op_type"] = (
+                    parts[1] if len(parts) > 2 and parts[0] == "definitions" else None
+                )
                 row.update(source_file=source.rel, source_line=1)
                 definitions[name] = value
                 operation_digests[name] = row.get("operation_digest")
@@ -96,7 +108,9 @@ def load_context(
             elif isinstance(item.value, dict):
                 raise RecordError("unrecognized_record", "neither a definition nor a solution")
             else:
-                raise RecordError("not_an_object", f"a JSON {type(item.value).__name__}, not an object")
+                raise RecordError(
+                    "not_an_object", f"a JSON {type(item.value).__name__}, not an object"
+                )
         except RecordError as error:
             loaded.rejects.append(Reject(source.rel, 1, error.reason, error.message, None))
 
@@ -105,11 +119,19 @@ def load_context(
         name = row["solution"]
         if name in solutions:
             loaded.rejects.append(
-                Reject(source.rel, 1, "duplicate_solution", f"solution {name!r} already defined by an earlier file", None)
+                Reject(
+                    source.rel,
+                    1,
+                    "duplicate_solution",
+                    f"solution {name!r} already defined by an earlier file",
+                    None,
+                )
             )
             continue
         entries = row.pop("_source_entries")
-        row["sources_digest"] = digest([[path, hashlib.sha256(body).hexdigest()] for path, body in entries])
+        row["sources_digest"] = digest(
+            [[path, hashlib.sha256(body).hexdigest()] for path, body in entries]
+        )
         definition = definitions.get(row["definition"])
         operation = operation_digests.get(row["definition"])
         if definition is None:
@@ -120,7 +142,9 @@ def load_context(
             row["identity_error"] = "no_dataset_revision"
         else:
             try:
-                row["implementation_digest"] = identity.implementation_digest(item.value, definition, operation, revision)
+                row["implementation_digest"] = identity.implementation_digest(
+                    item.value, definition, operation, revision
+                )
             except identity.IdentityError as error:
                 row["identity_error"] = error.code
         rule = baseline_rule(row["author"], name, row["definition"], baseline_map)

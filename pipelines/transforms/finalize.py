@@ -54,7 +54,9 @@ class FinalizeOutcome:
 
 def _write_arrow(table: schemas.Table, rows: list[dict[str, Any]], path: Path) -> None:
     columns = {name: [row.get(name) for row in rows] for name in table.column_names}
-    pq.write_table(pa.Table.from_pydict(columns, schema=table.arrow_schema), path, compression="zstd")
+    pq.write_table(
+        pa.Table.from_pydict(columns, schema=table.arrow_schema), path, compression="zstd"
+    )
 
 
 def _reject_row(reject: Reject) -> dict[str, Any]:
@@ -81,13 +83,17 @@ def _protocol_row() -> dict[str, Any]:
     }
 
 
-def _snapshot_row(resolved: Any, files: list[Any], file_entries: dict[str, Any], context: DatasetContext) -> dict[str, Any]:
+def _snapshot_row(
+    resolved: Any, files: list[Any], file_entries: dict[str, Any], context: DatasetContext
+) -> dict[str, Any]:
     # JSONL files by content hash; definitions and solutions through the context fingerprint.
     listing = hashlib.sha256(f"{context.fingerprint}\n".encode())
     total = 0
     for source_file in files:
         entry = file_entries.get(source_file.rel, {})
-        listing.update(f"{source_file.rel}\0{source_file.size}\0{entry.get('sha256', '')}\n".encode())
+        listing.update(
+            f"{source_file.rel}\0{source_file.size}\0{entry.get('sha256', '')}\n".encode()
+        )
         total += source_file.size
     file_list_digest = "sha256:" + listing.hexdigest()
     snapshot_id = hashlib.sha256(
@@ -134,9 +140,27 @@ def _recompute_overridden(
         """
     ).fetchall()
     out: dict[str, list[Any]] = {
-        k: [] for k in ("run_id", "workload_digest", "operation_digest", "correctness_key", "comparison_key", "run_digest")
+        k: []
+        for k in (
+            "run_id",
+            "workload_digest",
+            "operation_digest",
+            "correctness_key",
+            "comparison_key",
+            "run_digest",
+        )
     }
-    for run_id, rel, offset, index, in_scope, solution, workload_digest, operation, correctness in rows:
+    for (
+        run_id,
+        rel,
+        offset,
+        index,
+        in_scope,
+        solution,
+        workload_digest,
+        operation,
+        correctness,
+    ) in rows:
         with (root / rel).open("rb") as handle:
             handle.seek(offset)
             line = handle.readline().lstrip(b"\xef\xbb\xbf").strip()
@@ -149,7 +173,9 @@ def _recompute_overridden(
             definition=context.definitions[trace.definition],
             operation_digest=context.operation_digests.get(trace.definition),
             implementation_digest=solution_ref.implementation_digest if solution_ref else None,
-            workload_digest_override=identity.WorkloadIdentity(workload_digest, operation, correctness),
+            workload_digest_override=identity.WorkloadIdentity(
+                workload_digest, operation, correctness
+            ),
         )
         out["run_id"].append(run_id)
         out["workload_digest"].append(workload_digest)
@@ -194,7 +220,9 @@ def finalize(
                 connection.read_parquet(sorted(parts[name])).create_view(f"staged_{name}")
             else:
                 connection.register(f"staged_{name}_empty", table.arrow_schema.empty_table())
-                connection.execute(f"CREATE VIEW staged_{name} AS SELECT * FROM staged_{name}_empty")  # noqa: S608
+                connection.execute(
+                    f"CREATE VIEW staged_{name} AS SELECT * FROM staged_{name}_empty"
+                )  # noqa: S608
 
         overrides = _recompute_overridden(connection, resolved.root, loaded.context)
         connection.register("overrides", overrides)
@@ -202,12 +230,20 @@ def finalize(
 
         def copy(table: str, query: str, parameters: dict[str, Any] | None = None) -> None:
             target = generation / f"{table}.parquet"
-            relation = connection.sql(f"{query} ORDER BY {TABLE_ORDER[table]}", params=parameters or {})
+            relation = connection.sql(
+                f"{query} ORDER BY {TABLE_ORDER[table]}", params=parameters or {}
+            )
             relation.write_parquet(str(target), compression="zstd")
 
         overridden = {
             c: f'coalesce(o."{c}", s."{c}") AS "{c}"'
-            for c in ("workload_digest", "operation_digest", "correctness_key", "comparison_key", "run_digest")
+            for c in (
+                "workload_digest",
+                "operation_digest",
+                "correctness_key",
+                "comparison_key",
+                "run_digest",
+            )
         }
         overridden["snapshot_id"] = '$snapshot_id AS "snapshot_id"'
         copy(
@@ -215,7 +251,10 @@ def finalize(
             f"SELECT {_select_list(schemas.RUNS, overridden)} FROM staged_runs s LEFT JOIN overrides o USING (run_id)",  # noqa: S608
             {"snapshot_id": snapshot["snapshot_id"]},
         )
-        copy("correctness", f"SELECT {_select_list(schemas.CORRECTNESS, {})} FROM staged_correctness s")  # noqa: S608
+        copy(
+            "correctness",
+            f"SELECT {_select_list(schemas.CORRECTNESS, {})} FROM staged_correctness s",
+        )  # noqa: S608
         copy(
             "workloads",
             f"SELECT {_select_list(schemas.WORKLOADS, {})} FROM staged_workloads s "  # noqa: S608
@@ -227,15 +266,23 @@ def finalize(
             f"SELECT {_select_list(schemas.ENVIRONMENTS, {})} FROM staged_environments s "  # noqa: S608
             "QUALIFY row_number() OVER (PARTITION BY environment_id) = 1",
         )
-        extra_rejects = [_reject_row(r) for r in [*discovery_rejects, *resolved.fetch_rejects, *loaded.rejects]]
+        extra_rejects = [
+            _reject_row(r) for r in [*discovery_rejects, *resolved.fetch_rejects, *loaded.rejects]
+        ]
         connection.register("extra_rejects", _rows_to_arrow(schemas.REJECTS, extra_rejects))
         copy(
             "rejects",
             "SELECT * FROM (SELECT * FROM staged_rejects UNION ALL SELECT * FROM extra_rejects) s",
         )
 
-        _write_arrow(schemas.DEFINITIONS, loaded.definition_rows, generation / "_definitions.parquet")
-        _write_arrow(schemas.IMPLEMENTATIONS, loaded.implementation_rows, generation / "_implementations.parquet")
+        _write_arrow(
+            schemas.DEFINITIONS, loaded.definition_rows, generation / "_definitions.parquet"
+        )
+        _write_arrow(
+            schemas.IMPLEMENTATIONS,
+            loaded.implementation_rows,
+            generation / "_implementations.parquet",
+        )
         _write_arrow(schemas.PROTOCOLS, [_protocol_row()], generation / "_protocols.parquet")
         history = _snapshot_history(warehouse, snapshot)
         _write_arrow(schemas.SOURCE_SNAPSHOTS, history, generation / "_source_snapshots.parquet")
@@ -255,7 +302,9 @@ def finalize(
             for name in schemas.TABLES
         }
         rejects_by_reason = dict(
-            connection.execute("SELECT reason, count(*) FROM rejects GROUP BY reason ORDER BY reason").fetchall()
+            connection.execute(
+                "SELECT reason, count(*) FROM rejects GROUP BY reason ORDER BY reason"
+            ).fetchall()
         )
     finally:
         connection.close()
@@ -270,7 +319,8 @@ def finalize(
 
 def _rows_to_arrow(table: schemas.Table, rows: list[dict[str, Any]]) -> pa.Table:
     return pa.Table.from_pydict(
-        {name: [row.get(name) for row in rows] for name in table.column_names}, schema=table.arrow_schema
+        {name: [row.get(name) for row in rows] for name in table.column_names},
+        schema=table.arrow_schema,
     )
 
 
@@ -289,7 +339,9 @@ def _create_table_views(connection: duckdb.DuckDBPyConnection, generation: Path)
     for name in schemas.TABLES:
         path = generation / f"{name}.parquet"
         if path.exists():
-            connection.execute(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet('{path}')")  # noqa: S608
+            connection.execute(
+                f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet('{path}')"
+            )  # noqa: S608
 
 
 def _write_duckdb_file(generation: Path) -> None:

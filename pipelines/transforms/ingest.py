@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-from datetime import datetime
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -55,7 +56,9 @@ class DatasetContext:
 STAGING_RUN_COLUMNS = (
     schemas.Column("record_index", pa.int64(), "Position of the object inside its line.", False),
     schemas.Column("source_offset", pa.int64(), "Byte offset of the line in the file.", False),
-    schemas.Column("ki_candidate", pa.bool_(), "Line KernelIndex would reach §2.4 step 4 with.", False),
+    schemas.Column(
+        "ki_candidate", pa.bool_(), "Line KernelIndex would reach §2.4 step 4 with.", False
+    ),
     schemas.Column("has_timing", pa.bool_(), "The run has a performance block.", False),
 )
 STAGING_RUNS = schemas.Table(
@@ -122,10 +125,37 @@ class _Rows:
         return pa.Table.from_pydict(self.columns, schema=self.table.arrow_schema)
 
 
-def _run_id(rel: str, line: int, index: int, raw: bytes) -> str:
-    digest = hashlib.sha256(f"{rel}\n{line}\n{index}\n".encode())
-    digest.update(raw)
-    return digest.hexdigest()[:32]
+def _run_id(rel: str, line: int, index: int, line_digest: str) -> str:
+    return hashlib.sha256(f"{rel}\n{line}\n{index}\n{line_digest}".encode()).hexdigest()[:32]
+
+
+# Per-process cache: an environment's row is a pure function of its raw content.
+_ENVIRONMENTS: dict[bytes, dict[str, Any]] = {}
+
+
+def _environment_row(trace: Trace) -> dict[str, Any]:
+    raw_environment: dict[str, Any] = {"hardware": trace.hardware, "libs": trace.libs}
+    if trace.environment_extra:
+        raw_environment["extra"] = trace.environment_extra
+    vendor, product = normalize_hardware(trace.hardware)
+    row: dict[str, Any] = {
+        "environment_id": digest(orjson.loads(orjson.dumps(raw_environment, default=str))),
+        "hardware_raw": trace.hardware,
+        "hardware_vendor": vendor,
+        "hardware_product": product,
+        "libs_json": to_json(trace.libs),
+        "torch_version": trace.libs.get("torch"),
+        "cuda_version": trace.libs.get("cuda"),
+        "triton_version": trace.libs.get("triton"),
+        "extra_json": to_json(trace.environment_extra) if trace.environment_extra else None,
+    }
+    try:
+        spec = identity.environment_spec(trace.canonical["evaluation"]["environment"])
+        row["environment_digest"] = manifest_digest("ExecutionEnvironment", spec)
+        row["ki_hardware_architecture"] = spec["hardware"]["architecture"]
+    except identity.IdentityError as error:
+        row["identity_error"] = error.code
+    return row
 
 
 class FileIngester:
@@ -158,10 +188,14 @@ class FileIngester:
         kind = classify(record.value)
         if kind is None:
             if isinstance(record.value, dict):
-                self.reject(record.line, "unrecognized_record", "neither a trace nor a workload", record.raw)
+                self.reject(
+                    record.line, "unrecognized_record", "neither a trace nor a workload", record.raw
+                )
             else:
                 kind_name = type(record.value).__name__
-                self.reject(record.line, "not_an_object", f"a JSON {kind_name}, not an object", record.raw)
+                self.reject(
+                    record.line, "not_an_object", f"a JSON {kind_name}, not an object", record.raw
+                )
             return
         try:
             if kind == "trace":
@@ -175,7 +209,9 @@ class FileIngester:
 
     # -- workloads --------------------------------------------------------------------------
 
-    def _workload_row(self, definition: str, workload: dict[str, Any], record: Record) -> dict[str, Any] | None:
+    def _workload_row(
+        self, definition: str, workload: dict[str, Any], record: Record
+    ) -> dict[str, Any] | None:
         """The workload row for this record, or None when this file already had it."""
         key = identity.workload_key(workload)
         seen_key = (definition, key)
@@ -197,7 +233,9 @@ class FileIngester:
         operation = self.context.operation_digests.get(definition)
         row["operation_digest"] = operation
         if definition_object is None or operation is None:
-            row["identity_error"] = "unknown_definition" if definition_object is None else "invalid_definition"
+            row["identity_error"] = (
+                "unknown_definition" if definition_object is None else "invalid_definition"
+            )
             return row
         try:
             case = identity.workload_case_spec(workload, definition_object, operation)
@@ -213,7 +251,9 @@ class FileIngester:
         if not isinstance(definition, str) or not definition:
             raise RecordError("missing_field", "workload record has no definition")
         if definition not in self.context.definitions:
-            raise RecordError("unknown_definition", f"definition {definition!r} is not in the dataset")
+            raise RecordError(
+                "unknown_definition", f"definition {definition!r} is not in the dataset"
+            )
         workload, _ = normalize_workload(value.get("workload"))
         row = self._workload_row(definition, workload, record)
         if row is not None:
@@ -223,30 +263,14 @@ class FileIngester:
     # -- traces -----------------------------------------------------------------------------
 
     def _environment(self, trace: Trace) -> str:
-        raw_environment = {"hardware": trace.hardware, "libs": trace.libs}
-        environment_id = digest(raw_environment)
-        if environment_id in self.environments_seen:
-            return environment_id
-        self.environments_seen.add(environment_id)
-        vendor, product = normalize_hardware(trace.hardware)
-        row: dict[str, Any] = {
-            "environment_id": environment_id,
-            "hardware_raw": trace.hardware,
-            "hardware_vendor": vendor,
-            "hardware_product": product,
-            "libs_json": to_json(trace.libs),
-            "torch_version": trace.libs.get("torch"),
-            "cuda_version": trace.libs.get("cuda"),
-            "triton_version": trace.libs.get("triton"),
-            "extra_json": to_json(trace.environment_extra) if trace.environment_extra else None,
-        }
-        try:
-            spec = identity.environment_spec(trace.canonical["evaluation"]["environment"])
-            row["environment_digest"] = manifest_digest("ExecutionEnvironment", spec)
-            row["ki_hardware_architecture"] = spec["hardware"]["architecture"]
-        except identity.IdentityError as error:
-            row["identity_error"] = error.code
-        self.parts["environments"].add(row)
+        key = orjson.dumps([trace.hardware, trace.libs, trace.environment_extra], default=str)
+        cached = _ENVIRONMENTS.get(key)
+        if cached is None:
+            cached = _ENVIRONMENTS[key] = _environment_row(trace)
+        environment_id = cached["environment_id"]
+        if environment_id not in self.environments_seen:
+            self.environments_seen.add(environment_id)
+            self.parts["environments"].add(cached)
         return environment_id
 
     def _trace(self, record: Record) -> None:
@@ -254,16 +278,21 @@ class FileIngester:
         context = self.context
         definition_object = context.definitions.get(trace.definition)
         if definition_object is None:
-            raise RecordError("unknown_definition", f"definition {trace.definition!r} is not in the dataset")
+            raise RecordError(
+                "unknown_definition", f"definition {trace.definition!r} is not in the dataset"
+            )
         try:
             observed_at = datetime.fromisoformat(identity.observed_at(trace.timestamp))
         except (identity.IdentityError, ValueError) as error:
-            raise RecordError("invalid_timestamp", f"timestamp {trace.timestamp[:40]!r}: {error}") from None
+            raise RecordError(
+                "invalid_timestamp", f"timestamp {trace.timestamp[:40]!r}: {error}"
+            ) from None
         solution = context.solutions.get(trace.solution) if trace.solution else None
         operation = context.operation_digests.get(trace.definition)
 
+        line_digest = hashlib.sha256(record.raw).hexdigest()
         row: dict[str, Any] = {
-            "run_id": _run_id(self.rel, record.line, record.index, record.raw),
+            "run_id": _run_id(self.rel, record.line, record.index, line_digest),
             "definition": trace.definition,
             "solution": trace.solution,
             "author": solution.author if solution else None,
@@ -275,11 +304,10 @@ class FileIngester:
             "speedup_factor": trace.speedup_factor,
             "timestamp_raw": trace.timestamp,
             "observed_at": observed_at,
-            "line_digest": hashlib.sha256(record.raw).hexdigest(),
+            "line_digest": line_digest,
             "kernelindex_scope": self.in_scope,
             "log_bytes": len(trace.log.encode("utf-8", "surrogatepass")),
             "log_truncated": trace.log_truncated,
-            "log_digest": text_digest(trace.log) if trace.log else None,
             "log_excerpt": log_excerpt(trace.log),
             "schema_variant": ",".join(trace.variants) or "current",
             "extra_json": trace.extra_json,
@@ -291,8 +319,7 @@ class FileIngester:
             "has_timing": trace.latency_ms is not None,
             "ki_candidate": False,
         }
-        environment_id = self._environment(trace)
-        row["environment_id"] = environment_id
+        row["environment_id"] = self._environment(trace)
         row["hardware"] = normalize_hardware(trace.hardware)[1]
 
         workload_row = self._workload_row(trace.definition, trace.workload, record)
@@ -332,10 +359,12 @@ class FileIngester:
                 run_digest=found.run_digest,
                 evidence_level=found.evidence_level,
                 external_id=found.external_id,
+                log_digest=found.log_digest,
             )
             row["ki_candidate"] = skip_reason is None
         else:
             row["ki_status"] = identity.STATUS_MAP.get(trace.status_raw)
+            row["log_digest"] = text_digest(trace.log) if trace.log else None
             if trace.latency_ms is not None:
                 row["latency_ns"] = identity.latency_ns(trace.latency_ms)
         row["identity_error"] = skip_reason
@@ -389,7 +418,9 @@ def _float_or_none(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def ingest_file(path: Path, rel: str, context: DatasetContext, staging_dir: Path, part_key: str) -> FileResult:
+def ingest_file(
+    path: Path, rel: str, context: DatasetContext, staging_dir: Path, part_key: str
+) -> FileResult:
     """Parse one JSONL file into staging parts. Never raises for bad content."""
     ingester = FileIngester(rel, context)
     try:

@@ -9,10 +9,11 @@ or bare tokens, ``""``/``{}`` as "no solution"/"no evaluation", numeric library 
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import orjson
 
@@ -62,7 +63,14 @@ def extra_json(obj: dict[str, Any], known: frozenset[str]) -> str | None:
     return to_json(extra) if extra else None
 
 
-def is_number(value: Any) -> bool:
+def _require_object(value: Any, what: str) -> None:
+    if not isinstance(value, dict):
+        raise RecordError(
+            "not_an_object", f"a {what} must be a JSON object, not {type(value).__name__}"
+        )
+
+
+def is_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
@@ -83,7 +91,18 @@ def classify(value: Any) -> str | None:
 # --- definitions -------------------------------------------------------------------------------
 
 DEFINITION_KEYS = frozenset(
-    {"name", "op_type", "type", "description", "tags", "axes", "inputs", "outputs", "reference", "constraints"}
+    {
+        "name",
+        "op_type",
+        "type",
+        "description",
+        "tags",
+        "axes",
+        "inputs",
+        "outputs",
+        "reference",
+        "constraints",
+    }
 )
 
 
@@ -96,6 +115,7 @@ def _string_list(value: Any, field: str) -> list[str]:
 
 
 def normalize_definition(value: dict[str, Any]) -> dict[str, Any]:
+    _require_object(value, "definition")
     name = value.get("name")
     if not isinstance(name, str) or not name:
         raise RecordError("missing_field", "definition has no name")
@@ -129,11 +149,19 @@ def normalize_definition(value: dict[str, Any]) -> dict[str, Any]:
 
 SOLUTION_KEYS = frozenset({"name", "definition", "author", "spec", "sources", "description"})
 SPEC_KEYS = frozenset(
-    {"language", "target_hardware", "entry_point", "dependencies", "destination_passing_style", "binding"}
+    {
+        "language",
+        "target_hardware",
+        "entry_point",
+        "dependencies",
+        "destination_passing_style",
+        "binding",
+    }
 )
 
 
 def normalize_solution(value: dict[str, Any]) -> dict[str, Any]:
+    _require_object(value, "solution")
     name = value.get("name")
     definition = value.get("definition")
     if not isinstance(name, str) or not name:
@@ -177,8 +205,7 @@ def normalize_solution(value: dict[str, Any]) -> dict[str, Any]:
         "source_bytes": source_bytes,
         "_source_entries": source_entries,
         "description": description if isinstance(description, str) else None,
-        "extra_json": extra_json(value, SOLUTION_KEYS)
-        or extra_json(spec, SPEC_KEYS),
+        "extra_json": extra_json(value, SOLUTION_KEYS) or extra_json(spec, SPEC_KEYS),
     }
 
 
@@ -236,7 +263,9 @@ def normalize_workload(workload: Any) -> tuple[dict[str, Any], list[str]]:
         raise RecordError("missing_field", "workload.axes is missing or not an object")
     for axis, size in axes.items():
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            raise RecordError("invalid_field", f"workload axis {axis!r} is not a non-negative integer")
+            raise RecordError(
+                "invalid_field", f"workload axis {axis!r} is not a non-negative integer"
+            )
     inputs = workload.get("inputs")
     if inputs is None:
         inputs = {}
@@ -294,6 +323,7 @@ class Trace:
 
 
 def normalize_trace(value: dict[str, Any]) -> Trace:
+    _require_object(value, "trace")
     definition = value.get("definition")
     if not isinstance(definition, str) or not definition:
         raise RecordError("missing_field", "trace has no definition")
@@ -301,7 +331,9 @@ def normalize_trace(value: dict[str, Any]) -> Trace:
     if solution is not None and not isinstance(solution, str):
         raise RecordError("invalid_field", "solution is not a string")
     workload, variants = normalize_workload(value.get("workload"))
-    evaluation = value["evaluation"]
+    evaluation = value.get("evaluation")
+    if not isinstance(evaluation, dict):
+        raise RecordError("missing_field", "evaluation is missing or not an object")
     status_raw = evaluation.get("status")
     if not isinstance(status_raw, str) or not status_raw:
         raise RecordError("missing_field", "evaluation.status is missing")
@@ -326,7 +358,9 @@ def normalize_trace(value: dict[str, Any]) -> Trace:
     libs = {str(k): v if isinstance(v, str) else to_json(v) for k, v in raw_libs.items()}
     if any(not isinstance(v, str) for v in raw_libs.values()):
         variants.append("numeric_lib_version")
-    environment_extra = {k: v for k, v in environment.items() if k not in ("hardware", "device", "libs")}
+    environment_extra = {
+        k: v for k, v in environment.items() if k not in ("hardware", "device", "libs")
+    }
 
     timestamp = evaluation.get("timestamp")
     if not isinstance(timestamp, str) or not timestamp:
@@ -363,7 +397,9 @@ def normalize_trace(value: dict[str, Any]) -> Trace:
     latency_ms = reference_ms = speedup = None
     if performance is not None:
         latency_ms = _latency(performance.get("latency_ms"), "latency_ms", required=True)
-        reference_ms = _latency(performance.get("reference_latency_ms"), "reference_latency_ms", required=False)
+        reference_ms = _latency(
+            performance.get("reference_latency_ms"), "reference_latency_ms", required=False
+        )
         speedup = _latency(performance.get("speedup_factor"), "speedup_factor", required=False)
 
     absolute = relative = None
@@ -430,10 +466,13 @@ def log_excerpt(log: str) -> str | None:
     """The first log line that mentions an error, so failures can be skimmed without logs."""
     if not log:
         return None
-    for line in log[:65536].splitlines():
-        if ERROR_LINE.search(line):
-            return line.strip()[:300]
-    return None
+    head = log[:65536]
+    match = ERROR_LINE.search(head)
+    if match is None:
+        return None
+    start = head.rfind("\n", 0, match.start()) + 1
+    end = head.find("\n", match.end())
+    return head[start : end if end >= 0 else len(head)].strip()[:300]
 
 
 # --- hardware ----------------------------------------------------------------------------------
@@ -444,6 +483,7 @@ _PRODUCT = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=4096)
 def normalize_hardware(raw: str) -> tuple[str, str]:
     """(vendor, product) from a torch device name or a hand-written tag (format doc §5.6)."""
     text = raw.upper().replace("_", " ").replace("(R)", "").replace("(TM)", "")

@@ -176,7 +176,9 @@ def read_json_file(path: Path, rel: str) -> Record | Reject:
     if problem is not None:
         return Reject(rel, 1, problem[0], problem[1], raw_prefix(data))
     if len(values) != 1:
-        return Reject(rel, 1, "invalid_json", "several JSON values in one .json file", raw_prefix(data))
+        return Reject(
+            rel, 1, "invalid_json", "several JSON values in one .json file", raw_prefix(data)
+        )
     value, strict = values[0]
     return Record(1, 0, 0, data.strip(), value, strict)
 
