@@ -1,0 +1,395 @@
+"""The Dagster layer, in tiers (as in project-dagster-university):
+
+1. definitions load; asset keys match a committed snapshot; specs, resource, job, schedule;
+2. the checks called as plain functions on a real warehouse, good and deliberately corrupted;
+3. ``dg.materialize`` of the whole graph (assets + checks) into a temporary warehouse;
+4. the Hub sensor evaluated by Dagster against the FakeHub server, and the run it requests.
+
+Tiers 2-4 build real warehouses and are marked ``integration``.
+"""
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines import schemas
+from pipelines.build import build_warehouse
+from pipelines.definitions import defs
+from pipelines.defs import assets, checks
+from pipelines.defs.resources import WarehouseResource
+from pipelines.defs.schedules import build_warehouse_job, daily_warehouse_build
+from pipelines.defs.sensors import hub_revision_sensor
+from pipelines.demo import generate_dataset
+from pipelines.warehouse import Warehouse, connect_read_only
+from tests.hub_server import FakeHub
+from tests.shared_data import GOLDEN_DIR, SHARED
+
+SNAPSHOT = Path(__file__).parent / "__snapshots__" / "asset_keys.txt"
+REVISION = "0123456789abcdef0123456789abcdef01234567"
+GOLDEN_REVISION = "da915083d4c7c5e61aa3005e3d17ae488e0fc71c"
+REPO = "flashinfer-ai/flashinfer-trace"
+HUB_URI = f"hf://datasets/{REPO}"
+VIEWS = {"run_summary", "leaderboard"}
+
+# (asset, check name, blocking): the gate on runs, the cohort check, the identity samples.
+EXPECTED_CHECKS = {
+    ("runs", "unique_run_ids", True),
+    ("runs", "run_status_matrix", True),
+    ("runs", "passed_latency_finite_positive", True),
+    ("runs", "runs_resolve_references", True),
+    ("runs", "comparison_key_single_digests", True),
+    ("run_rankings", "one_cohort_size_per_comparison_key", True),
+    ("environments", "environment_digests_recompute", False),
+    ("definitions", "operation_digests_recompute", False),
+}
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests see only the TRACEHOUSE_* / Hub variables they set themselves."""
+    for name in list(os.environ):
+        if name.startswith("TRACEHOUSE_") or name in {
+            "HF_ENDPOINT",
+            "HF_TOKEN",
+            "HUGGING_FACE_HUB_TOKEN",
+        }:
+            monkeypatch.delenv(name)
+
+
+def graph() -> list[Any]:
+    """Every asset and asset check of the code location."""
+    return [*dg.load_assets_from_modules([assets]), *checks.asset_checks]
+
+
+def resource(
+    warehouse: Path, source: Path | str, revision: str | None = REVISION
+) -> WarehouseResource:
+    return WarehouseResource(
+        warehouse=str(warehouse), source=str(source), revision=revision, workers=2
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Tier 1: definitions
+
+
+def test_definitions_load() -> None:
+    dg.Definitions.validate_loadable(defs)
+    repository = defs.get_repository_def()
+    assert repository.get_job("build_warehouse_job") is not None
+
+
+def test_asset_keys_match_snapshot() -> None:
+    keys = sorted(key.to_user_string() for key in defs.resolve_asset_graph().get_all_asset_keys())
+    text = "".join(f"{key}\n" for key in keys)
+    if os.environ.get("UPDATE_SNAPSHOTS"):
+        SNAPSHOT.parent.mkdir(exist_ok=True)
+        SNAPSHOT.write_text(text)
+    assert text == SNAPSHOT.read_text(), (
+        "asset keys changed; rerun with UPDATE_SNAPSHOTS=1 if intended"
+    )
+    assert set(keys) == set(schemas.TABLES) | VIEWS
+
+
+def test_asset_checks_and_which_block() -> None:
+    asset_graph = defs.resolve_asset_graph()
+    specs = [asset_graph.get_check_spec(key) for key in asset_graph.asset_check_keys]
+    graph_checks = {(spec.asset_key.to_user_string(), spec.name, spec.blocking) for spec in specs}
+    assert graph_checks == EXPECTED_CHECKS
+
+
+def test_table_specs_come_from_schemas() -> None:
+    specs = {spec.key.to_user_string(): spec for spec in assets.warehouse_tables.specs}
+    assert set(specs) == set(schemas.TABLES)
+    for name, table in schemas.TABLES.items():
+        spec = specs[name]
+        assert spec.description == table.doc
+        assert spec.group_name == "warehouse"
+        column_schema = spec.metadata["dagster/column_schema"]
+        assert [c.name for c in column_schema.columns] == table.column_names
+        assert [c.constraints.nullable for c in column_schema.columns] == [
+            c.nullable for c in table.columns
+        ]
+    assert {dep.asset_key.to_user_string() for dep in specs["run_rankings"].deps} == {"runs"}
+    assert all(not specs[name].deps for name in schemas.TABLES if name != "run_rankings")
+
+
+def test_resource_reads_tracehouse_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("TRACEHOUSE_WAREHOUSE", str(tmp_path / "wh"))
+    monkeypatch.setenv("TRACEHOUSE_SOURCE", HUB_URI)
+    monkeypatch.setenv("TRACEHOUSE_REVISION", REVISION)
+    monkeypatch.setenv("TRACEHOUSE_WORKERS", "3")
+    settings = WarehouseResource().settings()
+    assert (settings.warehouse, settings.source, settings.revision, settings.workers) == (
+        tmp_path / "wh",
+        HUB_URI,
+        REVISION,
+        3,
+    )
+    # A field set on the resource (code or run config) wins over the environment, like a flag.
+    assert WarehouseResource(source="data/other").settings().source == "data/other"
+
+
+def test_job_schedule_and_sensor_target_the_whole_graph() -> None:
+    job = defs.resolve_job_def("build_warehouse_job")
+    asset_graph = defs.resolve_asset_graph()
+    assert job.asset_layer.executable_asset_keys == asset_graph.get_all_asset_keys()
+    assert job.asset_layer.asset_graph.asset_check_keys == asset_graph.asset_check_keys
+    assert daily_warehouse_build.cron_schedule == "0 3 * * *"
+    assert daily_warehouse_build.execution_timezone == "UTC"
+    assert daily_warehouse_build.job_name == build_warehouse_job.name
+    assert hub_revision_sensor.job_name == build_warehouse_job.name
+
+
+# --------------------------------------------------------------------------------------------
+# Tier 2: the checks as plain functions
+
+
+@pytest.fixture(scope="session")
+def demo_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("demo") / "dataset"
+    generate_dataset(root, seed=7)
+    return root
+
+
+def _built(source: Path, warehouse: Path, revision: str) -> Path:
+    build_warehouse(resource(warehouse, source, revision).settings())
+    return warehouse
+
+
+@pytest.fixture(scope="session")
+def demo_warehouse(demo_source: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _built(demo_source, tmp_path_factory.mktemp("demo_wh") / "warehouse", REVISION)
+
+
+@pytest.fixture(scope="session")
+def golden_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if SHARED is None:
+        pytest.skip("../shared not found beside the checkout")
+    return _built(
+        GOLDEN_DIR / "dataset", tmp_path_factory.mktemp("golden_wh") / "warehouse", GOLDEN_REVISION
+    )
+
+
+def evaluate_all(warehouse: Path) -> dict[str, tuple[bool, dict[str, Any]]]:
+    connection = connect_read_only(Warehouse(warehouse))
+    try:
+        return {c.name: c.evaluate(connection) for c in (*checks.GATE_CHECKS, *checks.STEP_CHECKS)}
+    finally:
+        connection.close()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("which", ["demo_warehouse", "golden_warehouse"])
+def test_every_check_passes_on_a_real_warehouse(which: str, request: pytest.FixtureRequest) -> None:
+    outcomes = evaluate_all(request.getfixturevalue(which))
+    assert {name: ok for name, (ok, _) in outcomes.items()} == dict.fromkeys(outcomes, True), (
+        outcomes
+    )
+    assert outcomes["operation_digests_recompute"][1]["definitions_recomputed"] > 0
+    assert outcomes["environment_digests_recompute"][1]["environments_recomputed"] > 0
+    assert outcomes["comparison_key_single_digests"][1]["comparison_keys"] > 0
+
+
+def rewrite_table(warehouse: Path, table: str, select: str) -> None:
+    """Replace one Parquet file of the current generation with ``select`` over its old rows
+    (exposed as the view ``old``), keeping the column schema."""
+    path = Warehouse(warehouse).table_path(table)
+    temporary = path.with_name(f".{table}.corrupt.parquet")
+    connection = duckdb.connect()
+    try:
+        connection.read_parquet(str(path)).create_view("old")
+        connection.sql(select).write_parquet(str(temporary))
+    finally:
+        connection.close()
+    os.replace(temporary, path)
+
+
+CORRUPTIONS = {
+    # A second copy of the first run: its run_id is no longer unique.
+    "unique_run_ids": (
+        "runs",
+        "SELECT * FROM old UNION ALL (SELECT * FROM old ORDER BY run_id LIMIT 1)",
+    ),
+    # A PASSED run with a negative latency.
+    "passed_latency_finite_positive": (
+        "runs",
+        "SELECT * REPLACE (CASE WHEN run_id = (SELECT min(run_id) FROM old WHERE status = 'PASSED') "
+        "THEN -latency_ms ELSE latency_ms END AS latency_ms) FROM old",
+    ),
+    # An environment whose hardware string no longer matches its stored digests.
+    "environment_digests_recompute": (
+        "environments",
+        "SELECT * REPLACE (hardware_raw || ' (edited)' AS hardware_raw) FROM old",
+    ),
+}
+
+
+@pytest.fixture
+def demo_copy(demo_source: Path, tmp_path: Path) -> Path:
+    """A fresh warehouse to corrupt (generations hold absolute paths, so it is rebuilt, not copied)."""
+    return _built(demo_source, tmp_path / "warehouse", REVISION)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("failing", sorted(CORRUPTIONS))
+def test_a_corrupted_warehouse_fails_its_check(failing: str, demo_copy: Path) -> None:
+    table, select = CORRUPTIONS[failing]
+    rewrite_table(demo_copy, table, select)
+    outcomes = evaluate_all(demo_copy)
+    assert {name for name, (ok, _) in outcomes.items() if not ok} == {failing}
+    metadata = outcomes[failing][1]
+    if failing == "unique_run_ids":
+        assert metadata["duplicated_run_ids"] == 1
+        assert metadata["rows_involved"] == 2
+        first = pq.read_table(Warehouse(demo_copy).table_path("runs"), columns=["run_id"]).column(0)
+        assert metadata["sample_run_ids"] == [min(first.to_pylist())]
+
+
+# --------------------------------------------------------------------------------------------
+# Tier 3: the whole graph with dg.materialize
+
+
+def _materialized(result: dg.ExecuteInProcessResult) -> dict[str, Any]:
+    """Metadata of each materialized asset, by asset key."""
+    return {
+        event.materialization.asset_key.to_user_string(): event.materialization.metadata
+        for event in result.get_asset_materialization_events()
+    }
+
+
+@pytest.mark.integration
+def test_materialize_everything_into_a_temporary_warehouse(
+    demo_source: Path, tmp_path: Path
+) -> None:
+    warehouse = tmp_path / "warehouse"
+    result = dg.materialize(graph(), resources={"warehouse": resource(warehouse, demo_source)})
+    assert result.success
+    evaluations = result.get_asset_check_evaluations()
+    assert {
+        (e.asset_key.to_user_string(), e.check_name, e.blocking) for e in evaluations
+    } == EXPECTED_CHECKS
+    assert all(e.passed for e in evaluations)
+
+    materialized = _materialized(result)
+    assert set(materialized) == set(schemas.TABLES) | VIEWS
+    connection = connect_read_only(Warehouse(warehouse))
+    try:
+        for name in [*schemas.TABLES, *VIEWS]:
+            ((count,),) = connection.table(name).aggregate("count(*)").fetchall()
+            assert materialized[name]["dagster/row_count"].value == count, name
+        ((sha,),) = connection.execute("SELECT resolved_sha FROM source_snapshots").fetchall()
+    finally:
+        connection.close()
+    assert materialized["runs"]["dagster/row_count"].value > 1000
+    assert sha == REVISION
+
+    # A second run finds the source unchanged: no rebuild, same counts.
+    again = dg.materialize(graph(), resources={"warehouse": resource(warehouse, demo_source)})
+    assert again.success
+    rematerialized = _materialized(again)
+    assert rematerialized["source_snapshots"]["up_to_date"].value is True
+    assert rematerialized["runs"]["dagster/row_count"] == materialized["runs"]["dagster/row_count"]
+
+
+@pytest.mark.integration
+def test_a_failed_gate_check_stops_the_ranking_and_the_views(
+    demo_copy: Path, demo_source: Path
+) -> None:
+    table, select = CORRUPTIONS["unique_run_ids"]
+    rewrite_table(demo_copy, table, select)
+    # The source is unchanged, so the build is a no-op and the gate reads the corrupted runs.
+    result = dg.materialize(
+        graph(), resources={"warehouse": resource(demo_copy, demo_source)}, raise_on_error=False
+    )
+    assert not result.success
+    failed = {e.check_name for e in result.get_asset_check_evaluations() if not e.passed}
+    assert failed == {"unique_run_ids"}
+    materialized = set(_materialized(result))
+    assert "runs" in materialized
+    assert materialized.isdisjoint({"run_rankings", *VIEWS})
+
+
+# --------------------------------------------------------------------------------------------
+# Tier 4: the Hub sensor against FakeHub
+
+
+@pytest.fixture
+def fake_hub(demo_source: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
+    with FakeHub(repo_id=REPO) as hub:
+        hub.commit(FakeHub.read_folder(demo_source))
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        yield hub
+
+
+def tick(cursor: str | None, source: str, warehouse: Path) -> Any:
+    context = dg.build_sensor_context(
+        cursor=cursor,
+        resources={"warehouse": WarehouseResource(source=source, warehouse=str(warehouse))},
+    )
+    return hub_revision_sensor(context)
+
+
+def test_sensor_requests_one_build_per_new_sha(fake_hub: FakeHub, tmp_path: Path) -> None:
+    first_sha = fake_hub.head()
+    first = tick(None, HUB_URI, tmp_path)
+    assert isinstance(first, dg.SensorResult)
+    assert [r.run_key for r in first.run_requests or []] == [first_sha]
+    assert first.cursor == first_sha
+    request = (first.run_requests or [])[0]
+    assert request.run_config == {
+        "resources": {"warehouse": {"config": {"source": f"{HUB_URI}@{first_sha}"}}}
+    }
+
+    unchanged = tick(first.cursor, HUB_URI, tmp_path)
+    assert isinstance(unchanged, dg.SkipReason)
+    assert first_sha in (unchanged.skip_message or "")
+
+    some_trace = next(path for path in fake_hub.files_at(first_sha) if path.startswith("traces/"))
+    second_sha = fake_hub.commit({some_trace: fake_hub.files_at(first_sha)[some_trace] + b"\n"})
+    changed = tick(first.cursor, HUB_URI, tmp_path)
+    assert isinstance(changed, dg.SensorResult)
+    assert [r.run_key for r in changed.run_requests or []] == [second_sha]
+    assert changed.cursor == second_sha
+    assert isinstance(tick(changed.cursor, HUB_URI, tmp_path), dg.SkipReason)
+
+
+def test_sensor_skips_a_local_folder_source(demo_source: Path, tmp_path: Path) -> None:
+    result = tick(None, str(demo_source), tmp_path)
+    assert isinstance(result, dg.SkipReason)
+    assert "local folder" in (result.skip_message or "")
+
+
+@pytest.mark.integration
+def test_the_requested_run_builds_that_sha(
+    fake_hub: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sensor's RunRequest, run through the real job, records its sha in source_snapshots."""
+    sha = fake_hub.head()
+    monkeypatch.setenv("TRACEHOUSE_WAREHOUSE", str(tmp_path / "warehouse"))
+    monkeypatch.setenv("TRACEHOUSE_SOURCE", HUB_URI)
+    context = dg.build_sensor_context(cursor=None, resources={"warehouse": WarehouseResource()})
+    result = hub_revision_sensor(context)
+    assert isinstance(result, dg.SensorResult)
+    (request,) = result.run_requests or []
+    # Upstream moves on between the tick and the run: the run still builds the sha it was for.
+    fake_hub.commit({"traces/extra/late.jsonl": b""})
+
+    run = defs.resolve_job_def("build_warehouse_job").execute_in_process(
+        run_config=request.run_config, instance=dg.DagsterInstance.ephemeral()
+    )
+    assert run.success
+    connection = connect_read_only(Warehouse(tmp_path / "warehouse"))
+    try:
+        rows = connection.execute("SELECT source, resolved_sha FROM source_snapshots").fetchall()
+    finally:
+        connection.close()
+    assert rows == [(f"{HUB_URI}@{sha}", sha)]
