@@ -1,0 +1,957 @@
+"""Benchmark harness for issue 5: the warehouse build against plain readers of the same files.
+
+    python -m bench.run --lines 154000 [--repeat 3] [--out bench/results]
+                        [--only cold,warm,changed,duckdb,orjson,traceset] [--leaderboard-query]
+
+Generates (or reuses) a demo dataset of about ``--lines`` trace lines with
+``pipelines.demo.generate_dataset`` under ``<data-root>/<lines>``, then measures each leg as a
+whole separate process, side by side in the same run, ``--repeat`` times (median reported):
+
+  cold      ``tracehouse build --source DIR --warehouse W`` after removing W (cache included)
+  warm      the same command again, nothing changed
+  changed   the same command after appending one valid PASSED line to the largest trace file
+            (the file's bytes and mtime are restored afterwards)
+  duckdb    DuckDB ``CREATE TABLE t AS SELECT * FROM read_json('DIR/traces/**/*.jsonl', ...)``
+  orjson    ``orjson.loads`` of every line of every trace file
+  traceset  FlashInfer-Bench ``TraceSet.from_path(DIR)`` (skipped when not importable)
+
+Each child's wall time comes from the parent's clock; CPU time (user + sys) and peak RSS come
+from ``os.wait4`` (``ru_maxrss`` is the largest single process of the child's tree, the way
+the kernel reports it). ``peak_tree_rss_mib`` additionally samples the summed RSS of the child
+and all its descendants every 100 ms (an upper bound: shared pages count once per process).
+
+The page cache is warmed by reading every dataset file once before the first leg, so the legs
+compare parsing work rather than disk speed. Results go to ``<out>/bench_<lines>.json`` and
+``.md``; the acceptance checks of issue 5 are printed and recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_LINES = 154_000
+DEFAULT_SEED = 7
+LEGS: tuple[str, ...] = ("cold", "warm", "changed", "duckdb", "orjson", "traceset")
+BUILD_LEGS: tuple[str, ...] = ("cold", "warm", "changed")
+DUCKDB_MAX_OBJECT_SIZE = 64 * 1024 * 1024  # logs reach 5 MiB per line; the default is 16 MB
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+TRACESET_SKIPPED = "skipped: flashinfer-bench not installed"
+
+LEG_DESCRIPTIONS: dict[str, str] = {
+    "cold": "tracehouse build, empty warehouse (cache removed)",
+    "warm": "tracehouse build, nothing changed",
+    "changed": "tracehouse build after one trace file changed (one PASSED line appended)",
+    "duckdb": "DuckDB read_json of traces/**/*.jsonl into a table",
+    "orjson": "orjson.loads of every trace line",
+    "traceset": "flashinfer_bench TraceSet.from_path",
+    "leaderboard": "tracehouse leaderboard DEFINITION (process)",
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Legs that run inside the child process (python -m bench.run --leg NAME --source DIR)
+# --------------------------------------------------------------------------------------------
+
+
+def _trace_files(source: Path) -> list[Path]:
+    return sorted(p for p in (source / "traces").rglob("*.jsonl") if p.is_file())
+
+
+def leg_duckdb(source: Path) -> dict[str, Any]:
+    """Load every trace file into one DuckDB table with schema auto-detection."""
+    import duckdb
+
+    connection = duckdb.connect()
+    connection.execute(
+        "CREATE TABLE t AS SELECT * FROM read_json($path, format = 'newline_delimited', "
+        "maximum_object_size = $max_object_size)",
+        {
+            "path": str(source / "traces" / "**" / "*.jsonl"),
+            "max_object_size": DUCKDB_MAX_OBJECT_SIZE,
+        },
+    )
+    row = connection.execute("SELECT count(*) FROM t").fetchone()
+    return {"rows": int(row[0]) if row else 0}
+
+
+def leg_orjson(source: Path) -> dict[str, Any]:
+    """Parse every non-blank line of every trace file with orjson."""
+    import orjson
+
+    rows = 0
+    for path in _trace_files(source):
+        with path.open("rb") as handle:
+            for line in handle:
+                if line.strip():
+                    orjson.loads(line)
+                    rows += 1
+    return {"rows": rows}
+
+
+def leg_traceset(source: Path) -> dict[str, Any]:
+    """FlashInfer-Bench's own loader (pydantic validation of every file)."""
+    from flashinfer_bench.data import TraceSet  # type: ignore[import-not-found]
+
+    trace_set = TraceSet.from_path(str(source))
+    return {"rows": sum(len(v) for v in trace_set.traces.values())}
+
+
+CHILD_LEGS: dict[str, Callable[[Path], dict[str, Any]]] = {
+    "duckdb": leg_duckdb,
+    "orjson": leg_orjson,
+    "traceset": leg_traceset,
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Measuring a whole process
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Sample:
+    wall_s: float
+    cpu_s: float  # user + sys of the child and its reaped descendants
+    user_s: float
+    sys_s: float
+    peak_rss_mib: float  # ru_maxrss: largest single process in the child's tree
+    peak_tree_rss_mib: float | None  # sampled sum over the child's process tree
+    returncode: int
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+
+
+class _TreeRssSampler(threading.Thread):
+    """Polls /proc for the summed RSS of a process and all its descendants."""
+
+    def __init__(self, pid: int, interval_s: float = 0.1) -> None:
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.interval_s = interval_s
+        self.peak_bytes = 0
+        self._stop_event = threading.Event()
+        self._page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+    def run(self) -> None:
+        while not self._stop_event.is_set():
+            self.peak_bytes = max(self.peak_bytes, self._tree_rss())
+            self._stop_event.wait(self.interval_s)
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(timeout=2)
+
+    def _tree_rss(self) -> int:
+        children: dict[int, list[int]] = {}
+        with contextlib.suppress(OSError):
+            for entry in os.scandir("/proc"):
+                if not entry.name.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                        stat = handle.read()
+                except OSError:
+                    continue
+                fields = stat[stat.rfind(b")") + 2 :].split()
+                children.setdefault(int(fields[1]), []).append(int(entry.name))
+        total = 0
+        stack = [self.pid]
+        while stack:
+            pid = stack.pop()
+            stack.extend(children.get(pid, ()))
+            try:
+                with open(f"/proc/{pid}/statm", "rb") as handle:
+                    total += int(handle.read().split()[1]) * self._page
+            except (OSError, IndexError, ValueError):
+                continue
+        return total
+
+
+def _tail(handle: Any, limit: int = 2000) -> str:
+    handle.seek(0, os.SEEK_END)
+    size = handle.tell()
+    handle.seek(max(0, size - limit))
+    return handle.read().decode("utf-8", "replace")
+
+
+def measure(
+    command: Sequence[str],
+    *,
+    cwd: Path = REPO_ROOT,
+    env: dict[str, str] | None = None,
+    sample_tree: bool = True,
+) -> Sample:
+    """Run `command` as one child process and return its wall/CPU time and peak memory."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        process = subprocess.Popen(
+            list(command), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err
+        )
+        sampler = _TreeRssSampler(process.pid) if sample_tree and Path("/proc").is_dir() else None
+        if sampler is not None:
+            sampler.start()
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - start
+        process.returncode = os.waitstatus_to_exitcode(status)
+        if sampler is not None:
+            sampler.stop()
+        # Linux reports ru_maxrss in KiB, macOS in bytes.
+        rss_bytes = usage.ru_maxrss if sys.platform == "darwin" else usage.ru_maxrss * 1024
+        return Sample(
+            wall_s=wall,
+            cpu_s=usage.ru_utime + usage.ru_stime,
+            user_s=usage.ru_utime,
+            sys_s=usage.ru_stime,
+            peak_rss_mib=rss_bytes / MIB,
+            peak_tree_rss_mib=(sampler.peak_bytes / MIB) if sampler is not None else None,
+            returncode=process.returncode,
+            stdout_tail=_tail(out),
+            stderr_tail=_tail(err),
+        )
+
+
+@dataclass
+class Leg:
+    name: str
+    description: str
+    command: list[str] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
+    skipped: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.samples) and all(s.returncode == 0 for s in self.samples)
+
+    def median(self, attribute: str) -> float | None:
+        values = [getattr(s, attribute) for s in self.samples if s.returncode == 0]
+        values = [v for v in values if v is not None]
+        return statistics.median(values) if values else None
+
+    def child_result(self) -> dict[str, Any] | None:
+        """What a bench.run child leg printed (e.g. rows loaded), from its last run."""
+        if not self.samples or self.samples[-1].returncode != 0:
+            return None
+        lines = self.samples[-1].stdout_tail.strip().splitlines()
+        try:
+            result = json.loads(lines[-1]) if lines else None
+        except ValueError:
+            return None
+        return result if isinstance(result, dict) else None
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "command": self.command,
+            "skipped": self.skipped,
+            "ok": self.ok,
+            "runs": len(self.samples),
+            "failed_runs": sum(1 for s in self.samples if s.returncode != 0),
+            "median": {
+                "wall_s": self.median("wall_s"),
+                "cpu_s": self.median("cpu_s"),
+                "peak_rss_mib": self.median("peak_rss_mib"),
+                "peak_tree_rss_mib": self.median("peak_tree_rss_mib"),
+            },
+            "max_peak_rss_mib": max((s.peak_rss_mib for s in self.samples), default=None),
+            "child_result": self.child_result(),
+            "samples": [asdict(s) for s in self.samples],
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# Dataset, commands, machine
+# --------------------------------------------------------------------------------------------
+
+
+def _generator_fingerprint(lines: int, seed: int) -> dict[str, Any]:
+    source = (REPO_ROOT / "pipelines" / "demo.py").read_bytes()
+    return {
+        "target_trace_lines": lines,
+        "seed": seed,
+        "generator_sha256": hashlib.sha256(source).hexdigest(),
+    }
+
+
+def ensure_dataset(data_root: Path, lines: int, seed: int) -> tuple[Path, dict[str, Any], bool]:
+    """The dataset for `lines`, generated unless one with the same parameters is already there."""
+    from pipelines.demo import generate_dataset
+
+    root = data_root / str(lines)
+    stamp = data_root / f"{lines}.dataset.json"
+    fingerprint = _generator_fingerprint(lines, seed)
+    if stamp.is_file() and (root / "traces").is_dir():
+        with contextlib.suppress(ValueError, OSError):
+            recorded = json.loads(stamp.read_text())
+            if recorded.get("fingerprint") == fingerprint:
+                return root, recorded["dataset"], True
+    data_root.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        stamp.unlink()
+    result = generate_dataset(root, seed=seed, target_trace_lines=lines, overwrite=True)
+    dataset = result.to_dict()
+    stamp.write_text(json.dumps({"fingerprint": fingerprint, "dataset": dataset}, indent=2) + "\n")
+    return root, dataset, False
+
+
+def warm_page_cache(root: Path) -> int:
+    """Read every file once so that no leg pays for cold disk reads; returns bytes read."""
+    total = 0
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            with path.open("rb") as handle:
+                while chunk := handle.read(8 * MIB):
+                    total += len(chunk)
+    return total
+
+
+def tracehouse_command() -> list[str]:
+    """The `tracehouse` console script of this interpreter's environment, else the module."""
+    for search in (str(Path(sys.executable).parent), None):
+        found = shutil.which("tracehouse", path=search)
+        if found:
+            return [found]
+    return [sys.executable, "-c", "import sys; from pipelines.cli import main; sys.exit(main())"]
+
+
+def child_command(leg: str, source: Path) -> list[str]:
+    return [sys.executable, "-m", "bench.run", "--leg", leg, "--source", str(source)]
+
+
+def flashinfer_bench_available() -> bool:
+    try:
+        return importlib.util.find_spec("flashinfer_bench") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _package_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def machine_info() -> dict[str, Any]:
+    cpu_model = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    ram_bytes: int | None = None
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                ram_bytes = int(line.split()[1]) * 1024
+                break
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    commit = None
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    return {
+        "load_average_after": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "cpu_model": cpu_model,
+        "logical_cpus": os.cpu_count(),
+        "usable_cpus": usable,
+        "ram_gib": round(ram_bytes / GIB, 1) if ram_bytes else None,
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "packages": {
+            name: _package_version(name)
+            for name in ("tracehouse", "duckdb", "orjson", "polars", "pyarrow", "flashinfer-bench")
+        },
+        "git_commit": commit,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# The one-file change
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class FileChange:
+    """Appends one valid PASSED line (a later re-run) to a trace file, and undoes it."""
+
+    path: Path
+    line: bytes
+    original_size: int
+    original_mtime_ns: tuple[int, int]
+
+    @classmethod
+    def prepare(cls, source: Path) -> FileChange:
+        import orjson
+
+        candidates = sorted(_trace_files(source), key=lambda p: (-p.stat().st_size, str(p)))
+        for path in candidates:
+            with path.open("rb") as handle:
+                for raw in handle:
+                    if b'"status":"PASSED"' not in raw:
+                        continue
+                    record = orjson.loads(raw)
+                    record["evaluation"]["timestamp"] = "2026-12-31T23:59:59.999999"
+                    stat = path.stat()
+                    return cls(
+                        path=path,
+                        line=orjson.dumps(record) + b"\n",
+                        original_size=stat.st_size,
+                        original_mtime_ns=(stat.st_atime_ns, stat.st_mtime_ns),
+                    )
+        raise LookupError(f"no PASSED trace line under {source / 'traces'}")
+
+    def apply(self) -> None:
+        with self.path.open("rb+") as handle:
+            handle.seek(0, os.SEEK_END)
+            if handle.tell():
+                handle.seek(-1, os.SEEK_END)
+                if handle.read(1) != b"\n":
+                    handle.write(b"\n")
+            handle.write(self.line)
+
+    def restore(self) -> None:
+        os.truncate(self.path, self.original_size)
+        os.utime(self.path, ns=self.original_mtime_ns)
+
+
+# --------------------------------------------------------------------------------------------
+# The run
+# --------------------------------------------------------------------------------------------
+
+
+def _ratio(value: float | None, reference: float | None) -> float | None:
+    if value is None or not reference:
+        return None
+    return value / reference
+
+
+def _check(name: str, rule: str, value: float | None, ok: bool | None, note: str = "") -> dict:
+    status = "SKIP" if ok is None else "PASS" if ok else "FAIL"
+    return {"check": name, "rule": rule, "value": value, "status": status, "note": note}
+
+
+def acceptance_checks(legs: dict[str, Leg]) -> list[dict[str, Any]]:
+    def wall(name: str) -> float | None:
+        leg = legs.get(name)
+        return leg.median("wall_s") if leg is not None and leg.ok else None
+
+    def cpu(name: str) -> float | None:
+        leg = legs.get(name)
+        return leg.median("cpu_s") if leg is not None and leg.ok else None
+
+    def cpu_note(numerator: str, denominator: str) -> str:
+        ratio = _ratio(cpu(numerator), cpu(denominator))
+        return "" if ratio is None else f"same ratio by CPU time: {ratio:.3f}"
+
+    cold, warm, changed = wall("cold"), wall("warm"), wall("changed")
+    duck, traceset = wall("duckdb"), wall("traceset")
+    checks: list[dict[str, Any]] = []
+    ratio = _ratio(cold, duck)
+    checks.append(
+        _check(
+            "cold build vs DuckDB read_json",
+            "cold <= 1.5 x duckdb",
+            ratio,
+            None if ratio is None else ratio <= 1.5,
+            cpu_note("cold", "duckdb"),
+        )
+    )
+    speedup = _ratio(traceset, cold)
+    note = (
+        cpu_note("traceset", "cold")
+        if "traceset" in legs and not legs["traceset"].skipped
+        else TRACESET_SKIPPED
+    )
+    checks.append(
+        _check(
+            "cold build vs TraceSet.from_path",
+            "traceset / cold >= 8",
+            speedup,
+            None if speedup is None else speedup >= 8.0,
+            note,
+        )
+    )
+    ratio = _ratio(warm, cold)
+    checks.append(
+        _check(
+            "warm build, no change",
+            "warm <= 5% of cold",
+            ratio,
+            None if ratio is None else ratio <= 0.05,
+            cpu_note("warm", "cold"),
+        )
+    )
+    ratio = _ratio(changed, cold)
+    checks.append(
+        _check(
+            "build after one file changed",
+            "changed <= 15% of cold",
+            ratio,
+            None if ratio is None else ratio <= 0.15,
+            cpu_note("changed", "cold"),
+        )
+    )
+    peaks = [
+        s.peak_rss_mib
+        for name in BUILD_LEGS
+        if name in legs
+        for s in legs[name].samples
+        if s.returncode == 0
+    ]
+    peak = max(peaks) if peaks else None
+    tree = [
+        s.peak_tree_rss_mib
+        for name in BUILD_LEGS
+        if name in legs
+        for s in legs[name].samples
+        if s.returncode == 0 and s.peak_tree_rss_mib is not None
+    ]
+    checks.append(
+        _check(
+            "build peak RSS",
+            "max ru_maxrss of build runs <= 1024 MiB",
+            peak,
+            None if peak is None else peak <= 1024.0,
+            f"summed process-tree RSS peak {max(tree):.0f} MiB" if tree else "",
+        )
+    )
+    needs = [
+        ("cold", "duckdb"),
+        ("traceset", "cold"),
+        ("warm", "cold"),
+        ("changed", "cold"),
+        BUILD_LEGS,
+    ]
+    for check, required in zip(checks, needs, strict=True):
+        failed = [
+            n
+            for n in required
+            if n in legs and not legs[n].skipped and legs[n].samples and not legs[n].ok
+        ]
+        if failed:
+            check["status"] = "FAIL"
+            check["note"] = f"{', '.join(failed)} failed (non-zero exit)"
+    return checks
+
+
+def _parse_only(text: str | None) -> list[str]:
+    if not text:
+        return list(LEGS)
+    chosen = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = sorted(set(chosen) - set(LEGS))
+    if unknown:
+        raise SystemExit(f"unknown leg(s) {', '.join(unknown)}; choose from {', '.join(LEGS)}")
+    return [leg for leg in LEGS if leg in chosen]
+
+
+def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
+    started = datetime.now().isoformat(timespec="seconds")
+    load_before = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    only = _parse_only(args.only)
+    data_root = Path(args.data_root)
+    print(
+        f"dataset: about {args.lines:,} trace lines (seed {args.seed}) under {data_root}",
+        flush=True,
+    )
+    t0 = time.perf_counter()
+    source, dataset, reused = ensure_dataset(data_root, args.lines, args.seed)
+    generate_s = time.perf_counter() - t0
+    print(
+        f"  {'reused' if reused else 'generated'} {source}: {dataset['trace_lines']:,} trace lines, "
+        f"{dataset['total_bytes'] / 1e6:,.0f} MB in {dataset['total_files']:,} files"
+        + ("" if reused else f" ({generate_s:.1f} s)"),
+        flush=True,
+    )
+    warehouse = Path(args.warehouse) if args.warehouse else data_root / f"warehouse-{args.lines}"
+    warmed = warm_page_cache(source)
+    print(f"  page cache warmed: {warmed / 1e6:,.0f} MB read", flush=True)
+
+    legs: dict[str, Leg] = {name: Leg(name, LEG_DESCRIPTIONS[name]) for name in only}
+    build = [*tracehouse_command(), "build", "--source", str(source), "--warehouse", str(warehouse)]
+    for name in BUILD_LEGS:
+        if name in legs:
+            legs[name].command = build
+    for name in ("duckdb", "orjson", "traceset"):
+        if name in legs:
+            legs[name].command = child_command(name, source)
+    if "traceset" in legs and not flashinfer_bench_available():
+        legs["traceset"].skipped = TRACESET_SKIPPED
+        print(f"  traceset: {TRACESET_SKIPPED}", flush=True)
+
+    change = FileChange.prepare(source) if "changed" in legs else None
+    sample_tree = not args.no_tree_rss
+    for repeat in range(args.repeat):
+        print(f"repeat {repeat + 1}/{args.repeat}", flush=True)
+        for name, leg in legs.items():
+            if leg.skipped:
+                continue
+            if name == "cold":
+                shutil.rmtree(warehouse, ignore_errors=True)
+            if name == "changed" and "cold" not in legs and not warehouse.exists():
+                measure(
+                    build, sample_tree=False
+                )  # the change must be measured on a built warehouse
+            if name == "changed" and change is not None:
+                change.apply()
+                try:
+                    sample = measure(leg.command, sample_tree=sample_tree)
+                finally:
+                    change.restore()
+            else:
+                sample = measure(leg.command, sample_tree=sample_tree)
+            leg.samples.append(sample)
+            flag = "" if sample.returncode == 0 else f"  FAILED (exit {sample.returncode})"
+            print(
+                f"  {name:<9} {sample.wall_s:8.2f} s wall {sample.cpu_s:8.2f} s cpu "
+                f"{sample.peak_rss_mib:8.0f} MiB{flag}",
+                flush=True,
+            )
+            if sample.returncode != 0:
+                print(
+                    "    " + sample.stderr_tail.strip().replace("\n", "\n    ")[-1500:], flush=True
+                )
+
+    leaderboard = (
+        run_leaderboard(args, source, warehouse, build, sample_tree)
+        if args.leaderboard_query
+        else None
+    )
+    summaries = {name: leg.summary() for name, leg in legs.items()}
+    duck = legs["duckdb"].median("wall_s") if "duckdb" in legs and legs["duckdb"].ok else None
+    cold = legs["cold"].median("wall_s") if "cold" in legs and legs["cold"].ok else None
+    for summary in summaries.values():
+        wall = summary["median"]["wall_s"]
+        summary["ratio_to_duckdb"] = _ratio(wall, duck)
+        summary["ratio_to_cold"] = _ratio(wall, cold)
+    return {
+        "benchmark": "tracehouse issue 5",
+        "started": started,
+        "parameters": {
+            "lines": args.lines,
+            "seed": args.seed,
+            "repeat": args.repeat,
+            "only": only,
+            "source": str(source),
+            "warehouse": str(warehouse),
+            "duckdb_read_json": {
+                "format": "newline_delimited",
+                "maximum_object_size": DUCKDB_MAX_OBJECT_SIZE,
+            },
+            "changed_file": str(change.path) if change else None,
+            "page_cache_warmed_bytes": warmed,
+        },
+        "machine": {**machine_info(), "load_average_before": load_before},
+        "dataset": {**dataset, "reused": reused, "generate_s": None if reused else generate_s},
+        "legs": summaries,
+        "leaderboard": leaderboard,
+        "checks": acceptance_checks(legs),
+    }
+
+
+def run_leaderboard(
+    args: argparse.Namespace, source: Path, warehouse: Path, build: list[str], sample_tree: bool
+) -> dict[str, Any]:
+    """Time `tracehouse leaderboard` as a process and the same query in-process via DuckDB."""
+    # Build (or bring up to date with the restored trace file) before querying; not timed.
+    prepared = measure(build, sample_tree=False)
+    if prepared.returncode != 0:
+        print(f"leaderboard: skipped, the build failed (exit {prepared.returncode})", flush=True)
+        return {"skipped": f"build failed: {prepared.stderr_tail.strip()[-500:]}"}
+    definition = args.definition or _busiest_definition(warehouse) or _first_definition(source)
+    command = [*tracehouse_command(), "leaderboard", definition, "--warehouse", str(warehouse)]
+    leg = Leg("leaderboard", LEG_DESCRIPTIONS["leaderboard"], command)
+    for _ in range(args.repeat):
+        leg.samples.append(measure(command, sample_tree=sample_tree))
+    result: dict[str, Any] = {"definition": definition, "process": leg.summary()}
+    result["in_process"] = _leaderboard_in_process(warehouse, definition, max(3, args.repeat))
+    print(
+        f"leaderboard {definition}: process {_fmt(leg.median('wall_s'), '.3f')} s; "
+        f"in-process {_fmt(result['in_process'].get('query_median_s'), '.4f')} s per query",
+        flush=True,
+    )
+    return result
+
+
+def _busiest_definition(warehouse: Path) -> str | None:
+    try:
+        from pipelines.queries import busiest_definition
+        from pipelines.settings import load_settings
+
+        return busiest_definition(load_settings(warehouse=warehouse))
+    except Exception:
+        return None
+
+
+def _first_definition(source: Path) -> str:
+    return sorted((source / "definitions").rglob("*.json"))[0].stem
+
+
+def _leaderboard_in_process(warehouse: Path, definition: str, repeat: int) -> dict[str, Any]:
+    try:
+        from pipelines.queries import LEADERBOARD_SQL
+        from pipelines.warehouse import Warehouse, connect_read_only
+    except ImportError as error:
+        return {"skipped": f"pipelines.queries not importable: {error}"}
+    parameters = {"definition": definition, "hardware": None}
+    timings: list[float] = []
+    rows = 0
+    try:
+        started = time.perf_counter()
+        connection = connect_read_only(Warehouse(warehouse))
+        connect_s = time.perf_counter() - started
+        try:
+            for _ in range(repeat):
+                started = time.perf_counter()
+                rows = len(connection.execute(LEADERBOARD_SQL, parameters).fetchall())
+                timings.append(time.perf_counter() - started)
+        finally:
+            connection.close()
+    except Exception as error:  # the warehouse API is still moving; report, don't crash
+        return {"skipped": f"in-process query failed: {type(error).__name__}: {error}"}
+    return {
+        "connect_s": connect_s,
+        "first_query_s": timings[0],
+        "query_median_s": statistics.median(timings),
+        "query_samples_s": timings,
+        "rows": rows,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Reporting
+# --------------------------------------------------------------------------------------------
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def table_rows(report: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for name, leg in report["legs"].items():
+        median = leg["median"]
+        if leg["skipped"]:
+            rows.append([name, "skipped", "", "", "", "", ""])
+            continue
+        state = "ok" if leg["ok"] else f"FAILED {leg['failed_runs']}/{leg['runs']}"
+        rows.append(
+            [
+                name,
+                _fmt(median["wall_s"], ".2f"),
+                _fmt(median["cpu_s"], ".2f"),
+                _fmt(median["peak_rss_mib"], ".0f"),
+                _fmt(median["peak_tree_rss_mib"], ".0f"),
+                _fmt(leg.get("ratio_to_duckdb"), ".2f"),
+                _fmt(leg.get("ratio_to_cold"), ".3f") + ("" if leg["ok"] else f" ({state})"),
+            ]
+        )
+    return rows
+
+
+HEADER = ["leg", "wall s", "CPU s", "peak RSS MiB", "tree RSS MiB", "x DuckDB", "x cold"]
+
+
+def render_text(report: dict[str, Any]) -> str:
+    rows = [HEADER, *table_rows(report)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
+    lines = [
+        "  ".join(
+            cell.rjust(w) if i else cell.ljust(w)
+            for i, (cell, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in rows
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines += [f"{name}: {leg['skipped']}" for name, leg in report["legs"].items() if leg["skipped"]]
+    out = [
+        f"\nmedian of {report['parameters']['repeat']} run(s), "
+        f"{report['dataset']['trace_lines']:,} trace lines, "
+        f"{report['dataset']['bytes']['traces'] / 1e6:,.0f} MB of traces",
+        *lines,
+        "",
+        "acceptance checks (issue 5):",
+    ]
+    for check in report["checks"]:
+        value = "—" if check["value"] is None else f"{check['value']:.3f}"
+        note = f"  [{check['note']}]" if check["note"] else ""
+        out.append(
+            f"  {check['status']:<4}  {check['check']:<36} {check['rule']:<40} {value}{note}"
+        )
+    m = report["machine"]
+    out += [
+        "",
+        f"machine: {m['cpu_model']}, {m['usable_cpus']} usable / {m['logical_cpus']} logical CPUs, "
+        f"{m['ram_gib']} GiB RAM, {m['os']}",
+        "python " + m["python"] + ", " + ", ".join(f"{k} {v}" for k, v in m["packages"].items()),
+        _load_line(m),
+    ]
+    return "\n".join(out)
+
+
+def _load_line(machine: dict[str, Any]) -> str:
+    before, after = machine.get("load_average_before"), machine.get("load_average_after")
+    if not before or not after:
+        return ""
+    line = f"load average (1 min) before {before[0]:.2f}, after {after[0]:.2f}"
+    if before[0] > 0.5 * (machine.get("usable_cpus") or 1):
+        line += " -- other work was running: wall times are noisy, compare CPU times"
+    return line
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    d = report["dataset"]
+    m = report["machine"]
+    lines = [
+        f"# Benchmark: {d['trace_lines']:,} trace lines",
+        "",
+        f"Run {report['started']} on commit `{m['git_commit']}`; median of "
+        f"{report['parameters']['repeat']} run(s) per leg, each leg a separate process.",
+        "",
+        "## Dataset",
+        "",
+        f"- source `{report['parameters']['source']}` ({'reused' if d['reused'] else 'generated'}), seed {d['seed']}",
+        f"- {d['definitions']} definitions, {d['workloads']:,} workloads, {d['solutions']:,} solutions, "
+        f"{d['trace_lines']:,} trace lines in {d['files']['traces']} trace files",
+        f"- {d['total_bytes'] / 1e6:,.1f} MB in {d['total_files']:,} files "
+        f"(traces {d['bytes']['traces'] / 1e6:,.1f} MB, "
+        f"{d['bytes']['traces'] / max(1, d['trace_lines']):,.0f} bytes per line)",
+        "- statuses: " + ", ".join(f"{k} {v:,}" for k, v in d["status_counts"].items()),
+        "",
+        "## Results",
+        "",
+        "| " + " | ".join(HEADER) + " |",
+        "|" + "|".join("---" for _ in HEADER) + "|",
+    ]
+    lines += ["| " + " | ".join(row) + " |" for row in table_rows(report)]
+    lines += [
+        f"\n{name}: {leg['skipped']}" for name, leg in report["legs"].items() if leg["skipped"]
+    ]
+    lines += [
+        "",
+        "CPU = user + sys of the process and its reaped children (`os.wait4`); peak RSS = "
+        "`ru_maxrss` (largest single process); tree RSS = sampled sum over the process tree.",
+        "",
+        "## Acceptance checks (issue 5)",
+        "",
+        "| status | check | rule | value | note |",
+        "|---|---|---|---|---|",
+    ]
+    for c in report["checks"]:
+        value = "—" if c["value"] is None else f"{c['value']:.3f}"
+        lines.append(f"| {c['status']} | {c['check']} | {c['rule']} | {value} | {c['note']} |")
+    if report.get("leaderboard") and "skipped" in report["leaderboard"]:
+        lines += ["", f"Leaderboard query: {report['leaderboard']['skipped']}"]
+    elif report.get("leaderboard"):
+        lb = report["leaderboard"]
+        proc = lb["process"]["median"]["wall_s"]
+        inproc = lb["in_process"]
+        lines += [
+            "",
+            f"## Leaderboard query (`{lb['definition']}`)",
+            "",
+            f"- `tracehouse leaderboard` as a process: {_fmt(proc, '.3f')} s wall (median)",
+            f"- in-process DuckDB: connect {_fmt(inproc.get('connect_s'), '.4f')} s, first query "
+            f"{_fmt(inproc.get('first_query_s'), '.4f')} s, median {_fmt(inproc.get('query_median_s'), '.4f')} s"
+            if "skipped" not in inproc
+            else f"- in-process: {inproc['skipped']}",
+        ]
+    lines += [
+        "",
+        "## Machine",
+        "",
+        f"- CPU: {m['cpu_model']} ({m['usable_cpus']} usable / {m['logical_cpus']} logical)",
+        f"- RAM: {m['ram_gib']} GiB; OS: {m['os']}",
+        f"- Python {m['python']}; " + ", ".join(f"{k} {v}" for k, v in m["packages"].items()),
+        f"- {_load_line(m)}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_report(report: dict[str, Any], out: Path) -> tuple[Path, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"bench_{report['parameters']['lines']}"
+    json_path, md_path = out / f"{stem}.json", out / f"{stem}.md"
+    json_path.write_text(json.dumps(report, indent=2) + "\n")
+    md_path.write_text(render_markdown(report))
+    return json_path, md_path
+
+
+# --------------------------------------------------------------------------------------------
+# Entry point
+# --------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.run", description=(__doc__ or "").split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--lines", type=int, default=DEFAULT_LINES, help="about this many trace lines"
+    )
+    parser.add_argument("--repeat", type=int, default=3, help="runs per leg (median reported)")
+    parser.add_argument(
+        "--out", default=str(REPO_ROOT / "bench" / "results"), help="results folder"
+    )
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    parser.add_argument(
+        "--data-root",
+        default=str(REPO_ROOT / "data" / "bench"),
+        help="where datasets are generated",
+    )
+    parser.add_argument("--warehouse", default=None, help="default: <data-root>/warehouse-<lines>")
+    parser.add_argument("--only", default=None, help=f"comma-separated legs among {','.join(LEGS)}")
+    parser.add_argument(
+        "--leaderboard-query", action="store_true", help="also time `tracehouse leaderboard`"
+    )
+    parser.add_argument("--definition", default=None, help="definition for --leaderboard-query")
+    parser.add_argument("--no-tree-rss", action="store_true", help="do not sample process-tree RSS")
+    parser.add_argument("--leg", choices=sorted(CHILD_LEGS), help=argparse.SUPPRESS)
+    parser.add_argument("--source", default=None, help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.leg:  # inside a measured child process
+        result = CHILD_LEGS[args.leg](Path(args.source))
+        print(json.dumps(result))
+        return 0
+    if args.repeat < 1 or args.lines < 1:
+        raise SystemExit("--repeat and --lines must be positive")
+    report = run_benchmark(args)
+    print(render_text(report))
+    json_path, md_path = write_report(report, Path(args.out))
+    print(f"\nwrote {json_path} and {md_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
