@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     import duckdb
 
 DUCKDB_FILE = "tracehouse.duckdb"
+DUCKDB_SPILL_DIR = "duckdb_tmp"  # finalize's DuckDB temp_directory, below cache/
 KEEP_GENERATIONS = 2  # the current one and the one before, for readers still using it
 
 
@@ -122,7 +123,9 @@ class Warehouse:
         self.remove_stale_generations()
 
     def remove_stale_generations(self) -> None:
-        """Drop unfinished generations and all but the newest completed ones."""
+        """Drop unfinished generations and all but the newest completed ones, and whatever
+        temporary files a killed build left (only ever called while holding the build lock)."""
+        self._remove_temporary_files()
         if not self.generations.exists():
             return
         current = self.current_generation()
@@ -134,9 +137,16 @@ class Warehouse:
         for folder in folders:
             if folder not in keep:
                 shutil.rmtree(folder, ignore_errors=True)
-        for leftover in self.root.glob(".*.tmp"):
-            with contextlib.suppress(OSError):
-                leftover.unlink()
+
+    def _remove_temporary_files(self) -> None:
+        # Every file a build writes is first written as `.<name>.<pid>.tmp` and then renamed;
+        # a build killed in between leaves the temporary file (e.g. cache/.context.<pid>.tmp),
+        # and DuckDB leaves its spill files in cache/duckdb_tmp.
+        for folder in (self.root, self.cache, self.staging):
+            for leftover in folder.glob(".*.tmp"):
+                with contextlib.suppress(OSError):
+                    leftover.unlink()
+        shutil.rmtree(self.cache / DUCKDB_SPILL_DIR, ignore_errors=True)
 
     @contextlib.contextmanager
     def build_lock(self, timeout_s: float) -> Iterator[None]:
