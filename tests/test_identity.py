@@ -608,6 +608,12 @@ def test_quirk_scalar_descriptor_beats_tensor_shape_and_bool_is_not_numeric():
     assert "sm_scale" not in spec["tensors"] and "scalars" not in spec
 
 
+def test_workload_axis_lower_casing_collision():
+    spec = ki.workload_case_spec({"axes": {"M": 1, "m": 2}}, gemm_definition(), OP_GEMM)
+    assert spec["axes"] == {"m": 2}  # the later member wins
+    assert spec["tensors"]["a"]["shape"] == [2, 4096]
+
+
 def test_quirk_descriptor_lookup_is_case_sensitive():
     workload = {
         "axes": {"M": 2},
@@ -837,6 +843,10 @@ def test_environment_metadata_and_summary():
         ki.environment_summary(ki.environment_spec({"hardware": "B200", "libs": {}}))
         == "flashinfer-bench"
     )
+    assert ki.gpu_display(spec) == "NVIDIA B200 (unknown)"
+    assert ki.cuda_major(spec) == 12
+    assert ki.cuda_major(ki.environment_spec({"hardware": "B200", "libs": {"cuda": "V13"}})) is None
+    assert ki.cuda_major(ki.environment_spec({"hardware": "B200", "libs": {}})) is None
 
 
 # -- §7 correctness key -------------------------------------------------------------------------
@@ -1107,6 +1117,9 @@ def test_status_map_values():
     assert ki.eligibility_reasons("suspected_reward_hack", True) == ["STATUS_SUSPECTED_REWARD_HACK"]
     assert ki.eligibility_reasons("passed", False) == ["MISSING_PRIMARY_METRIC"]
     assert ki.eligibility_reasons("passed", True) == []
+    assert ki.eligibility_reasons(
+        "timeout", False, published=False, retracted=True, superseded=True
+    ) == ["UNPUBLISHED", "STATUS_TIMEOUT", "RETRACTED", "SUPERSEDED", "MISSING_PRIMARY_METRIC"]
 
 
 @pytest.mark.parametrize("status", ["INCORRECT", "passed", "Passed", "PASSED ", ""])
@@ -1571,6 +1584,27 @@ def test_run_writer_matches_generic_canonical_json(variant):
     }
     spec = ki.run_spec(trace, **digests)
     assert ki.run_digest(trace, **digests) == manifest_digest("BenchmarkRun", spec)
+
+
+def test_run_body_template():
+    import hashlib
+
+    found = identify(rmsnorm_line(), implementation_digest=None, run_body_template=True)
+    assert found.run_digest is None
+    template = found.run_body_template
+    assert template is not None and template.count(ki.RUN_TEMPLATE_SLOT) == 2
+    head, middle, tail = template.split(chr(0))
+    body = head + IMPL_74A870 + middle + WL_RMSNORM + tail
+    assert (
+        "sha256:" + hashlib.sha256(body.encode()).hexdigest() == identify(rmsnorm_line()).run_digest
+    )
+    trace = rmsnorm_line()
+    trace["definition"] = "has\x00nul"  # escaped as \u0000 in the body: never a slot
+    spec = ki.run_spec(
+        trace, implementation_digest="i", workload_digest="w", environment_digest="e"
+    )
+    assert ki.run_body_template(spec).count(chr(0)) == 2
+    assert identify(rmsnorm_line()).run_body_template is None
 
 
 def test_fast_trace_identity_constructor_equals_the_dataclass():

@@ -243,3 +243,32 @@ def test_corpus_figures_from_the_doc(computed):
             sizes[row["cohort_size"]] += 1
     assert sizes == {"1": 811, "2": 318, "3": 267, "6": 18}
     assert sum(row["ki_status"] == "runtime_error" for row in computed) == 76
+
+
+def test_ties_and_dense_ranks_from_the_doc(computed):
+    """§11.2: a tie (both rank 1, cohort 2) and a cohort of 6 ranked 1-6 by latency."""
+    tie = [
+        (row["latency_ns"], row["observed_at"], row["rank"], row["cohort_size"])
+        for row in computed
+        if (row["definition"], row["solution"], row["workload_uuid"][:8])
+        == ("gemm_n5120_k5120", "flashinfer_wrapper_ad9a00", "b5f2339a")
+    ]
+    assert sorted(tie) == [
+        ("18880", "2026-03-23T21:19:26.941Z", "1", "2"),
+        ("18880", "2026-03-24T18:02:32.128Z", "1", "2"),
+    ]
+    six = sorted(
+        (int(row["latency_ns"]), row["rank"], row["cohort_size"])
+        for row in computed
+        if row["definition"] == "gemm_nvfp4_n4096_k4096"
+        and row["workload_uuid"].startswith("27d3dd8d")
+        and row["rank"]
+    )
+    assert six == [
+        (97424, "1", "6"),
+        (97813, "2", "6"),
+        (98725, "3", "6"),
+        (105946, "4", "6"),
+        (132864, "5", "6"),
+        (147167, "6", "6"),
+    ]

@@ -65,6 +65,7 @@ __all__ = [
     "canonical_json",
     "comparison_key",
     "correctness_key",
+    "cuda_major",
     "digest",
     "dimension",
     "dtype_token",
@@ -75,6 +76,7 @@ __all__ = [
     "environment_summary",
     "evidence_level",
     "format_latency_ns",
+    "gpu_display",
     "hardware_identity",
     "identify_trace_line",
     "implementation_digest",
@@ -93,6 +95,8 @@ __all__ = [
     "operation_tags",
     "rank_line",
     "record_manifest",
+    "RUN_TEMPLATE_SLOT",
+    "run_body_template",
     "run_digest",
     "run_external_id",
     "run_metadata",
@@ -1316,6 +1320,21 @@ def environment_summary(environment_spec: Mapping[str, Any]) -> str:
     return _SEP.join(parts)
 
 
+def cuda_major(environment_spec: Mapping[str, Any]) -> int | None:
+    """Leading integer of `software.cudaToolkit` (`12.8` → 12), None without one (§10.3)."""
+    match = _LEADING_INTEGER.match(environment_spec.get("software", {}).get("cudaToolkit", ""))
+    return int(match.group()) if match else None
+
+
+def gpu_display(environment_spec: Mapping[str, Any]) -> str:
+    """`NVIDIA B200 (unknown)`: product and architecture, as the record page shows it (§12.4)."""
+    hardware = environment_spec["hardware"]
+    return f"{hardware['product']} ({hardware['architecture']})"
+
+
+_LEADING_INTEGER = re.compile(r"[0-9]+")
+
+
 # --------------------------------------------------------------------------------------------
 # §8 ImplementationRevision
 # --------------------------------------------------------------------------------------------
@@ -1558,7 +1577,35 @@ def _run_canonical_json(spec: Mapping[str, Any]) -> bytes:
     whose key order is therefore known) skips the generic sorter. Members are written in UTF-16
     order; tests check it against canonical_json on the golden corpus and generated variants.
     """
+    try:
+        return _run_canonical_text(spec).encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise CanonicalizationError("input contains a lone surrogate") from error
+
+
+RUN_TEMPLATE_SLOT = "\0"
+
+
+def run_body_template(spec: Mapping[str, Any]) -> str:
+    """The canonical run envelope with its two late-bound digests left out.
+
+    The text holds RUN_TEMPLATE_SLOT (chr(0), which canonical JSON always escapes, so it occurs
+    nowhere else) where the implementation digest and then the workload digest go, inside
+    their quotes: `parts = template.split(chr(0))`, and the run digest is the SHA-256 of
+    `parts[0] + implementation_digest + parts[1] + workload_digest + parts[2]` (UTF-8). This
+    lets a warehouse hash runs after it resolves solutions and the first-line-wins workload
+    cache (§2.4) globally.
+    """
+    return _run_canonical_text(spec, template=True)
+
+
+def _run_canonical_text(spec: Mapping[str, Any], *, template: bool = False) -> str:
     q = _encode_string  # = canonical_string, without the wrapper call
+    if template:
+        implementation = workload = '"' + RUN_TEMPLATE_SLOT + '"'
+    else:
+        implementation = q(spec["implementationDigest"])
+        workload = q(spec["workloadDigest"])
     parts = []
     correctness = spec.get("correctness")
     if correctness is not None:
@@ -1579,7 +1626,7 @@ def _run_canonical_json(spec: Mapping[str, Any]) -> bytes:
         parts.append(
             f'"evidence":{{"logs":{{"digest":{q(logs["digest"])},"uri":{q(logs["uri"])}}}}}'
         )
-    parts.append('"implementationDigest":' + q(spec["implementationDigest"]))
+    parts.append('"implementationDigest":' + implementation)
     parts.append('"observedAt":' + q(spec["observedAt"]))
     parts.append('"protocolDigest":' + q(spec["protocolDigest"]))
     source_native = spec["sourceNative"]
@@ -1594,12 +1641,8 @@ def _run_canonical_json(spec: Mapping[str, Any]) -> bytes:
     if timing is not None:
         mean = canonical_number(timing["latencyNs"]["mean"])
         parts.append(f'"timing":{{"latencyNs":{{"mean":{mean}}},"primaryStatistic":"mean"}}')
-    parts.append('"workloadDigest":' + q(spec["workloadDigest"]))
-    text = _RUN_PREFIX + ",".join(parts) + "}}"
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError as error:
-        raise CanonicalizationError("input contains a lone surrogate") from error
+    parts.append('"workloadDigest":' + workload)
+    return _RUN_PREFIX + ",".join(parts) + "}}"
 
 
 _METRIC_NAMES = ("latency_ms", "reference_latency_ms", "speedup_factor")  # UTF-16 order
@@ -1690,15 +1733,28 @@ def comparison_key(
 # --------------------------------------------------------------------------------------------
 
 
-def eligibility_reasons(ki_status: str, has_timing: bool) -> list[str]:
+def eligibility_reasons(
+    ki_status: str,
+    has_timing: bool,
+    *,
+    published: bool = True,
+    retracted: bool = False,
+    superseded: bool = False,
+) -> list[str]:
     """ranking-v1 reason codes, in order; a run ranks only when the list is empty (§11.1).
 
-    Every imported FlashInfer run is published, none is retracted or superseded, so only
-    STATUS_<STATUS> and MISSING_PRIMARY_METRIC can occur.
+    Every imported FlashInfer run is published and none is retracted or superseded (the
+    defaults), so for FlashInfer only STATUS_<STATUS> and MISSING_PRIMARY_METRIC occur.
     """
     reasons = []
+    if not published:
+        reasons.append("UNPUBLISHED")
     if ki_status != "passed":
         reasons.append("STATUS_" + ki_status.upper())
+    if retracted:
+        reasons.append("RETRACTED")
+    if superseded:
+        reasons.append("SUPERSEDED")
     if not has_timing:
         reasons.append("MISSING_PRIMARY_METRIC")
     return reasons
@@ -1859,7 +1915,7 @@ def record_manifest(
             "apiVersion": API_VERSION,
             "kind": "BenchmarkProtocol",
             "metadata": dict(PROTOCOL_METADATA),
-            "spec": PROTOCOL_SPEC,
+            "spec": copy.deepcopy(PROTOCOL_SPEC),
         },
         "environment": {
             "apiVersion": API_VERSION,
@@ -1901,6 +1957,9 @@ class TraceIdentity:
     max_absolute_error: int | float | None  # None: no recorded bound, or no correctness block
     max_relative_error: int | float | None
     workload: WorkloadIdentity
+    # With run_body_template=True: the run body with the implementation and workload digests
+    # left as slots (see run_body_template()); None otherwise.
+    run_body_template: str | None = None
 
     @property
     def eligible(self) -> bool:
@@ -1927,6 +1986,7 @@ def identify_trace_line(
     operation_digest: str | None,
     implementation_digest: str | None,
     workload_digest_override: str | WorkloadIdentity | None = None,
+    run_body_template: bool = False,
 ) -> TraceIdentity:
     """All identities of one trace line, or IdentityError when KernelIndex rejects it.
 
@@ -1940,6 +2000,8 @@ def identify_trace_line(
       cached `WorkloadIdentity` (`TraceIdentity.workload`, or `IdentityError.workload` for a line
       rejected after its workload was built). A bare digest string is accepted too; the
       operation digest and correctness key then come from this line.
+    - `run_body_template=True` also returns the run body with slots for the two digests a
+      warehouse may only resolve later (`run_body_template()`).
     """
     workload_bytes = _validate_trace_line(trace)
     if definition is None:
@@ -1969,7 +2031,9 @@ def identify_trace_line(
         cached = built = _workload_identity(workload, definition, operation_digest, workload_bytes)
 
     try:
-        return _identify_rest(trace, evaluation, key, cached, implementation_digest)
+        return _identify_rest(
+            trace, evaluation, key, cached, implementation_digest, run_body_template
+        )
     except IdentityError as error:
         error.workload = built
         raise
@@ -1981,6 +2045,7 @@ def _identify_rest(
     key: str,
     workload: WorkloadIdentity,
     implementation_digest: str | None,
+    with_template: bool,
 ) -> TraceIdentity:
     environment = evaluation["environment"]
     _, environment_key, _ = _environment_parts(
@@ -2038,4 +2103,5 @@ def _identify_rest(
         max_absolute_error=run_correctness.get("maximumAbsoluteError"),
         max_relative_error=run_correctness.get("maximumRelativeError"),
         workload=workload,
+        run_body_template=_run_canonical_text(spec, template=True) if with_template else None,
     )
