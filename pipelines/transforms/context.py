@@ -15,7 +15,7 @@ from pipelines import IMPORTER_VERSION
 from pipelines.sources.local import SourceFile
 from pipelines.transforms import identity
 from pipelines.transforms.canonical import digest
-from pipelines.transforms.ingest import DatasetContext, SolutionRef
+from pipelines.transforms.ingest import DatasetContext
 from pipelines.transforms.normalize import (
     RecordError,
     classify,
@@ -64,11 +64,12 @@ def load_context(
     revision: str | None,
     baseline_map: dict[str, dict[str, str]],
 ) -> LoadedContext:
-    loaded = LoadedContext(DatasetContext({}, {}, {}, frozenset(), ""))
+    loaded = LoadedContext(DatasetContext({}, {}, frozenset(), ""))
     definitions: dict[str, dict[str, Any]] = {}
     operation_digests: dict[str, str | None] = {}
     solution_values: list[tuple[SourceFile, Record, dict[str, Any]]] = []
-    fingerprint = hashlib.sha256(f"{IMPORTER_VERSION}\n{revision}\n".encode())
+    # Trace rows depend on definitions only; solutions and the revision join in at finalize.
+    fingerprint = hashlib.sha256(f"{IMPORTER_VERSION}\n".encode())
     stems: set[str] = set()
 
     for source in json_files:
@@ -76,9 +77,10 @@ def load_context(
         if isinstance(item, Reject):
             loaded.rejects.append(item)
             continue
-        fingerprint.update(f"{source.rel}\n".encode())
-        fingerprint.update(hashlib.sha256(item.raw).digest())
         kind = classify(item.value)
+        if kind == "definition":
+            fingerprint.update(f"{source.rel}\n".encode())
+            fingerprint.update(hashlib.sha256(item.raw).digest())
         try:
             if kind == "definition":
                 row = normalize_definition(item.value)
@@ -114,7 +116,7 @@ def load_context(
         except RecordError as error:
             loaded.rejects.append(Reject(source.rel, 1, error.reason, error.message, None))
 
-    solutions: dict[str, SolutionRef] = {}
+    solutions: set[str] = set()
     for source, item, row in solution_values:
         name = row["solution"]
         if name in solutions:
@@ -157,15 +159,11 @@ def load_context(
             source_line=1,
         )
         loaded.implementation_rows.append(row)
-        # KernelIndex only resolves solutions whose own definition exists (identity doc §2.4).
-        solutions[name] = SolutionRef(
-            row["author"], row.get("implementation_digest") if definition is not None else None
-        )
+        solutions.add(name)
 
     loaded.context = DatasetContext(
         definitions=definitions,
         operation_digests=operation_digests,
-        solutions=solutions,
         definition_stems=frozenset(stems),
         fingerprint=fingerprint.hexdigest(),
     )

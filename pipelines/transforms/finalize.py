@@ -25,8 +25,7 @@ from pipelines.settings import Settings
 from pipelines.sql_files import VIEW_ORDER, sql_text
 from pipelines.transforms import identity
 from pipelines.transforms.ingest import PART_TABLES, DatasetContext
-from pipelines.transforms.normalize import normalize_trace
-from pipelines.transforms.records import Reject, parse_line
+from pipelines.transforms.records import Reject
 from pipelines.warehouse import DUCKDB_FILE, Warehouse
 
 # Sort order of every table file, so two builds of the same data are byte-identical.
@@ -50,6 +49,12 @@ class FinalizeOutcome:
     table_counts: dict[str, int]
     rejects_by_reason: dict[str, int]
     snapshot_id: str
+
+
+def sql_literal(path: Path) -> str:
+    """A file path as an SQL string literal. Views cannot take bound parameters, so the one
+    value formatted into DDL is a path we chose, with its quotes doubled."""
+    return "'" + str(path).replace("'", "''") + "'"
 
 
 def _write_arrow(table: schemas.Table, rows: list[dict[str, Any]], path: Path) -> None:
@@ -114,76 +119,73 @@ def _snapshot_row(
 
 def _select_list(table: schemas.Table, replacements: dict[str, str]) -> str:
     # Column names come from our own schema declarations, never from data.
-    return ", ".join(replacements.get(name, f's."{name}"') for name in table.column_names)
+    return ", ".join(
+        f'{replacements[name]} AS "{name}"' if name in replacements else f's."{name}"'
+        for name in table.column_names
+    )
 
 
-def _recompute_overridden(
-    connection: duckdb.DuckDBPyConnection, root: Path, context: DatasetContext
-) -> pa.Table:
-    """Runs whose workload key was first seen with different content (identity doc §2.4 step 4).
+RESOLVED_RUNS_SQL = """
+-- Join what staging could not know: the solution (author, implementation digest) and the
+-- KernelIndex workload cache (identity doc §2.4 step 4: the first accepted trace line of the
+-- import with a workload key fixes its case, even for lines of another definition).
+CREATE TEMP TABLE known_solutions AS
+    SELECT i.solution, i.author, i.implementation_digest
+    FROM implementations AS i JOIN definitions AS d USING (definition);
+CREATE TEMP TABLE first_case AS
+    SELECT s.workload_key,
+           arg_min({'wd': s.workload_digest, 'op': s.operation_digest, 'ck': s.correctness_key},
+                   {'f': s.source_file, 'l': s.source_line, 'i': s.record_index}) AS first
+    FROM staged_runs AS s JOIN known_solutions AS k USING (solution)
+    WHERE s.identity_complete
+    GROUP BY s.workload_key;
+CREATE TEMP VIEW resolved_runs AS
+    SELECT s.* REPLACE (
+               CASE WHEN s.workload_digest IS NULL THEN NULL
+                    ELSE coalesce(f.first.wd, s.workload_digest) END AS workload_digest,
+               CASE WHEN s.workload_digest IS NULL THEN s.operation_digest
+                    ELSE coalesce(f.first.op, s.operation_digest) END AS operation_digest,
+               CASE WHEN s.workload_digest IS NULL THEN s.correctness_key
+                    ELSE coalesce(f.first.ck, s.correctness_key) END AS correctness_key,
+               coalesce(s.identity_error, CASE WHEN k.solution IS NULL THEN 'unknown_solution' END)
+                   AS identity_error
+           ),
+           k.author,
+           k.implementation_digest,
+           string_split(s.run_body_template, chr(0)) AS run_body_parts
+    FROM staged_runs AS s
+    LEFT JOIN known_solutions AS k USING (solution)
+    LEFT JOIN first_case AS f USING (workload_key);
+"""
 
-    KernelIndex attaches the first case built for a workload key to every later line with
-    that key, even across definitions; those few lines are re-read and re-identified here.
-    """
-    rows = connection.execute(
-        """
-        WITH first_case AS (
-            SELECT workload_key,
-                   arg_min({'wd': workload_digest, 'op': operation_digest, 'ck': correctness_key},
-                           {'f': source_file, 'l': source_line, 'i': record_index}) AS first
-            FROM staged_runs WHERE ki_candidate GROUP BY workload_key
-        )
-        SELECT s.run_id, s.source_file, s.source_offset, s.record_index, s.kernelindex_scope,
-               s.solution, f.first.wd, f.first.op, f.first.ck
-        FROM staged_runs s JOIN first_case f USING (workload_key)
-        WHERE s.workload_digest IS NOT NULL AND s.workload_digest <> f.first.wd
-        """
+RUN_REPLACEMENTS = {
+    "comparison_key": "c.comparison_key",
+    # The body text is identity.py's canonical run envelope; only the two digests staging could
+    # not know are spliced in here.
+    "run_digest": (
+        "CASE WHEN s.implementation_digest IS NOT NULL AND s.run_body_template IS NOT NULL "
+        "THEN 'sha256:' || sha256(s.run_body_parts[1] || s.implementation_digest || "
+        "s.run_body_parts[2] || s.workload_digest || s.run_body_parts[3]) END"
+    ),
+    "snapshot_id": "$snapshot_id",
+}
+COMPARISON_PARTS = ("operation_digest", "workload_digest", "environment_digest", "correctness_key", "has_timing")
+
+
+def _comparison_keys(connection: duckdb.DuckDBPyConnection) -> pa.Table:
+    """Comparison keys per distinct component tuple, each computed by identity.comparison_key."""
+    combos = connection.execute(
+        "SELECT DISTINCT operation_digest, workload_digest, environment_digest, correctness_key, "
+        "has_timing FROM resolved_runs WHERE workload_digest IS NOT NULL AND "
+        "environment_digest IS NOT NULL AND operation_digest IS NOT NULL AND correctness_key IS NOT NULL"
     ).fetchall()
-    out: dict[str, list[Any]] = {
-        k: []
-        for k in (
-            "run_id",
-            "workload_digest",
-            "operation_digest",
-            "correctness_key",
-            "comparison_key",
-            "run_digest",
-        )
-    }
-    for (
-        run_id,
-        rel,
-        offset,
-        index,
-        in_scope,
-        solution,
-        workload_digest,
-        operation,
-        correctness,
-    ) in rows:
-        with (root / rel).open("rb") as handle:
-            handle.seek(offset)
-            line = handle.readline().lstrip(b"\xef\xbb\xbf").strip()
-        values, _ = parse_line(line)
-        value = values[index][0]
-        trace = normalize_trace(value)
-        solution_ref = context.solutions.get(solution) if solution else None
-        found = identity.identify_trace_line(
-            value if in_scope else trace.canonical,
-            definition=context.definitions[trace.definition],
-            operation_digest=context.operation_digests.get(trace.definition),
-            implementation_digest=solution_ref.implementation_digest if solution_ref else None,
-            workload_digest_override=identity.WorkloadIdentity(
-                workload_digest, operation, correctness
-            ),
-        )
-        out["run_id"].append(run_id)
-        out["workload_digest"].append(workload_digest)
-        out["operation_digest"].append(operation)
-        out["correctness_key"].append(correctness)
-        out["comparison_key"].append(found.comparison_key)
-        out["run_digest"].append(found.run_digest)
-    return pa.table(out, schema=pa.schema([(k, pa.string()) for k in out]))
+    columns: dict[str, list[Any]] = {name: [] for name in (*COMPARISON_PARTS, "comparison_key")}
+    for combo in combos:
+        for name, value in zip(COMPARISON_PARTS, combo, strict=True):
+            columns[name].append(value)
+        columns["comparison_key"].append(identity.comparison_key(*combo))
+    schema = pa.schema([(k, pa.bool_() if k == "has_timing" else pa.string()) for k in columns])
+    return pa.table(columns, schema=schema)
 
 
 def finalize(
@@ -221,11 +223,9 @@ def finalize(
             else:
                 connection.register(f"staged_{name}_empty", table.arrow_schema.empty_table())
                 connection.execute(
-                    f"CREATE VIEW staged_{name} AS SELECT * FROM staged_{name}_empty"
-                )  # noqa: S608
+                    f"CREATE VIEW staged_{name} AS SELECT * FROM staged_{name}_empty"  # noqa: S608  (own names)
+                )
 
-        overrides = _recompute_overridden(connection, resolved.root, loaded.context)
-        connection.register("overrides", overrides)
         snapshot = _snapshot_row(resolved, files, file_entries, loaded.context)
 
         def copy(table: str, query: str, parameters: dict[str, Any] | None = None) -> None:
@@ -235,26 +235,31 @@ def finalize(
             )
             relation.write_parquet(str(target), compression="zstd")
 
-        overridden = {
-            c: f'coalesce(o."{c}", s."{c}") AS "{c}"'
-            for c in (
-                "workload_digest",
-                "operation_digest",
-                "correctness_key",
-                "comparison_key",
-                "run_digest",
-            )
-        }
-        overridden["snapshot_id"] = '$snapshot_id AS "snapshot_id"'
+        _write_arrow(schemas.DEFINITIONS, loaded.definition_rows, generation / "_definitions.parquet")
+        _write_arrow(
+            schemas.IMPLEMENTATIONS, loaded.implementation_rows, generation / "_implementations.parquet"
+        )
+        _write_arrow(schemas.PROTOCOLS, [_protocol_row()], generation / "_protocols.parquet")
+        history = _snapshot_history(warehouse, snapshot)
+        _write_arrow(schemas.SOURCE_SNAPSHOTS, history, generation / "_source_snapshots.parquet")
+        for table in ("definitions", "implementations", "protocols", "source_snapshots"):
+            staged = generation / f"_{table}.parquet"
+            copy(table, f"SELECT * FROM read_parquet({sql_literal(staged)}) s")  # noqa: S608
+            staged.unlink()
+        _create_table_views(connection, generation)
+
+        connection.execute(RESOLVED_RUNS_SQL)
+        connection.register("comparison_keys", _comparison_keys(connection))
         copy(
             "runs",
-            f"SELECT {_select_list(schemas.RUNS, overridden)} FROM staged_runs s LEFT JOIN overrides o USING (run_id)",  # noqa: S608
+            f"SELECT {_select_list(schemas.RUNS, RUN_REPLACEMENTS)} FROM resolved_runs s "  # noqa: S608
+            f"LEFT JOIN comparison_keys c USING ({', '.join(COMPARISON_PARTS)})",
             {"snapshot_id": snapshot["snapshot_id"]},
         )
         copy(
             "correctness",
-            f"SELECT {_select_list(schemas.CORRECTNESS, {})} FROM staged_correctness s",
-        )  # noqa: S608
+            f"SELECT {_select_list(schemas.CORRECTNESS, {})} FROM staged_correctness s",  # noqa: S608
+        )
         copy(
             "workloads",
             f"SELECT {_select_list(schemas.WORKLOADS, {})} FROM staged_workloads s "  # noqa: S608
@@ -275,27 +280,11 @@ def finalize(
             "SELECT * FROM (SELECT * FROM staged_rejects UNION ALL SELECT * FROM extra_rejects) s",
         )
 
-        _write_arrow(
-            schemas.DEFINITIONS, loaded.definition_rows, generation / "_definitions.parquet"
-        )
-        _write_arrow(
-            schemas.IMPLEMENTATIONS,
-            loaded.implementation_rows,
-            generation / "_implementations.parquet",
-        )
-        _write_arrow(schemas.PROTOCOLS, [_protocol_row()], generation / "_protocols.parquet")
-        history = _snapshot_history(warehouse, snapshot)
-        _write_arrow(schemas.SOURCE_SNAPSHOTS, history, generation / "_source_snapshots.parquet")
-        for table in ("definitions", "implementations", "protocols", "source_snapshots"):
-            staged = generation / f"_{table}.parquet"
-            copy(table, f"SELECT * FROM read_parquet('{staged}') s")  # noqa: S608
-            staged.unlink()
-
         _create_table_views(connection, generation)
         copy("run_rankings", f"SELECT * FROM ({sql_text('run_rankings')}) s")  # noqa: S608
         connection.execute("DROP VIEW IF EXISTS run_rankings")
         connection.execute(
-            f"CREATE VIEW run_rankings AS SELECT * FROM read_parquet('{generation / 'run_rankings.parquet'}')"  # noqa: S608
+            f"CREATE VIEW run_rankings AS SELECT * FROM read_parquet({sql_literal(generation / 'run_rankings.parquet')})"  # noqa: S608
         )
         counts = {
             name: connection.execute(f"SELECT count(*) FROM {name}").fetchone()[0]  # type: ignore[index]  # noqa: S608
@@ -340,8 +329,8 @@ def _create_table_views(connection: duckdb.DuckDBPyConnection, generation: Path)
         path = generation / f"{name}.parquet"
         if path.exists():
             connection.execute(
-                f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet('{path}')"
-            )  # noqa: S608
+                f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({sql_literal(path)})"  # noqa: S608  (own names, quoted path)
+            )
 
 
 def _write_duckdb_file(generation: Path) -> None:

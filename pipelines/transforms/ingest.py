@@ -36,36 +36,43 @@ from pipelines.transforms.records import Record, Reject, iter_jsonl, looks_binar
 
 
 @dataclass(frozen=True)
-class SolutionRef:
-    author: str | None
-    implementation_digest: str | None
-
-
-@dataclass(frozen=True)
 class DatasetContext:
     """What every file's rows depend on besides its own bytes. Picklable, sent once per worker."""
 
     definitions: dict[str, dict[str, Any]]  # name -> definition object as parsed
     operation_digests: dict[str, str | None]
-    solutions: dict[str, SolutionRef]
     definition_stems: frozenset[str]
     fingerprint: str  # changes whenever anything above changes
 
 
-# Columns that exist only while staging: inputs of the global workload-cache resolution.
+# Columns resolved only when all files are known (finalize): they depend on solutions, the
+# dataset revision or other files, so staging parts stay valid when those change.
+RESOLVED_RUN_COLUMNS = frozenset(
+    {"snapshot_id", "author", "implementation_digest", "run_digest", "comparison_key"}
+)
+# Columns that exist only while staging.
 STAGING_RUN_COLUMNS = (
     schemas.Column("record_index", pa.int64(), "Position of the object inside its line.", False),
     schemas.Column("source_offset", pa.int64(), "Byte offset of the line in the file.", False),
     schemas.Column(
-        "ki_candidate", pa.bool_(), "Line KernelIndex would reach §2.4 step 4 with.", False
+        "identity_complete",
+        pa.bool_(),
+        "KernelIndex reads this line and accepts it, given that its solution resolves.",
+        False,
     ),
     schemas.Column("has_timing", pa.bool_(), "The run has a performance block.", False),
+    schemas.Column(
+        "run_body_template",
+        pa.string(),
+        "Canonical BenchmarkRun envelope with placeholders for the implementation and workload digests.",
+    ),
 )
 STAGING_RUNS = schemas.Table(
     "staging_runs",
     "runs rows of one file before global resolution",
     ("run_id",),
-    tuple(c for c in schemas.RUNS.columns if c.name != "snapshot_id") + STAGING_RUN_COLUMNS,
+    tuple(c for c in schemas.RUNS.columns if c.name not in RESOLVED_RUN_COLUMNS)
+    + STAGING_RUN_COLUMNS,
 )
 STAGING_WORKLOADS = schemas.Table(
     "staging_workloads",
@@ -134,9 +141,12 @@ _ENVIRONMENTS: dict[bytes, dict[str, Any]] = {}
 
 
 def _environment_row(trace: Trace) -> dict[str, Any]:
+    numeric_libs = "numeric_lib_version" in trace.variants
     raw_environment: dict[str, Any] = {"hardware": trace.hardware, "libs": trace.libs}
     if trace.environment_extra:
         raw_environment["extra"] = trace.environment_extra
+    if numeric_libs:  # `3.5` and `"3.5"` are different environments to KernelIndex
+        raw_environment["numeric_lib_versions"] = True
     vendor, product = normalize_hardware(trace.hardware)
     row: dict[str, Any] = {
         "environment_id": digest(orjson.loads(orjson.dumps(raw_environment, default=str))),
@@ -149,6 +159,9 @@ def _environment_row(trace: Trace) -> dict[str, Any]:
         "triton_version": trace.libs.get("triton"),
         "extra_json": to_json(trace.environment_extra) if trace.environment_extra else None,
     }
+    if numeric_libs:
+        row["identity_error"] = "numeric_lib_version"
+        return row
     try:
         spec = identity.environment_spec(trace.canonical["evaluation"]["environment"])
         row["environment_digest"] = manifest_digest("ExecutionEnvironment", spec)
@@ -263,7 +276,10 @@ class FileIngester:
     # -- traces -----------------------------------------------------------------------------
 
     def _environment(self, trace: Trace) -> str:
-        key = orjson.dumps([trace.hardware, trace.libs, trace.environment_extra], default=str)
+        key = orjson.dumps(
+            [trace.hardware, trace.libs, trace.environment_extra, "numeric_lib_version" in trace.variants],
+            default=str,
+        )
         cached = _ENVIRONMENTS.get(key)
         if cached is None:
             cached = _ENVIRONMENTS[key] = _environment_row(trace)
@@ -287,7 +303,6 @@ class FileIngester:
             raise RecordError(
                 "invalid_timestamp", f"timestamp {trace.timestamp[:40]!r}: {error}"
             ) from None
-        solution = context.solutions.get(trace.solution) if trace.solution else None
         operation = context.operation_digests.get(trace.definition)
 
         line_digest = hashlib.sha256(record.raw).hexdigest()
@@ -295,7 +310,6 @@ class FileIngester:
             "run_id": _run_id(self.rel, record.line, record.index, line_digest),
             "definition": trace.definition,
             "solution": trace.solution,
-            "author": solution.author if solution else None,
             "workload_uuid": trace.workload.get("uuid"),
             "status": trace.status,
             "status_raw": trace.status_raw,
@@ -317,7 +331,7 @@ class FileIngester:
             "record_index": record.index,
             "source_offset": record.offset,
             "has_timing": trace.latency_ms is not None,
-            "ki_candidate": False,
+            "identity_complete": False,
         }
         row["environment_id"] = self._environment(trace)
         row["hardware"] = normalize_hardware(trace.hardware)[1]
@@ -330,17 +344,14 @@ class FileIngester:
         # KernelIndex reads the raw line; files it never reads get the same derivation over
         # the normalised record, so legacy layouts still get comparable keys (README).
         source_object = record.value if self.in_scope else trace.canonical
-        skip_reason = None
-        if not self.in_scope:
-            skip_reason = "outside_kernelindex_layout"
-        elif solution is None:
-            skip_reason = "unknown_solution"
+        skip_reason = None if self.in_scope else "outside_kernelindex_layout"
         try:
             found = identity.identify_trace_line(
                 source_object,
                 definition=definition_object,
                 operation_digest=operation,
-                implementation_digest=solution.implementation_digest if solution else None,
+                implementation_digest=None,
+                run_body_template=True,
             )
         except identity.IdentityError as error:
             skip_reason = error.code
@@ -354,14 +365,12 @@ class FileIngester:
                 environment_digest=found.environment_digest,
                 protocol_digest=found.protocol_digest,
                 correctness_key=found.correctness_key,
-                comparison_key=found.comparison_key,
-                implementation_digest=solution.implementation_digest if solution else None,
-                run_digest=found.run_digest,
+                run_body_template=found.run_body_template,
                 evidence_level=found.evidence_level,
                 external_id=found.external_id,
                 log_digest=found.log_digest,
             )
-            row["ki_candidate"] = skip_reason is None
+            row["identity_complete"] = skip_reason is None
         else:
             row["ki_status"] = identity.STATUS_MAP.get(trace.status_raw)
             row["log_digest"] = text_digest(trace.log) if trace.log else None
@@ -402,7 +411,7 @@ class FileIngester:
             for i, reason in enumerate(rows["identity_error"]):
                 if reason is None:
                     rows["identity_error"][i] = "file_not_strict_json"
-                rows["ki_candidate"][i] = False
+                rows["identity_complete"][i] = False
         staging_dir.mkdir(parents=True, exist_ok=True)
         for name, rows in self.parts.items():
             if len(rows) == 0:

@@ -417,7 +417,9 @@ def normalize_trace(value: dict[str, Any]) -> Trace:
 
     canonical_evaluation: dict[str, Any] = {
         "status": status,
-        "environment": {"hardware": hardware, "libs": libs},
+        # raw library values: a numeric version stays numeric, so identities refuse it as
+        # KernelIndex does (identity doc §2.3) instead of inventing a string for it
+        "environment": {"hardware": hardware, "libs": raw_libs},
         "timestamp": timestamp,
         "log": log,
         "correctness": correctness,
