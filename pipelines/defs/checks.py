@@ -21,16 +21,18 @@ import duckdb
 import orjson
 
 from pipelines.defs.resources import WarehouseResource
+from pipelines.invariants import (
+    RUN_INVARIANTS,
+    SAMPLE_IDS,
+    Outcome,
+    one_cohort_size_per_comparison_key,
+    query_one,
+)
 from pipelines.transforms import identity
 from pipelines.transforms.canonical import CanonicalizationError, digest, manifest_digest
-from pipelines.transforms.normalize import FORBIDS_CORRECTNESS, NEEDS_CORRECTNESS
 
-# How many offending ids a check lists in its metadata.
-SAMPLE_IDS = 5
 # How many stored digests the identity checks recompute per table.
 DIGEST_SAMPLE_SIZE = 50
-
-Outcome = tuple[bool, dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -66,205 +68,16 @@ class WarehouseCheck:
         )
 
 
-def _one(connection: duckdb.DuckDBPyConnection, sql: str, parameters: dict[str, Any]) -> Any:
-    row = connection.execute(sql, parameters).fetchone()
-    assert row is not None, "an aggregate query returns one row"
-    return row
-
-
 # --------------------------------------------------------------------------------------------
 # Gate checks on runs (blocking, evaluated inside the build step)
 
-UNIQUE_RUN_IDS_SQL = """
-SELECT count(*) AS duplicated_ids, coalesce(sum(copies), 0) AS rows_involved,
-       coalesce(list(run_id ORDER BY run_id)[1:$sample], []) AS sample_run_ids
-FROM (SELECT run_id, count(*) AS copies FROM runs GROUP BY run_id HAVING count(*) > 1)
-"""
-
-
-def unique_run_ids(connection: duckdb.DuckDBPyConnection) -> Outcome:
-    """run_id, the key of runs, is unique: no two rows share it."""
-    duplicated, rows, sample = _one(connection, UNIQUE_RUN_IDS_SQL, {"sample": SAMPLE_IDS})
-    return duplicated == 0, {
-        "duplicated_run_ids": duplicated,
-        "rows_involved": rows,
-        "sample_run_ids": sample,
-    }
-
-
-STATUS_MATRIX_SQL = """
-WITH joined AS (
-    SELECT r.run_id, r.status, r.latency_ms IS NOT NULL AS has_latency,
-           EXISTS (SELECT 1 FROM correctness AS c WHERE c.run_id = r.run_id) AS has_correctness
-    FROM runs AS r
-),
-violations AS (
-    SELECT run_id, status FROM joined
-    WHERE (status = $passed AND NOT (has_latency AND has_correctness))
-       OR (status <> $passed AND has_latency)
-       OR (list_contains($needs_correctness, status) AND NOT has_correctness)
-       OR (list_contains($forbids_correctness, status) AND has_correctness)
-)
-SELECT
-    (SELECT count(*) FROM violations) AS violations,
-    (SELECT coalesce(list(run_id ORDER BY run_id)[1:$sample], []) FROM violations) AS sample_run_ids,
-    (SELECT coalesce(map(list(status ORDER BY status), list(n ORDER BY status)), map())
-       FROM (SELECT status, count(*) AS n FROM violations GROUP BY status)) AS by_status,
-    (SELECT count(*) FROM correctness AS c
-      WHERE NOT EXISTS (SELECT 1 FROM runs AS r WHERE r.run_id = c.run_id)) AS orphan_correctness
-"""
-
-
-def run_status_matrix(connection: duckdb.DuckDBPyConnection) -> Outcome:
-    """Status decides which blocks a run has (trace format §2.5): PASSED has a latency and a
-    correctness row; INCORRECT_NUMERICAL a correctness row and no latency; INCORRECT_SHAPE,
-    INCORRECT_DTYPE, RUNTIME_ERROR, COMPILE_ERROR and TIMEOUT neither; no other status has a
-    latency. Every correctness row belongs to a run."""
-    violations, sample, by_status, orphans = _one(
-        connection,
-        STATUS_MATRIX_SQL,
-        {
-            "passed": "PASSED",
-            "needs_correctness": sorted(NEEDS_CORRECTNESS),
-            "forbids_correctness": sorted(FORBIDS_CORRECTNESS),
-            "sample": SAMPLE_IDS,
-        },
-    )
-    return violations == 0 and orphans == 0, {
-        "violating_runs": violations,
-        "violations_by_status": dict(by_status),
-        "sample_run_ids": sample,
-        "correctness_rows_without_run": orphans,
-    }
-
-
-PASSED_LATENCY_SQL = """
-SELECT count(*) AS bad, coalesce(list(run_id ORDER BY run_id)[1:$sample], []) AS sample_run_ids
-FROM runs
-WHERE status = $passed
-  AND NOT coalesce(isfinite(latency_ms) AND latency_ms > 0 AND latency_ns > 0, false)
-"""
-
-
-def passed_latency_finite_positive(connection: duckdb.DuckDBPyConnection) -> Outcome:
-    """Every PASSED run has a finite, positive latency_ms and a positive latency_ns."""
-    bad, sample = _one(connection, PASSED_LATENCY_SQL, {"passed": "PASSED", "sample": SAMPLE_IDS})
-    return bad == 0, {"passed_runs_without_valid_latency": bad, "sample_run_ids": sample}
-
-
-RUN_REFERENCES_SQL = """
-WITH missing AS (
-    SELECT
-        r.run_id,
-        NOT EXISTS (SELECT 1 FROM definitions AS d WHERE d.definition = r.definition) AS no_definition,
-        NOT EXISTS (SELECT 1 FROM workloads AS w
-                    WHERE w.definition = r.definition AND w.workload_key = r.workload_key) AS no_workload,
-        NOT EXISTS (SELECT 1 FROM environments AS e
-                    WHERE e.environment_id = r.environment_id) AS no_environment
-    FROM runs AS r
-)
-SELECT
-    count(*) FILTER (WHERE no_definition) AS missing_definition,
-    count(*) FILTER (WHERE no_workload) AS missing_workload,
-    count(*) FILTER (WHERE no_environment) AS missing_environment,
-    coalesce(list(run_id ORDER BY run_id) FILTER (WHERE no_definition OR no_workload OR no_environment)[1:$sample], [])
-        AS sample_run_ids
-FROM missing
-"""
-
-
-def runs_resolve_references(connection: duckdb.DuckDBPyConnection) -> Outcome:
-    """Every run resolves its definition, its workload (definition, workload_key) and its
-    environment (environment_id)."""
-    definition, workload, environment, sample = _one(
-        connection, RUN_REFERENCES_SQL, {"sample": SAMPLE_IDS}
-    )
-    return definition + workload + environment == 0, {
-        "runs_missing_definition": definition,
-        "runs_missing_workload": workload,
-        "runs_missing_environment": environment,
-        "sample_run_ids": sample,
-    }
-
-
-COMPARISON_KEY_DIGESTS_SQL = """
-WITH per_key AS (
-    SELECT comparison_key,
-           count(DISTINCT operation_digest) AS operation_digests,
-           count(DISTINCT workload_digest) AS workload_digests,
-           bool_or(operation_digest IS NULL OR workload_digest IS NULL) AS missing_digest
-    FROM runs
-    WHERE comparison_key IS NOT NULL
-    GROUP BY comparison_key
-),
-offending AS (
-    SELECT * FROM per_key WHERE operation_digests <> 1 OR workload_digests <> 1 OR missing_digest
-)
-SELECT
-    (SELECT count(*) FROM per_key) AS comparison_keys,
-    (SELECT count(*) FROM offending) AS offending_keys,
-    (SELECT coalesce(list(comparison_key ORDER BY comparison_key)[1:$sample], []) FROM offending)
-        AS sample_comparison_keys
-"""
-
-
-def comparison_key_single_digests(connection: duckdb.DuckDBPyConnection) -> Outcome:
-    """Every comparison key names exactly one operation digest and one workload digest, so
-    runs compared with each other ran the same operation on the same workload."""
-    keys, offending, sample = _one(connection, COMPARISON_KEY_DIGESTS_SQL, {"sample": SAMPLE_IDS})
-    return offending == 0, {
-        "comparison_keys": keys,
-        "offending_comparison_keys": offending,
-        "sample_comparison_keys": sample,
-    }
-
-
 GATE_CHECKS: tuple[WarehouseCheck, ...] = tuple(
-    WarehouseCheck("runs", evaluate, blocking=True)
-    for evaluate in (
-        unique_run_ids,
-        run_status_matrix,
-        passed_latency_finite_positive,
-        runs_resolve_references,
-        comparison_key_single_digests,
-    )
+    WarehouseCheck("runs", evaluate, blocking=True) for evaluate in RUN_INVARIANTS
 )
 
 
 # --------------------------------------------------------------------------------------------
 # Checks run as their own steps
-
-COHORT_SIZE_SQL = """
-WITH per_key AS (
-    SELECT r.comparison_key, count(DISTINCT k.cohort_size) AS sizes,
-           bool_or(k.cohort_size IS NULL OR k.rank IS NULL) AS missing
-    FROM run_rankings AS k JOIN runs AS r USING (run_id)
-    WHERE k.eligible
-    GROUP BY r.comparison_key
-)
-SELECT
-    (SELECT count(*) FROM per_key) AS cohorts,
-    (SELECT count(*) FROM per_key WHERE sizes <> 1 OR missing) AS offending_keys,
-    (SELECT coalesce(list(comparison_key ORDER BY comparison_key)[1:$sample], [])
-       FROM per_key WHERE sizes <> 1 OR missing) AS sample_comparison_keys,
-    (SELECT count(*) FROM run_rankings
-      WHERE NOT eligible AND (cohort_size IS NOT NULL OR rank IS NOT NULL)) AS ranked_ineligible
-"""
-
-
-def one_cohort_size_per_comparison_key(connection: duckdb.DuckDBPyConnection) -> Outcome:
-    """All eligible runs of a comparison key report the same cohort size (and have a rank);
-    ineligible runs have neither."""
-    cohorts, offending, sample, ranked_ineligible = _one(
-        connection, COHORT_SIZE_SQL, {"sample": SAMPLE_IDS}
-    )
-    return offending == 0 and ranked_ineligible == 0, {
-        "cohorts": cohorts,
-        "offending_comparison_keys": offending,
-        "sample_comparison_keys": sample,
-        "ineligible_runs_with_rank": ranked_ineligible,
-    }
-
 
 ENVIRONMENT_SAMPLE_SQL = """
 SELECT environment_id, hardware_raw, libs_json, environment_digest
@@ -296,7 +109,7 @@ def environment_digests_recompute(connection: duckdb.DuckDBPyConnection) -> Outc
             recomputed, same_id = None, False
         if recomputed != stored or not same_id:
             mismatched.append(environment_id)
-    disagreeing_runs, sample_runs = _one(
+    disagreeing_runs, sample_runs = query_one(
         connection, RUN_ENVIRONMENT_DIGEST_SQL, {"sample": SAMPLE_IDS}
     )
     return not mismatched and disagreeing_runs == 0, {
@@ -350,7 +163,7 @@ def operation_digests_recompute(connection: duckdb.DuckDBPyConnection) -> Outcom
             recomputed = None
         if recomputed != stored:
             mismatched.append(name)
-    disagreeing, sample_workloads = _one(
+    disagreeing, sample_workloads = query_one(
         connection, RUN_OPERATION_DIGEST_SQL, {"sample": SAMPLE_IDS}
     )
     return not mismatched and disagreeing == 0, {

@@ -20,7 +20,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines import IMPORTER_VERSION, schemas
+from pipelines import IMPORTER_VERSION, invariants, schemas
 from pipelines.settings import Settings
 from pipelines.sql_files import VIEW_ORDER, sql_text
 from pipelines.transforms import identity
@@ -169,7 +169,13 @@ RUN_REPLACEMENTS = {
     ),
     "snapshot_id": "$snapshot_id",
 }
-COMPARISON_PARTS = ("operation_digest", "workload_digest", "environment_digest", "correctness_key", "has_timing")
+COMPARISON_PARTS = (
+    "operation_digest",
+    "workload_digest",
+    "environment_digest",
+    "correctness_key",
+    "has_timing",
+)
 
 
 def _comparison_keys(connection: duckdb.DuckDBPyConnection) -> pa.Table:
@@ -235,9 +241,13 @@ def finalize(
             )
             relation.write_parquet(str(target), compression="zstd")
 
-        _write_arrow(schemas.DEFINITIONS, loaded.definition_rows, generation / "_definitions.parquet")
         _write_arrow(
-            schemas.IMPLEMENTATIONS, loaded.implementation_rows, generation / "_implementations.parquet"
+            schemas.DEFINITIONS, loaded.definition_rows, generation / "_definitions.parquet"
+        )
+        _write_arrow(
+            schemas.IMPLEMENTATIONS,
+            loaded.implementation_rows,
+            generation / "_implementations.parquet",
         )
         _write_arrow(schemas.PROTOCOLS, [_protocol_row()], generation / "_protocols.parquet")
         history = _snapshot_history(warehouse, snapshot)
@@ -281,11 +291,13 @@ def finalize(
         )
 
         _create_table_views(connection, generation)
+        invariants.enforce(connection, invariants.RUN_INVARIANTS)
         copy("run_rankings", f"SELECT * FROM ({sql_text('run_rankings')}) s")  # noqa: S608
         connection.execute("DROP VIEW IF EXISTS run_rankings")
         connection.execute(
             f"CREATE VIEW run_rankings AS SELECT * FROM read_parquet({sql_literal(generation / 'run_rankings.parquet')})"  # noqa: S608
         )
+        invariants.enforce(connection, invariants.RANKING_INVARIANTS)
         counts = {
             name: connection.execute(f"SELECT count(*) FROM {name}").fetchone()[0]  # type: ignore[index]  # noqa: S608
             for name in schemas.TABLES

@@ -277,7 +277,12 @@ class FileIngester:
 
     def _environment(self, trace: Trace) -> str:
         key = orjson.dumps(
-            [trace.hardware, trace.libs, trace.environment_extra, "numeric_lib_version" in trace.variants],
+            [
+                trace.hardware,
+                trace.libs,
+                trace.environment_extra,
+                "numeric_lib_version" in trace.variants,
+            ],
             default=str,
         )
         cached = _ENVIRONMENTS.get(key)
