@@ -1,18 +1,51 @@
-# Benchmarks of issue 5 (bench/run.py). Each leg runs as its own process; datasets are
-# generated once into data/bench/<lines> and reused; results go to bench/results/.
-PYTHON ?= python
+# One toolchain: uv with the committed uv.lock, in .venv. A fresh machine needs only python3.
+# `make demo` and `make test` are the README's two commands; CI runs `make test`.
+VENV := .venv
+BIN := $(VENV)/bin
+PYTHON ?= $(BIN)/python
 REPEAT ?= 3
 
-.PHONY: bench bench-large bench-1m
+.PHONY: install demo test lint typecheck unit bench bench-large bench-1m clean
 
+$(BIN)/uv:
+	python3 -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv
+
+$(VENV)/.synced: $(BIN)/uv pyproject.toml uv.lock
+	UV_PROJECT_ENVIRONMENT=$(VENV) $(BIN)/uv sync --frozen --group dev --quiet
+	touch $@
+
+install: $(VENV)/.synced
+
+# Generate the demo dataset (data/demo), build ./warehouse from it, print a leaderboard.
+demo: install
+	$(BIN)/tracehouse demo
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: install
+	$(BIN)/pyright
+
+unit: install
+	$(BIN)/pytest -q
+
+test: lint typecheck unit
+
+# Benchmarks of issue 5 (bench/run.py). Each leg runs as its own process; datasets are
+# generated once into data/bench/<lines> and reused; results go to bench/results/.
 # ~154,000 trace lines (~485 MB), the size of the issue's acceptance criteria.
-bench:
+bench: install
 	$(PYTHON) -m bench.run --lines 154000 --repeat $(REPEAT)
 
 # 4x the default size, to see how time and peak memory scale.
-bench-large:
+bench-large: install
 	$(PYTHON) -m bench.run --lines 616000 --repeat $(REPEAT)
 
 # 1,000,000 trace lines (~3.1 GB) plus the timing of a leaderboard query on the result.
-bench-1m:
+bench-1m: install
 	$(PYTHON) -m bench.run --lines 1000000 --repeat 1 --leaderboard-query
+
+clean:
+	rm -rf warehouse data/demo .pytest_cache

@@ -72,19 +72,18 @@ def resolve_source(
     source: str, settings: Settings, progress: ProgressFn | None = None
 ) -> ResolvedSource:
     """A local folder as it is, or a Hub dataset fetched (incrementally) into the cache."""
-    from pipelines.sources import hub
-
-    reference = hub.parse_hub_uri(source)
-    if reference is None:
+    if not source.startswith("hf://"):  # a folder; the Hub client is not even imported
         root = Path(source)
         revision = settings.revision or git_revision(root)
         return ResolvedSource(root, source, None, revision)
+    from pipelines.sources import hub
+
+    reference = hub.parse_hub_uri(source)
+    assert reference is not None
     from pipelines.transforms.records import Reject
 
-    callback: Callable[..., None] | None = None
-    if progress is not None:
-
-        def callback(done_files: int, total_files: int, *_: Any) -> None:
+    def callback(done_files: int, total_files: int, *_: Any) -> None:
+        if progress is not None:
             progress("fetch", done_files, total_files)
 
     snapshot = hub.fetch_dataset(
