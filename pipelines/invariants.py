@@ -25,7 +25,8 @@ class InvariantViolation(RuntimeError):
 
 
 def query_one(connection: duckdb.DuckDBPyConnection, sql: str, parameters: dict[str, Any]) -> Any:
-    rows = connection.execute(sql, parameters).fetchall()  # fetch all: DuckDB 2 wants results finished
+    # fetch everything: DuckDB 2 refuses new work on a connection with an unfinished result
+    rows = connection.execute(sql, parameters).fetchall()
     assert len(rows) == 1, "an aggregate query returns one row"
     return rows[0]
 
@@ -103,7 +104,9 @@ WHERE status = $passed
 
 def passed_latency_finite_positive(connection: duckdb.DuckDBPyConnection) -> Outcome:
     """Every PASSED run has a finite, positive latency_ms and a positive latency_ns."""
-    bad, sample = query_one(connection, PASSED_LATENCY_SQL, {"passed": "PASSED", "sample": SAMPLE_IDS})
+    bad, sample = query_one(
+        connection, PASSED_LATENCY_SQL, {"passed": "PASSED", "sample": SAMPLE_IDS}
+    )
     return bad == 0, {"passed_runs_without_valid_latency": bad, "sample_run_ids": sample}
 
 
@@ -166,7 +169,9 @@ SELECT
 def comparison_key_single_digests(connection: duckdb.DuckDBPyConnection) -> Outcome:
     """Every comparison key names exactly one operation digest and one workload digest, so
     runs compared with each other ran the same operation on the same workload."""
-    keys, offending, sample = query_one(connection, COMPARISON_KEY_DIGESTS_SQL, {"sample": SAMPLE_IDS})
+    keys, offending, sample = query_one(
+        connection, COMPARISON_KEY_DIGESTS_SQL, {"sample": SAMPLE_IDS}
+    )
     return offending == 0, {
         "comparison_keys": keys,
         "offending_comparison_keys": offending,

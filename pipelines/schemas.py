@@ -336,7 +336,11 @@ RUNS = Table(
         _c("log_bytes", I64, "UTF-8 length of evaluation.log (0 when absent).", False),
         _c("log_truncated", B, "True when the harness truncated the log at 5 MiB.", False),
         _c("log_digest", S, "sha256 of the log text; null when empty."),
-        _c("log_excerpt", S, "First line of the log that mentions an error (at most 300 chars)."),
+        _c(
+            "log_excerpt",
+            S,
+            "For failed runs, the first log line that mentions an error (at most 300 chars).",
+        ),
         _c(
             "schema_variant",
             S,

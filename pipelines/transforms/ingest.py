@@ -115,21 +115,20 @@ def kernelindex_reads(rel: str, stems: frozenset[str]) -> bool:
 
 
 class _Rows:
-    """Column-wise accumulation for one table (cheaper than dicts per row)."""
+    """The rows one file produced for one table; columns are built once, at the end."""
 
     def __init__(self, table: schemas.Table) -> None:
         self.table = table
-        self.columns: dict[str, list[Any]] = {name: [] for name in table.column_names}
-
-    def add(self, row: dict[str, Any]) -> None:
-        for name, values in self.columns.items():
-            values.append(row.get(name))
+        self.rows: list[dict[str, Any]] = []
+        self.add = self.rows.append
 
     def __len__(self) -> int:
-        return len(next(iter(self.columns.values())))
+        return len(self.rows)
 
     def to_arrow(self) -> pa.Table:
-        return pa.Table.from_pydict(self.columns, schema=self.table.arrow_schema)
+        rows = self.rows
+        columns = {name: [row.get(name) for row in rows] for name in self.table.column_names}
+        return pa.Table.from_pydict(columns, schema=self.table.arrow_schema)
 
 
 def _run_id(rel: str, line: int, index: int, line_digest: str) -> str:
@@ -327,7 +326,8 @@ class FileIngester:
             "kernelindex_scope": self.in_scope,
             "log_bytes": len(trace.log.encode("utf-8", "surrogatepass")),
             "log_truncated": trace.log_truncated,
-            "log_excerpt": log_excerpt(trace.log),
+            # failures only: a passing build log's warnings are not what anyone looks for
+            "log_excerpt": log_excerpt(trace.log) if trace.status != "PASSED" else None,
             "schema_variant": ",".join(trace.variants) or "current",
             "extra_json": trace.extra_json,
             "path_author": self.rel.split("/")[1] if self.in_scope else None,
@@ -412,11 +412,10 @@ class FileIngester:
     def finish(self, staging_dir: Path, part_key: str) -> None:
         if not self.strict_file and self.in_scope:
             # One non-strict line makes KernelIndex skip the whole file (identity doc §2.2).
-            rows = self.parts["runs"].columns
-            for i, reason in enumerate(rows["identity_error"]):
-                if reason is None:
-                    rows["identity_error"][i] = "file_not_strict_json"
-                rows["identity_complete"][i] = False
+            for row in self.parts["runs"].rows:
+                if row.get("identity_error") is None:
+                    row["identity_error"] = "file_not_strict_json"
+                row["identity_complete"] = False
         staging_dir.mkdir(parents=True, exist_ok=True)
         for name, rows in self.parts.items():
             if len(rows) == 0:
@@ -445,7 +444,7 @@ def ingest_file(
                 if isinstance(item, Reject):
                     ingester.result.records += 1
                     ingester.reject(item.line, item.reason, item.message, None)
-                    ingester.parts["rejects"].columns["raw_prefix"][-1] = item.raw_prefix
+                    ingester.parts["rejects"].rows[-1]["raw_prefix"] = item.raw_prefix
                 else:
                     ingester.record(item)
     except OSError as error:

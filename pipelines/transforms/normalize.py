@@ -451,7 +451,7 @@ def normalize_trace(value: dict[str, Any]) -> Trace:
         environment_extra=environment_extra,
         timestamp=timestamp,
         log=log,
-        log_truncated=log.rstrip().endswith(LOG_TRUNCATED_SUFFIX),
+        log_truncated=log[-64:].rstrip().endswith(LOG_TRUNCATED_SUFFIX),
         latency_ms=latency_ms,
         reference_latency_ms=reference_ms,
         speedup_factor=speedup,
