@@ -283,7 +283,11 @@ def _full_build(
         _run_tasks(tasks, settings.workers, progress, results)
     for rel, result in results.items():
         file_entries[rel].update(
-            parts=result.parts, records=result.records, runs=result.runs, rejected=result.rejected
+            parts=result.parts,
+            records=result.records,
+            runs=result.runs,
+            rejected=result.rejected,
+            kernelindex_unreadable=result.kernelindex_unreadable,
         )
 
     outcome = finalize.finalize(
@@ -327,7 +331,7 @@ def _parts_exist(warehouse: Warehouse, entry: dict[str, Any]) -> bool:
     parts = entry.get("parts")
     if parts is None:
         return False
-    return all((warehouse.staging / name).exists() for name in parts.values())
+    return all((warehouse.staging / name).exists() for names in parts.values() for name in names)
 
 
 def _run_tasks(
@@ -358,7 +362,12 @@ def _run_tasks(
 
 
 def _remove_unreferenced_parts(warehouse: Warehouse, file_entries: dict[str, Any]) -> None:
-    keep = {name for entry in file_entries.values() for name in entry.get("parts", {}).values()}
+    keep = {
+        name
+        for entry in file_entries.values()
+        for names in entry.get("parts", {}).values()
+        for name in names
+    }
     for path in warehouse.staging.iterdir():
         if path.name not in keep:
             path.unlink(missing_ok=True)

@@ -138,6 +138,7 @@ CREATE TEMP TABLE first_case AS
                    {'f': s.source_file, 'l': s.source_line, 'i': s.record_index}) AS first
     FROM staged_runs AS s JOIN known_solutions AS k USING (solution)
     WHERE s.identity_complete
+      AND s.source_file NOT IN (SELECT source_file FROM kernelindex_unreadable_files)
     GROUP BY s.workload_key;
 CREATE TEMP VIEW resolved_runs AS
     SELECT s.* REPLACE (
@@ -147,15 +148,19 @@ CREATE TEMP VIEW resolved_runs AS
                     ELSE coalesce(f.first.op, s.operation_digest) END AS operation_digest,
                CASE WHEN s.workload_digest IS NULL THEN s.correctness_key
                     ELSE coalesce(f.first.ck, s.correctness_key) END AS correctness_key,
-               coalesce(s.identity_error, CASE WHEN k.solution IS NULL THEN 'unknown_solution' END)
-                   AS identity_error
+               coalesce(
+                   s.identity_error,
+                   CASE WHEN u.source_file IS NOT NULL THEN 'file_not_strict_json' END,
+                   CASE WHEN k.solution IS NULL THEN 'unknown_solution' END
+               ) AS identity_error
            ),
            k.author,
            k.implementation_digest,
            string_split(s.run_body_template, chr(0)) AS run_body_parts
     FROM staged_runs AS s
     LEFT JOIN known_solutions AS k USING (solution)
-    LEFT JOIN first_case AS f USING (workload_key);
+    LEFT JOIN first_case AS f USING (workload_key)
+    LEFT JOIN kernelindex_unreadable_files AS u USING (source_file);
 """
 
 RUN_REPLACEMENTS = {
@@ -210,8 +215,8 @@ def finalize(
         progress("finalize", 0, 1)
     parts: dict[str, list[str]] = {name: [] for name in PART_TABLES}
     for entry in file_entries.values():
-        for table, part in entry.get("parts", {}).items():
-            parts[table].append(str(warehouse.staging / part))
+        for table, names in entry.get("parts", {}).items():
+            parts[table].extend(str(warehouse.staging / name) for name in names)
 
     temp_dir = warehouse.cache / "duckdb_tmp"
     connection = duckdb.connect(
@@ -258,6 +263,13 @@ def finalize(
             staged.unlink()
         _create_table_views(connection, generation)
 
+        unreadable = sorted(
+            rel for rel, entry in file_entries.items() if entry.get("kernelindex_unreadable")
+        )
+        connection.register(
+            "kernelindex_unreadable_files",
+            pa.table({"source_file": pa.array(unreadable, type=pa.string())}),
+        )
         connection.execute(RESOLVED_RUNS_SQL)
         connection.register("comparison_keys", _comparison_keys(connection))
         copy(

@@ -82,6 +82,9 @@ STAGING_WORKLOADS = schemas.Table(
     + (schemas.Column("record_index", pa.int64(), "Position inside the line.", False),),
 )
 
+# Rows a worker holds before writing them out: memory stays flat whatever the file size.
+CHUNK_ROWS = 20_000
+
 PART_TABLES = {
     "runs": STAGING_RUNS,
     "correctness": schemas.CORRECTNESS,
@@ -96,7 +99,9 @@ class FileResult:
     rel: str
     content_sha256: str
     size: int
-    parts: dict[str, str] = field(default_factory=dict)  # table -> part file name
+    parts: dict[str, list[str]] = field(default_factory=dict)  # table -> part file names
+    # One line KernelIndex's strict parser refuses makes it skip the whole file (§2.2).
+    kernelindex_unreadable: bool = False
     records: int = 0
     runs: int = 0
     workload_records: int = 0
@@ -409,22 +414,23 @@ class FileIngester:
                 }
             )
 
-    def finish(self, staging_dir: Path, part_key: str) -> None:
-        if not self.strict_file and self.in_scope:
-            # One non-strict line makes KernelIndex skip the whole file (identity doc §2.2).
-            for row in self.parts["runs"].rows:
-                if row.get("identity_error") is None:
-                    row["identity_error"] = "file_not_strict_json"
-                row["identity_complete"] = False
+    def flush(self, staging_dir: Path, part_key: str) -> None:
+        """Write the rows gathered so far as the next chunk of parts, and forget them."""
         staging_dir.mkdir(parents=True, exist_ok=True)
         for name, rows in self.parts.items():
             if len(rows) == 0:
                 continue
-            file_name = f"{part_key}.{name}.parquet"
+            chunk = len(self.result.parts.get(name, []))
+            file_name = f"{part_key}.{name}.{chunk}.parquet"
             temporary = staging_dir / f".{file_name}.{os.getpid()}.tmp"
             pq.write_table(rows.to_arrow(), temporary, compression="zstd")
             os.replace(temporary, staging_dir / file_name)
-            self.result.parts[name] = file_name
+            self.result.parts.setdefault(name, []).append(file_name)
+            rows.rows.clear()
+
+    def finish(self, staging_dir: Path, part_key: str) -> None:
+        self.flush(staging_dir, part_key)
+        self.result.kernelindex_unreadable = self.in_scope and not self.strict_file
 
 
 def _float_or_none(value: Any) -> float | None:
@@ -441,6 +447,8 @@ def ingest_file(
             ingester.reject(None, "binary_file", "the file holds binary data, not JSON lines", None)
         else:
             for item in iter_jsonl(path, rel):
+                if len(ingester.parts["runs"]) >= CHUNK_ROWS:
+                    ingester.flush(staging_dir, part_key)
                 if isinstance(item, Reject):
                     ingester.result.records += 1
                     ingester.reject(item.line, item.reason, item.message, None)
