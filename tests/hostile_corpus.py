@@ -652,7 +652,11 @@ def current_tables(warehouse: Path) -> dict[str, Any]:
     return {name: pq.read_table(folder / f"{name}.parquet") for name in TABLE_NAMES}
 
 
-COUNTS_SQL = "SELECT " + ", ".join(f"(SELECT count(*) FROM {t}) AS {t}" for t in TABLE_NAMES)  # noqa: S608
+# Table names are our own constants, never data.
+_COUNTS = ", ".join(f"(SELECT count(*) FROM {t}) AS {t}" for t in TABLE_NAMES)  # noqa: S608
+COUNTS_SQL = (
+    f"SELECT {_COUNTS}, (SELECT bit_xor(hash(run_id, latency_ms)) FROM runs) AS runs_digest"  # noqa: S608
+)
 
 
 def reader_counts(warehouse: Path) -> dict[str, Any]:
@@ -673,3 +677,46 @@ def reader_counts(warehouse: Path) -> dict[str, Any]:
     ):
         return {"error": "missing"}
     return {"error": "failed", "returncode": result.returncode, "stderr": result.stderr[-3000:]}
+
+
+def write_plain_dataset(root: Path, variant: str, *, files: int = 12, lines: int = 300) -> None:
+    """A valid dataset in two variants, "A" and "B", written into ``root`` in place.
+
+    B differs from A the ways a real dataset update does: every trace file gains a line, one
+    gains many, one is deleted, one is new, and a second solution appears. Switching ``root`` between the variants rewrites only
+    what differs. A few invalid lines make ``rejects`` non-empty in both.
+    """
+    folder = root / "traces" / AUTHOR / "gemm"
+    folder.mkdir(parents=True, exist_ok=True)
+    (root / "definitions/gemm").mkdir(parents=True, exist_ok=True)
+    (root / "definitions/gemm" / f"{DEFINITION}.json").write_text(json.dumps(definition_object()))
+    solutions = root / "solutions" / AUTHOR / "gemm" / DEFINITION
+    solutions.mkdir(parents=True, exist_ok=True)
+    (solutions / f"{SOLUTION}.json").write_text(json.dumps(solution_object()))
+    second = solutions / "alice_gemm_v2.json"
+    wanted = {f"part{i:03d}.jsonl" for i in range(files)}
+    if variant == "B":
+        wanted = (wanted - {"part001.jsonl"}) | {"part_new.jsonl"}
+        second.write_text(json.dumps(solution_object(name="alice_gemm_v2")))
+    else:
+        second.unlink(missing_ok=True)
+    for path in folder.iterdir():
+        if path.name not in wanted:
+            path.unlink()
+    for name in sorted(wanted):
+        count = lines + (lines // 2 if variant == "B" and name == "part000.jsonl" else 0)
+        chunks = []
+        if variant == "B":  # every file changes, so every file is parsed again
+            chunks.append(json.dumps(trace_object(f"{name}-b-only", latency=0.25)))
+        for i in range(count):
+            latency = 0.05 + (i % 97) / 10
+            value = trace_object(f"{name}-{i}", latency=latency, log="step ok\n" * 10)
+            if i % 5 == 0:
+                value["solution"] = "alice_gemm_v2"
+            chunks.append(json.dumps(value))
+        chunks.append('{"definition": "gemm_n4_k4", "truncated')
+        chunks.append(json.dumps(trace_object(f"{name}-bad", latency=-1)))
+        data = ("\n".join(chunks) + "\n").encode()
+        path = folder / name
+        if not path.exists() or path.read_bytes() != data:
+            path.write_bytes(data)
