@@ -356,3 +356,4 @@ def test_valid_trace_still_imports(context: DatasetContext) -> None:
     assert (ingester.result.runs, ingester.result.rejected) == (1, 0)
     trace = normalize.normalize_trace(values[0][0])
     assert trace.latency_ms == 0.5 and not math.isnan(trace.latency_ms)
+    print(f"\nproperty inputs tried in this session: {EXAMPLES['records']}")
