@@ -38,7 +38,6 @@ TABLE_ORDER = {
     "runs": "source_file, source_line, run_id",
     "correctness": "run_id",
     "rejects": "file, line NULLS FIRST, reason, message",
-    "source_snapshots": "built_at, snapshot_id",
     "run_rankings": "run_id",
 }
 
@@ -109,7 +108,7 @@ def _snapshot_row(
         "source": resolved.source,
         "requested_revision": resolved.requested_revision,
         "resolved_sha": resolved.resolved_sha,
-        "built_at": datetime.now(UTC).replace(microsecond=0),
+        "built_at": _now_ms(),
         "files": len(files),
         "bytes": total,
         "file_list_digest": file_list_digest,
@@ -255,9 +254,13 @@ def finalize(
             generation / "_implementations.parquet",
         )
         _write_arrow(schemas.PROTOCOLS, [_protocol_row()], generation / "_protocols.parquet")
-        history = _snapshot_history(warehouse, snapshot)
-        _write_arrow(schemas.SOURCE_SNAPSHOTS, history, generation / "_source_snapshots.parquet")
-        for table in ("definitions", "implementations", "protocols", "source_snapshots"):
+        # History keeps its append order (two builds can share a millisecond).
+        _write_arrow(
+            schemas.SOURCE_SNAPSHOTS,
+            _snapshot_history(warehouse, snapshot),
+            generation / "source_snapshots.parquet",
+        )
+        for table in ("definitions", "implementations", "protocols"):
             staged = generation / f"_{table}.parquet"
             copy(table, f"SELECT * FROM read_parquet({sql_literal(staged)}) s")  # noqa: S608
             staged.unlink()
@@ -335,6 +338,11 @@ def _rows_to_arrow(table: schemas.Table, rows: list[dict[str, Any]]) -> pa.Table
         {name: [row.get(name) for row in rows] for name in table.column_names},
         schema=table.arrow_schema,
     )
+
+
+def _now_ms() -> datetime:
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
 def _snapshot_history(warehouse: Warehouse, snapshot: dict[str, Any]) -> list[dict[str, Any]]:
