@@ -136,7 +136,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     source = Path(args.source)
     if not (source / "traces").exists():
         generated = generate_dataset(source, seed=args.seed)
-        print(f"generated demo dataset in {source}: {generated}")
+        print(
+            f"generated a demo dataset in {source}: {generated.definitions} definitions, "
+            f"{generated.solutions} solutions, {generated.trace_lines} trace lines (seed {args.seed})"
+        )
     # Demo data has no upstream commit; a revision derived from the generator's seed keeps
     # implementation and run digests defined and stable.
     revision = (

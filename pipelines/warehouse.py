@@ -199,6 +199,12 @@ def _fsync_tree(folder: Path) -> None:
     _fsync_dir(folder)
 
 
+def sql_literal(path: Path) -> str:
+    """A file path as an SQL string literal. Views cannot take bound parameters, so the one
+    value formatted into DDL is a path we chose, with its quotes doubled."""
+    return "'" + str(path).replace("'", "''") + "'"
+
+
 def connect_read_only(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
     """A read-only connection to the current generation's DuckDB file.
 
@@ -213,6 +219,12 @@ def connect_read_only(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
         read_only=True,
         config={"autoinstall_known_extensions": False, "autoload_known_extensions": False},
     )
+    # Temporary views over this folder's files shadow the stored ones, whose absolute paths
+    # would break once the warehouse folder is moved or restored elsewhere.
+    for table in sorted(generation.glob("*.parquet")):
+        connection.execute(
+            f"CREATE TEMP VIEW {table.stem} AS SELECT * FROM read_parquet({sql_literal(table)})"  # noqa: S608  (own file names)
+        )
     connection.execute("SET allowed_directories = $dirs", {"dirs": [str(generation) + "/"]})
     connection.execute("SET enable_external_access = false")
     connection.execute("SET lock_configuration = true")

@@ -246,13 +246,6 @@ def test_nothing_written_outside_the_warehouse_and_sources_never_executed(
     assert not [p for p in warehouse.rglob("*.py")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finalize.py _create_table_views writes absolute Parquet paths into the generation's "
-    "tracehouse.duckdb views, so a warehouse folder that is moved or restored from a backup "
-    "answers every query with 'Permission Error: Cannot access file <old path>' (the read-only "
-    "connection may only read its own generation folder)",
-)
 def test_moved_warehouse_still_answers(weird: dict[str, Any], tmp_path: Path) -> None:
     moved = tmp_path / "moved-warehouse"
     shutil.copytree(weird["warehouse"], moved, symlinks=True)

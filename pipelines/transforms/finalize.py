@@ -26,7 +26,7 @@ from pipelines.sql_files import VIEW_ORDER, sql_text
 from pipelines.transforms import identity
 from pipelines.transforms.ingest import PART_TABLES, DatasetContext
 from pipelines.transforms.records import Reject
-from pipelines.warehouse import DUCKDB_FILE, Warehouse
+from pipelines.warehouse import DUCKDB_FILE, DUCKDB_SPILL_DIR, Warehouse, sql_literal
 
 # Sort order of every table file, so two builds of the same data are byte-identical.
 TABLE_ORDER = {
@@ -48,12 +48,6 @@ class FinalizeOutcome:
     table_counts: dict[str, int]
     rejects_by_reason: dict[str, int]
     snapshot_id: str
-
-
-def sql_literal(path: Path) -> str:
-    """A file path as an SQL string literal. Views cannot take bound parameters, so the one
-    value formatted into DDL is a path we chose, with its quotes doubled."""
-    return "'" + str(path).replace("'", "''") + "'"
 
 
 def _write_arrow(table: schemas.Table, rows: list[dict[str, Any]], path: Path) -> None:
@@ -217,7 +211,7 @@ def finalize(
         for table, names in entry.get("parts", {}).items():
             parts[table].extend(str(warehouse.staging / name) for name in names)
 
-    temp_dir = warehouse.cache / "duckdb_tmp"
+    temp_dir = warehouse.cache / DUCKDB_SPILL_DIR
     connection = duckdb.connect(
         config={
             "threads": max(1, settings.workers),
