@@ -1866,3 +1866,30 @@ def test_quirk_cross_definition_solution():
         found.comparison_key
         == "sha256:90fc60014f77d68ce227c1b030b6e46d6d72c081f24c23a3ae5d2121ecb9fc09"
     )
+
+
+def test_comparison_key_text_equals_the_generic_serializer() -> None:
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from pipelines.transforms.canonical import digest as generic_digest
+    from pipelines.transforms.identity import PROTOCOL_DIGEST, comparison_key, metric_key
+
+    @given(st.text(), st.text(), st.text(), st.text(), st.booleans())
+    def check(
+        operation: str, workload: str, environment: str, correctness: str, timing: bool
+    ) -> None:
+        expected = generic_digest(
+            {
+                "v": 1,
+                "operation": operation,
+                "workload": workload,
+                "protocol": PROTOCOL_DIGEST,
+                "environment": environment,
+                "correctness": correctness,
+                "metric": metric_key(timing),
+            }
+        )
+        assert comparison_key(operation, workload, environment, correctness, timing) == expected
+
+    check()

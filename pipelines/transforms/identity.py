@@ -1715,17 +1715,25 @@ def comparison_key(
     `operation_digest` is the *workload's* operationSpecDigest, not the implementation's. The
     implementation is deliberately absent: implementations are what a cohort compares.
     """
-    return digest(
-        {
-            "v": 1,
-            "operation": operation_digest,
-            "workload": workload_digest,
-            "protocol": PROTOCOL_DIGEST,
-            "environment": environment_digest,
-            "correctness": correctness_key,
-            "metric": metric_key(has_timing),
-        }
+    # The canonical text written member by member, in JCS key order (correctness, environment,
+    # metric, operation, protocol, v, workload); tests check it against the generic serializer.
+    q = _encode_string
+    text = (
+        '{"correctness":'
+        + q(correctness_key)
+        + ',"environment":'
+        + q(environment_digest)
+        + ',"metric":'
+        + q(metric_key(has_timing))
+        + ',"operation":'
+        + q(operation_digest)
+        + ',"protocol":'
+        + q(PROTOCOL_DIGEST)
+        + ',"v":1,"workload":'
+        + q(workload_digest)
+        + "}"
     )
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 # --------------------------------------------------------------------------------------------
