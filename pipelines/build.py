@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines import IMPORTER_VERSION
+from pipelines.files import sha256_file, write_atomically
 from pipelines.settings import Settings
 from pipelines.sources.local import SourceFile, discover, git_revision
 from pipelines.warehouse import Warehouse
@@ -121,21 +122,6 @@ def _read_manifest(warehouse: Warehouse) -> dict[str, Any]:
         return json.loads(warehouse.manifest_path.read_text())
     except (OSError, ValueError):
         return {}
-
-
-def _write_json_atomically(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(data, sort_keys=True))
-    os.replace(temporary, path)
-
-
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 # Worker processes inherit the context through fork instead of receiving it per task.
@@ -264,7 +250,7 @@ def _full_build(
         ):
             file_entries[source_file.rel] = {**entry}
             continue
-        content_sha = _sha256_file(source_file.path)
+        content_sha = sha256_file(source_file.path)
         part_key = hashlib.sha256(f"{content_sha}\n{context.fingerprint}".encode()).hexdigest()[:32]
         if entry and entry["part_key"] == part_key and _parts_exist(warehouse, entry):
             file_entries[source_file.rel] = {**entry, "fingerprint": source_file.fingerprint}
@@ -300,16 +286,19 @@ def _full_build(
         discovery_rejects=discovery_rejects,
         progress=progress,
     )
-    _write_json_atomically(
+    write_atomically(
         warehouse.manifest_path,
-        {
-            "state": state,
-            "context": context.fingerprint,
-            "fingerprints": {f.rel: f.fingerprint for f in files},
-            "files": file_entries,
-            "generation": outcome.generation.name,
-            "snapshot_id": outcome.snapshot_id,
-        },
+        json.dumps(
+            {
+                "state": state,
+                "context": context.fingerprint,
+                "fingerprints": {f.rel: f.fingerprint for f in files},
+                "files": file_entries,
+                "generation": outcome.generation.name,
+                "snapshot_id": outcome.snapshot_id,
+            },
+            sort_keys=True,
+        ).encode(),
     )
     _remove_unreferenced_parts(warehouse, file_entries)
     records_read = sum(e.get("records", 0) for e in file_entries.values())

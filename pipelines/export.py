@@ -6,7 +6,6 @@ checked against the stored run digest, so a record that prints is one whose iden
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines import IMPORTER_VERSION
+from pipelines.files import sha256_file, write_atomically
 from pipelines.schemas import TABLES
 from pipelines.settings import Settings
 from pipelines.transforms import identity
@@ -220,23 +220,8 @@ def export_kernelindex(settings: Settings, definition: str, out: Path) -> int:
         }
         results.append(entry)
     document = {"apiVersion": identity.API_VERSION, "definition": definition, "runs": results}
-    _write_atomically(out, json.dumps(document, indent=2, ensure_ascii=False).encode() + b"\n")
+    write_atomically(out, json.dumps(document, indent=2, ensure_ascii=False).encode() + b"\n")
     return len(results)
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_bytes(data)
-    os.replace(temporary, path)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def export_snapshot(settings: Settings, out: Path) -> dict[str, Any]:
@@ -257,10 +242,10 @@ def export_snapshot(settings: Settings, out: Path) -> dict[str, Any]:
             "file": target.name,
             "rows": pq.ParquetFile(target).metadata.num_rows,
             "bytes": target.stat().st_size,
-            "sha256": _sha256(target),
+            "sha256": sha256_file(target),
         }
     manifest = {"importer_version": IMPORTER_VERSION, "tables": tables}
-    _write_atomically(
+    write_atomically(
         out / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True).encode() + b"\n"
     )
     return manifest

@@ -20,6 +20,14 @@ SAMPLE_IDS = 5
 Outcome = tuple[bool, dict[str, Any]]
 
 
+def rejects_by_reason(connection: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """How many records or files each reject reason accounts for."""
+    rows = connection.execute(
+        "SELECT reason, count(*) FROM rejects GROUP BY reason ORDER BY reason"
+    ).fetchall()
+    return dict(rows)
+
+
 class InvariantViolation(RuntimeError):
     """A new warehouse state broke an invariant; it was not published."""
 

@@ -20,7 +20,7 @@ import dagster as dg
 import pyarrow.parquet as pq
 from pydantic import Field
 
-from pipelines import schemas
+from pipelines import invariants, schemas
 from pipelines.build import BuildResult, ProgressFn, build_warehouse
 from pipelines.defs.checks import GATE_CHECKS
 from pipelines.defs.resources import WarehouseResource
@@ -114,11 +114,7 @@ def warehouse_tables(
     connection = connect_read_only(folder)
     try:
         gate_results = [check.run(connection) for check in GATE_CHECKS]
-        rejects_by_reason = dict(
-            connection.execute(
-                "SELECT reason, count(*) FROM rejects GROUP BY reason ORDER BY reason"
-            ).fetchall()
-        )
+        rejects_by_reason = invariants.rejects_by_reason(connection)
     finally:
         connection.close()
 

@@ -311,11 +311,7 @@ def finalize(
             name: connection.execute(f"SELECT count(*) FROM {name}").fetchone()[0]  # type: ignore[index]  # noqa: S608
             for name in schemas.TABLES
         }
-        rejects_by_reason = dict(
-            connection.execute(
-                "SELECT reason, count(*) FROM rejects GROUP BY reason ORDER BY reason"
-            ).fetchall()
-        )
+        rejects_by_reason = invariants.rejects_by_reason(connection)
     finally:
         connection.close()
 
