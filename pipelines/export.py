@@ -34,7 +34,7 @@ LEFT JOIN run_rankings AS k USING (run_id)
 """
 
 
-def _rows(settings: Settings, where: str, parameters: dict[str, Any]) -> list[dict[str, Any]]:
+def run_rows(settings: Settings, where: str, parameters: dict[str, Any]) -> list[dict[str, Any]]:
     connection = connect_read_only(Warehouse(settings.warehouse))
     try:
         cursor = connection.execute(f"{RUN_COLUMNS_SQL} WHERE {where}", parameters)
@@ -46,7 +46,7 @@ def _rows(settings: Settings, where: str, parameters: dict[str, Any]) -> list[di
 
 def find_run(settings: Settings, run_or_external_id: str) -> dict[str, Any]:
     """A run by its run id, or by KernelIndex external id (re-runs share one: newest wins)."""
-    rows = _rows(
+    rows = run_rows(
         settings,
         "r.run_id = $id OR r.external_id = $id ORDER BY r.observed_at DESC, r.run_id",
         {"id": run_or_external_id},
@@ -194,7 +194,7 @@ def record_text(settings: Settings, run_or_external_id: str) -> str:
 
 def export_kernelindex(settings: Settings, definition: str, out: Path) -> int:
     """All results for one definition, as KernelIndex's "All results → JSON" offers them."""
-    rows = _rows(
+    rows = run_rows(
         settings,
         "r.definition = $definition ORDER BY r.comparison_key NULLS LAST, k.rank NULLS LAST, r.observed_at, r.run_id",
         {"definition": definition},
