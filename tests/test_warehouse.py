@@ -432,3 +432,19 @@ def test_every_stored_run_digest_is_reproduced_from_the_warehouse_columns(tmp_pa
         ]
         statuses.add(row["status"])
     assert {"PASSED", "INCORRECT_NUMERICAL", "COMPILE_ERROR"} <= statuses
+
+
+@requires_shared
+def test_sql_eligibility_agrees_with_kernelindex_per_line_rule(golden_warehouse: Path) -> None:
+    """sql/run_rankings.sql decides eligibility for the warehouse; on runs with a complete
+    identity it must say exactly what identity.eligibility_reasons (KernelIndex §11.1) says."""
+    from pipelines.transforms.identity import eligibility_reasons
+
+    connection = duckdb.connect(str(golden_warehouse / "tracehouse.duckdb"), read_only=True)
+    rows = connection.execute(
+        "SELECT r.ki_status, r.latency_ns IS NOT NULL, k.ineligible_reasons FROM runs r "
+        "JOIN run_rankings k USING (run_id) WHERE r.comparison_key IS NOT NULL"
+    ).fetchall()
+    assert len(rows) == 1490
+    for ki_status, has_timing, reasons in rows:
+        assert list(reasons) == eligibility_reasons(ki_status, has_timing)
