@@ -24,7 +24,7 @@ from typing import Any
 from pipelines import IMPORTER_VERSION
 from pipelines.files import sha256_file, write_atomically
 from pipelines.settings import Settings
-from pipelines.sources.local import SourceFile, discover, git_revision
+from pipelines.sources.local import HEX40, SourceFile, discover, git_revision
 from pipelines.warehouse import Warehouse
 
 ProgressFn = Callable[[str, int, int], None]  # (phase, done, total)
@@ -73,6 +73,10 @@ def resolve_source(
     source: str, settings: Settings, progress: ProgressFn | None = None
 ) -> ResolvedSource:
     """A local folder as it is, or a Hub dataset fetched (incrementally) into the cache."""
+    if settings.revision is not None and not HEX40.match(settings.revision):
+        raise ValueError(
+            f"--revision {settings.revision!r} is not a commit sha (40 lowercase hex characters)"
+        )
     if not source.startswith("hf://"):  # a folder; the Hub client is not even imported
         root = Path(source)
         revision = settings.revision or git_revision(root)
