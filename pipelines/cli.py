@@ -267,6 +267,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return int(args.handler(args))
+    except BrokenPipeError:  # `tracehouse ... | head`: the reader left; not an error of ours
+        sys.stderr.close()
+        return 0
     except (
         WarehouseBusy,
         WarehouseMissing,

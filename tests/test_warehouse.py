@@ -448,3 +448,29 @@ def test_sql_eligibility_agrees_with_kernelindex_per_line_rule(golden_warehouse:
     assert len(rows) == 1490
     for ki_status, has_timing, reasons in rows:
         assert list(reasons) == eligibility_reasons(ki_status, has_timing)
+
+
+@requires_shared
+def test_the_duckdb_command_opens_the_warehouse_file(golden_warehouse: Path) -> None:
+    """`duckdb <warehouse>/tracehouse.duckdb` (the duckdb-cli package) answers ad-hoc SQL."""
+    import subprocess
+    import sys
+
+    binary = Path(sys.executable).parent / "duckdb"
+    if not binary.exists():
+        pytest.skip("the duckdb command (duckdb-cli) is not installed in this environment")
+    result = subprocess.run(
+        [
+            str(binary),
+            "-readonly",
+            "-csv",
+            str(golden_warehouse / "tracehouse.duckdb"),
+            "-c",
+            "SELECT count(*) AS n, count(rank) AS ranked FROM run_summary",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["n,ranked", "1490,1414"]

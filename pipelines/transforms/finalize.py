@@ -364,7 +364,9 @@ def _create_table_views(connection: duckdb.DuckDBPyConnection, generation: Path)
 def _write_duckdb_file(generation: Path) -> None:
     """Views over this generation's Parquet files and the SQL views, for ad-hoc SQL."""
     path = generation / DUCKDB_FILE
-    connection = duckdb.connect(str(path))
+    # An older storage format, so the `duckdb` command (duckdb-cli, whose releases trail the
+    # Python package) can open the file too.
+    connection = duckdb.connect(str(path), config={"storage_compatibility_version": "v1.0.0"})
     try:
         _create_table_views(connection, generation)
         for view in VIEW_ORDER:
