@@ -28,7 +28,7 @@ from pipelines.defs.sensors import hub_revision_sensor
 from pipelines.demo import generate_dataset
 from pipelines.warehouse import Warehouse, connect_read_only
 from tests.hub_server import FakeHub
-from tests.shared_data import GOLDEN_DIR, SHARED
+from tests.shared_data import GOLDEN_DIR, SAMPLES_DIR, SHARED, requires_shared
 
 SNAPSHOT = Path(__file__).parent / "__snapshots__" / "asset_keys.txt"
 REVISION = "0123456789abcdef0123456789abcdef01234567"
@@ -393,3 +393,19 @@ def test_the_requested_run_builds_that_sha(
     finally:
         connection.close()
     assert rows == [(f"{HUB_URI}@{sha}", sha)]
+
+
+@requires_shared
+def test_environment_check_recomputes_ids_of_environments_with_extra_keys(tmp_path: Path) -> None:
+    """The Intel fork's traces carry environment.hardware_id, which enters environment_id."""
+    from pipelines.defs.checks import environment_digests_recompute
+    from pipelines.warehouse import Warehouse, connect_read_only
+    from tests.conftest import build
+
+    build(SAMPLES_DIR / "intel_sycl_fork_2026-09", tmp_path / "w")
+    connection = connect_read_only(Warehouse(tmp_path / "w"))
+    try:
+        passed, metadata = environment_digests_recompute(connection)
+    finally:
+        connection.close()
+    assert passed and metadata["environments_recomputed"] == 1, metadata

@@ -29,7 +29,8 @@ from pipelines.invariants import (
     query_one,
 )
 from pipelines.transforms import identity
-from pipelines.transforms.canonical import CanonicalizationError, digest, manifest_digest
+from pipelines.transforms.canonical import CanonicalizationError, manifest_digest
+from pipelines.transforms.ingest import environment_id
 
 # How many stored digests the identity checks recompute per table.
 DIGEST_SAMPLE_SIZE = 50
@@ -80,7 +81,7 @@ GATE_CHECKS: tuple[WarehouseCheck, ...] = tuple(
 # Checks run as their own steps
 
 ENVIRONMENT_SAMPLE_SQL = """
-SELECT environment_id, hardware_raw, libs_json, environment_digest
+SELECT environment_id, hardware_raw, libs_json, extra_json, environment_digest
 FROM environments
 WHERE environment_digest IS NOT NULL
 ORDER BY md5(environment_id)
@@ -100,15 +101,17 @@ def environment_digests_recompute(connection: duckdb.DuckDBPyConnection) -> Outc
     environment_digest agrees with its environment's."""
     rows = connection.execute(ENVIRONMENT_SAMPLE_SQL, {"sample": DIGEST_SAMPLE_SIZE}).fetchall()
     mismatched: list[str] = []
-    for environment_id, hardware, libs_json, stored in rows:
+    for stored_id, hardware, libs_json, extra_json, stored in rows:
         raw = {"hardware": hardware, "libs": orjson.loads(libs_json)}
+        extra = orjson.loads(extra_json) if extra_json else None
         try:
             recomputed = manifest_digest("ExecutionEnvironment", identity.environment_spec(raw))
-            same_id = digest(raw) == environment_id
+            # rows with a digest never had numeric library versions
+            same_id = environment_id(hardware, raw["libs"], extra, numeric_libs=False) == stored_id
         except (identity.IdentityError, CanonicalizationError):
             recomputed, same_id = None, False
         if recomputed != stored or not same_id:
-            mismatched.append(environment_id)
+            mismatched.append(stored_id)
     disagreeing_runs, sample_runs = query_one(
         connection, RUN_ENVIRONMENT_DIGEST_SQL, {"sample": SAMPLE_IDS}
     )

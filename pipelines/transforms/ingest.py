@@ -144,16 +144,26 @@ def _run_id(rel: str, line: int, index: int, line_digest: str) -> str:
 _ENVIRONMENTS: dict[bytes, dict[str, Any]] = {}
 
 
-def _environment_row(trace: Trace) -> dict[str, Any]:
-    numeric_libs = "numeric_lib_version" in trace.variants
-    raw_environment: dict[str, Any] = {"hardware": trace.hardware, "libs": trace.libs}
-    if trace.environment_extra:
-        raw_environment["extra"] = trace.environment_extra
+def environment_id(
+    hardware: str, libs: dict[str, str], extra: dict[str, Any] | None, numeric_libs: bool
+) -> str:
+    """The environments key: a digest of the raw environment as written. The one place this
+    rule lives; the Dagster check recomputes stored ids with it."""
+    raw_environment: dict[str, Any] = {"hardware": hardware, "libs": libs}
+    if extra:
+        raw_environment["extra"] = extra
     if numeric_libs:  # `3.5` and `"3.5"` are different environments to KernelIndex
         raw_environment["numeric_lib_versions"] = True
+    return digest(orjson.loads(orjson.dumps(raw_environment, default=str)))
+
+
+def _environment_row(trace: Trace) -> dict[str, Any]:
+    numeric_libs = "numeric_lib_version" in trace.variants
     vendor, product = normalize_hardware(trace.hardware)
     row: dict[str, Any] = {
-        "environment_id": digest(orjson.loads(orjson.dumps(raw_environment, default=str))),
+        "environment_id": environment_id(
+            trace.hardware, trace.libs, trace.environment_extra, numeric_libs
+        ),
         "hardware_raw": trace.hardware,
         "hardware_vendor": vendor,
         "hardware_product": product,
@@ -227,10 +237,9 @@ class FileIngester:
     # -- workloads --------------------------------------------------------------------------
 
     def _workload_row(
-        self, definition: str, workload: dict[str, Any], record: Record
+        self, definition: str, workload: dict[str, Any], key: str, record: Record
     ) -> dict[str, Any] | None:
         """The workload row for this record, or None when this file already had it."""
-        key = identity.workload_key(workload)
         seen_key = (definition, key)
         if seen_key in self.workloads_seen:
             return None
@@ -272,7 +281,7 @@ class FileIngester:
                 "unknown_definition", f"definition {definition!r} is not in the dataset"
             )
         workload, _ = normalize_workload(value.get("workload"))
-        row = self._workload_row(definition, workload, record)
+        row = self._workload_row(definition, workload, identity.workload_key(workload), record)
         if row is not None:
             self.parts["workloads"].add(row)
         self.result.workload_records += 1
@@ -346,10 +355,12 @@ class FileIngester:
         row["environment_id"] = self._environment(trace)
         row["hardware"] = normalize_hardware(trace.hardware)[1]
 
-        workload_row = self._workload_row(trace.definition, trace.workload, record)
+        row["workload_key"] = identity.workload_key(trace.workload)
+        workload_row = self._workload_row(
+            trace.definition, trace.workload, row["workload_key"], record
+        )
         if workload_row is not None:
             self.parts["workloads"].add(workload_row)
-        row["workload_key"] = identity.workload_key(trace.workload)
 
         # KernelIndex reads the raw line; files it never reads get the same derivation over
         # the normalised record, so legacy layouts still get comparable keys (README).
