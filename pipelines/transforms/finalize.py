@@ -54,10 +54,7 @@ class FinalizeOutcome:
 
 
 def _write_arrow(table: schemas.Table, rows: list[dict[str, Any]], path: Path) -> None:
-    columns = {name: [row.get(name) for row in rows] for name in table.column_names}
-    pq.write_table(
-        pa.Table.from_pydict(columns, schema=table.arrow_schema), path, compression="zstd"
-    )
+    pq.write_table(_rows_to_arrow(table, rows), path, compression="zstd")
 
 
 def _reject_row(reject: Reject) -> dict[str, Any]:
