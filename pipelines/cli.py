@@ -128,6 +128,27 @@ def cmd_record(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_changes(args: argparse.Namespace) -> int:
+    from pipelines import changes
+    from pipelines.queries import connect
+
+    settings = _settings(
+        args,
+        regression_min_history=args.min_history,
+        regression_min_change=args.min_change,
+        regression_z_threshold=args.z_threshold,
+    )
+    connection = connect(settings)
+    try:
+        report = changes.change_report(connection, settings, since=args.since, source=args.source)
+    finally:
+        connection.close()
+    print(changes.report_json(report) if args.format == "json" else changes.report_text(report))
+    if args.fail_on_regression and report.regressions.height > 0:
+        return changes.EXIT_REGRESSIONS_FOUND
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from pipelines.build import build_warehouse
     from pipelines.demo import generate_dataset
@@ -157,12 +178,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
-    from pipelines.schemas import TABLES
+    from pipelines.schemas import TABLES, VIEWS
 
     for table in TABLES.values():
         print(f"{table.name}: {table.doc}")
         for column in table.columns:
             print(f"  {column.name:<28} {str(column.type):<22} {column.doc}")
+    for view in VIEWS.values():
+        print(f"{view.name} (view, sql/{view.name}.sql): {view.doc}")
+        for column in view.columns:
+            print(f"  {column.name:<28} {column.doc}")
     return 0
 
 
@@ -243,6 +268,43 @@ def build_parser() -> argparse.ArgumentParser:
     )
     record.set_defaults(handler=cmd_record)
 
+    changes = add(
+        "changes",
+        "New record holders (record_events) and regressions (regressions), for people and CI.",
+    )
+    changes.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="only changes observed at or after an ISO date/time (UTC), or since a revision "
+        "or snapshot id the warehouse read",
+    )
+    changes.add_argument(
+        "--source", help="only changes of this source (as given to `tracehouse build --source`)"
+    )
+    changes.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit with status 1 when a regression is listed (for CI); 2 stays a usage error",
+    )
+    changes.add_argument(
+        "--min-history",
+        type=int,
+        help="earlier results needed to judge one (env TRACEHOUSE_REGRESSION_MIN_HISTORY; default 2)",
+    )
+    changes.add_argument(
+        "--min-change",
+        type=float,
+        help="relative slowdown against their mean, 0.10 = 10%% "
+        "(env TRACEHOUSE_REGRESSION_MIN_CHANGE; default 0.10)",
+    )
+    changes.add_argument(
+        "--z-threshold",
+        type=float,
+        help="z-score against their distribution (env TRACEHOUSE_REGRESSION_Z_THRESHOLD; default 5)",
+    )
+    changes.add_argument("--format", choices=("table", "json"), default="table")
+    changes.set_defaults(handler=cmd_changes)
+
     demo = add(
         "demo", "Generate the demo dataset (if missing), build the warehouse, print a leaderboard."
     )
@@ -255,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(handler=cmd_demo)
 
-    tables = sub.add_parser("tables", help="Describe every table and column.")
+    tables = sub.add_parser("tables", help="Describe every table and view, column by column.")
     tables.set_defaults(handler=cmd_tables)
     return parser
 

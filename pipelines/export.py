@@ -127,6 +127,83 @@ def record_manifest_json(settings: Settings, run_or_external_id: str) -> str:
     return canonical_json(record_manifest_from_row(find_run(settings, run_or_external_id))).decode()
 
 
+RECORD_HISTORY_SQL = """
+SELECT e.record_number, e.run_id, r.run_digest, e.solution, e.latency_ns,
+       strftime(e."at" AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%S.%g') || 'Z' AS at_text,
+       e.previous_solution, e.previous_latency_ns,
+       strftime(e.previous_observed_at AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%S.%g') || 'Z'
+           AS previous_observed_at_text
+FROM record_events AS e
+JOIN runs AS r USING (run_id)
+WHERE e.comparison_key = $comparison_key
+ORDER BY e.record_number
+"""
+
+
+def record_history(settings: Settings, comparison_key: str) -> list[dict[str, Any]]:
+    """The record events of one comparison key, oldest first (sql/record_events.sql)."""
+    connection = connect_read_only(Warehouse(settings.warehouse))
+    try:
+        cursor = connection.execute(RECORD_HISTORY_SQL, {"comparison_key": comparison_key})
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    finally:
+        connection.close()
+
+
+def _latency(ns: int) -> str:
+    return identity.format_latency_ns(ns)
+
+
+def record_lines(run: dict[str, Any], events: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The record page's record facts: whether and since when the run held its comparison
+    group's record, whom it took it from, who took it next; then the group's whole history."""
+    if not run["eligible"]:
+        return [("record", "not eligible to rank, so it cannot hold a record")]
+
+    def is_this_run(event: dict[str, Any]) -> bool:
+        # An identical copy of the run (same run digest) shares its record.
+        return event["run_id"] == run["run_id"] or (
+            run["run_digest"] is not None and event["run_digest"] == run["run_digest"]
+        )
+
+    mine = next((i for i, event in enumerate(events) if is_this_run(event)), None)
+    if mine is None:
+        holder = events[-1]
+        status = (
+            f"never held it; record holder {holder['solution']} "
+            f"{_latency(holder['latency_ns'])} since {holder['at_text']}"
+        )
+    else:
+        event = events[mine]
+        if event["previous_latency_ns"] is None:
+            taken = "first result in its comparison group"
+        else:
+            taken = (
+                f"took it from {event['previous_solution']} "
+                f"{_latency(event['previous_latency_ns'])} (observed {event['previous_observed_at_text']})"
+            )
+        if mine + 1 < len(events):
+            following = events[mine + 1]
+            kept = (
+                f"held until {following['at_text']}, taken by {following['solution']} "
+                f"{_latency(following['latency_ns'])}"
+            )
+        else:
+            kept = "still holds it"
+        status = f"record since {event['at_text']}, {taken}; {kept}"
+    lines = [("record", status)]
+    for i, event in enumerate(events):
+        marker = "  ← this run" if i == mine else ""
+        lines.append(
+            (
+                "record history" if i == 0 else "",
+                f"{event['at_text']}  {event['solution']}  {_latency(event['latency_ns'])}{marker}",
+            )
+        )
+    return lines
+
+
 def _number(value: float) -> str:
     return canonical_json(value).decode()
 
@@ -158,8 +235,12 @@ def record_text(settings: Settings, run_or_external_id: str) -> str:
     rank = (
         f"rank {row['rank']} of {row['cohort_size']}" if row["rank"] is not None else "not ranked"
     )
+    facts.append(
+        ("rank", f"{rank} — {identity.rank_line(row['rank'], row['observed_at_text'], reasons)}")
+    )
+    events = record_history(settings, row["comparison_key"]) if row["eligible"] else []
+    facts += record_lines(row, events)
     facts += [
-        ("rank", f"{rank} — {identity.rank_line(row['rank'], row['observed_at_text'], reasons)}"),
         ("comparison key", row["comparison_key"] or "—"),
         ("operation digest", row["operation_digest"] or "—"),
         ("workload digest", row["workload_digest"] or "—"),

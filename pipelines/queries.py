@@ -3,10 +3,14 @@ parameters; nothing taken from the data or the command line is formatted into SQ
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from pipelines.changes import store_regression_thresholds
 from pipelines.settings import Settings
 from pipelines.warehouse import Warehouse, check_read_only, connect_read_only
+
+if TYPE_CHECKING:
+    import duckdb
 
 LEADERBOARD_SQL = """
 SELECT hardware, solution, author, is_baseline, runs, workloads_covered, workloads_passed,
@@ -16,6 +20,18 @@ FROM leaderboard
 WHERE definition = $definition AND ($hardware IS NULL OR hardware = $hardware)
 ORDER BY hardware, geomean_speedup DESC NULLS LAST, workloads_passed DESC, solution
 """
+
+
+def connect(settings: Settings) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to the current generation whose ``regressions`` view uses the
+    regression limits of ``settings`` (not those stored when the warehouse was built)."""
+    connection = connect_read_only(Warehouse(settings.warehouse))
+    try:
+        store_regression_thresholds(connection, settings, temporary=True)
+    except BaseException:
+        connection.close()
+        raise
+    return connection
 
 
 def fetch(
@@ -31,7 +47,7 @@ def fetch(
     """
     import polars as pl
 
-    connection = connect_read_only(Warehouse(settings.warehouse))
+    connection = connect(settings)
     try:
         if user_sql:
             check_read_only(connection, sql)

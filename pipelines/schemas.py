@@ -495,3 +495,210 @@ REJECT_REASONS: dict[str, str] = {
     "unsafe_path": "A remote file name with `..`, an absolute path, a backslash or a control character.",
     "fetch_failed": "A remote file could not be fetched or failed its size/hash check.",
 }
+
+
+# --------------------------------------------------------------------------------------------
+# Views: the SELECTs in sql/<name>.sql, stored in tracehouse.duckdb. Their types come from
+# DuckDB; each column's meaning is declared here, once (tests check the names against DESCRIBE).
+
+
+@dataclass(frozen=True)
+class ViewColumn:
+    name: str
+    doc: str
+
+
+@dataclass(frozen=True)
+class View:
+    name: str
+    doc: str
+    columns: tuple[ViewColumn, ...]
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+
+def _v(name: str, doc: str) -> ViewColumn:
+    return ViewColumn(name, doc)
+
+
+def _same_as(table: Table, *names: str) -> tuple[ViewColumn, ...]:
+    """Columns passed through unchanged from ``table``, with its documentation."""
+    by_name = {c.name: c.doc for c in table.columns}
+    return tuple(ViewColumn(name, by_name[name]) for name in names)
+
+
+BASELINE_SOLUTIONS_VIEW = View(
+    "baseline_solutions",
+    "The baseline solution(s) of each definition, as decided at import.",
+    _same_as(IMPLEMENTATIONS, "definition", "solution", "author", "baseline_rule"),
+)
+
+RUN_SUMMARY_VIEW = View(
+    "run_summary",
+    "One row per run with what, who, where, how fast and its rank.",
+    (
+        *_same_as(RUNS, "definition"),
+        _v("op_type", "Operation type of the definition."),
+        *_same_as(RUNS, "solution"),
+        _v("author", "Author of the solution (from the run, else from its solution file)."),
+        _v("is_baseline", "True when the solution is its definition's baseline."),
+        *_same_as(
+            RUNS,
+            "workload_uuid",
+            "workload_key",
+            "status",
+            "ki_status",
+            "latency_ns",
+            "latency_ms",
+            "reference_latency_ms",
+            "speedup_factor",
+            "observed_at",
+            "hardware",
+        ),
+        *_same_as(ENVIRONMENTS, "hardware_raw"),
+        *_same_as(RUNS, "comparison_key"),
+        *_same_as(RUN_RANKINGS, "eligible", "ineligible_reasons", "cohort_size", "rank"),
+        *_same_as(CORRECTNESS, "max_absolute_error", "max_relative_error"),
+        *_same_as(
+            RUNS,
+            "evidence_level",
+            "external_id",
+            "run_id",
+            "run_digest",
+            "operation_digest",
+            "workload_digest",
+            "environment_digest",
+            "protocol_digest",
+            "correctness_key",
+            "implementation_digest",
+            "identity_error",
+            "snapshot_id",
+            "source_file",
+            "source_line",
+        ),
+    ),
+)
+
+LEADERBOARD_VIEW = View(
+    "leaderboard",
+    "Per (definition, hardware, solution): coverage, and speed against the definition's baseline "
+    "on workloads both passed, each side at its best latency.",
+    (
+        _v("definition", "Definition name."),
+        _v("hardware", "Normalized hardware product."),
+        _v("solution", "Solution name."),
+        _v("author", "Author of the solution file; null when the file is missing."),
+        _v("is_baseline", "True when the solution is its definition's baseline."),
+        _v("runs", "Runs of the solution on this definition and hardware, any status."),
+        _v("workloads_covered", "Distinct workloads with at least one run."),
+        _v("workloads_passed", "Distinct workloads with at least one PASSED run."),
+        _v("workloads_compared", "Workloads both the solution and the baseline passed."),
+        _v(
+            "geomean_speedup",
+            "Geometric mean of baseline_ms / solution_ms over the compared workloads.",
+        ),
+        _v("win_rate", "Share of compared workloads where the solution is strictly faster."),
+        _v(
+            "fib_mean_speedup",
+            "FlashInfer-Bench's arithmetic mean of the same ratios; 0 when any run failed.",
+        ),
+    ),
+)
+
+RECORD_EVENTS_VIEW = View(
+    "record_events",
+    "KernelIndex record history (§11.2): per comparison key, walking its eligible runs in "
+    "observed_at order, the first run and every later run strictly faster than the best so far.",
+    (
+        _v("comparison_key", "The comparison group (KernelIndex comparison key)."),
+        _v("at", 'When the run took the record: its observed_at (quote it as "at" in SQL).'),
+        _v("cause", "Why the record changed: `new_run` (a faster run arrived)."),
+        _v("policy", "Ranking policy that decides the record: `ranking-v1`."),
+        _v("definition", "Definition of the new record holder."),
+        _v("solution", "Solution of the new record holder."),
+        _v("workload_uuid", "Workload uuid of the new record holder as written."),
+        _v("hardware", "Normalized hardware product of the comparison group."),
+        _v("observed_at", "observed_at of the new record holder (UTC, ms)."),
+        _v("latency_ns", "Latency of the new record holder in integer nanoseconds."),
+        _v("run_id", "The new record holder (key into runs)."),
+        _v("previous_solution", "Solution of the holder it displaced; null for a first record."),
+        _v("previous_observed_at", "observed_at of the displaced holder; null for a first record."),
+        _v("previous_latency_ns", "Latency of the displaced holder; null for a first record."),
+        _v("previous_run_id", "The displaced holder (key into runs); null for a first record."),
+        _v(
+            "speedup_over_previous",
+            "previous_latency_ns / latency_ns (> 1); null for a first record.",
+        ),
+        _v("record_number", "1 for the group's first record, then 2, 3, ... in order."),
+        _v("held_until", "When the next holder took the record; null while this run holds it."),
+        _v("next_run_id", "The run that took the record next; null while this run holds it."),
+    ),
+)
+
+LATENCY_HISTORY_VIEW = View(
+    "latency_history",
+    "The input of regressions: one row per distinct latency result (solution, comparison key, "
+    "observed_at, latency) of an eligible run, with when the warehouse first saw it.",
+    (
+        _v("solution", "Solution name (runs without one are left out)."),
+        _v("comparison_key", "The comparison group of the result."),
+        _v("run_id", "The run holding the result (the smallest run_id among identical ones)."),
+        _v("definition", "Definition name."),
+        _v("workload_uuid", "Workload uuid as written."),
+        _v("hardware", "Normalized hardware product."),
+        _v("observed_at", "When the benchmark ran (UTC, ms)."),
+        _v("latency_ns", "Latency in integer nanoseconds."),
+        _v("first_snapshot_id", "The first snapshot holding the run (key into source_snapshots)."),
+        _v(
+            "first_seen_at",
+            "When that snapshot was built; results are ordered by it, then observed_at.",
+        ),
+    ),
+)
+
+REGRESSIONS_VIEW = View(
+    "regressions",
+    "Results significantly slower than the same solution's earlier results on the same "
+    "comparison key (lookback z-score; limits in regression_thresholds).",
+    (
+        _v("solution", "Solution that got slower."),
+        _v("definition", "Definition name."),
+        _v("workload_uuid", "Workload uuid as written."),
+        _v("hardware", "Normalized hardware product."),
+        _v("comparison_key", "The comparison group of the result."),
+        _v("run_id", "The slow result's run (key into runs)."),
+        _v("observed_at", "When the slow result was measured (UTC, ms)."),
+        _v("latency_ns", "Its latency in integer nanoseconds."),
+        _v("history_size", "Earlier results of the solution on the key it is judged against."),
+        _v("history_mean_ns", "Mean latency of those earlier results, ns."),
+        _v("history_stddev_ns", "Their sample standard deviation, ns; null for one result."),
+        _v("history_best_ns", "Their best (lowest) latency, ns."),
+        _v("relative_change", "latency_ns / history_mean_ns - 1 (0.25 = 25 % slower)."),
+        _v(
+            "z_score",
+            "(latency_ns - history_mean_ns) / history_stddev_ns; +infinity when the history "
+            "has no spread.",
+        ),
+        _v("previous_run_id", "The solution's result just before this one on the key."),
+        _v("previous_latency_ns", "Latency of that previous result, ns."),
+        _v("previous_observed_at", "When that previous result was measured."),
+        _v("first_snapshot_id", "The first snapshot holding the slow result."),
+        _v("min_history", "The min_history limit in force (TRACEHOUSE_REGRESSION_MIN_HISTORY)."),
+        _v("min_change", "The min_change limit in force (TRACEHOUSE_REGRESSION_MIN_CHANGE)."),
+        _v("z_threshold", "The z-score limit in force (TRACEHOUSE_REGRESSION_Z_THRESHOLD)."),
+    ),
+)
+
+VIEWS: dict[str, View] = {
+    v.name: v
+    for v in (
+        BASELINE_SOLUTIONS_VIEW,
+        RUN_SUMMARY_VIEW,
+        LEADERBOARD_VIEW,
+        RECORD_EVENTS_VIEW,
+        LATENCY_HISTORY_VIEW,
+        REGRESSIONS_VIEW,
+    )
+}

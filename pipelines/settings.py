@@ -45,6 +45,28 @@ class Settings:
     include_blobs: bool = False
     # Where Hub downloads are cached; defaults to <warehouse>/cache/hub.
     hub_cache: Path | None = None
+    # Regression flags (sql/regressions.sql): a result is a regression when at least this many
+    # earlier results of the same solution on the same comparison key exist (2, as Conbench's
+    # lookback z-score needs, the fewest that give a standard deviation), ...
+    regression_min_history: int = 2
+    # ... it is at least this much slower than their mean (0.10 = 10 %; re-runs of the golden
+    # corpus differ from their earlier mean by under 3 % for 90 % of them, under 10 % for 99 %) ...
+    regression_min_change: float = 0.10
+    # ... and its z-score against them (standard deviations above their mean) is at least this.
+    regression_z_threshold: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.regression_min_history < 1:
+            raise ValueError(
+                "TRACEHOUSE_REGRESSION_MIN_HISTORY (--min-history) must be at least 1, "
+                f"got {self.regression_min_history}"
+            )
+        for name, value in (
+            ("TRACEHOUSE_REGRESSION_MIN_CHANGE (--min-change)", self.regression_min_change),
+            ("TRACEHOUSE_REGRESSION_Z_THRESHOLD (--z-threshold)", self.regression_z_threshold),
+        ):
+            if not 0 <= value < float("inf"):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value}")
 
     @property
     def hub_cache_dir(self) -> Path:

@@ -5,8 +5,11 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-# Views created in tracehouse.duckdb, in dependency order (run_rankings is materialized).
-VIEW_ORDER = ("baseline_solutions", "run_summary", "leaderboard")
+from pipelines.schemas import VIEWS
+
+# Views created in tracehouse.duckdb: schemas.VIEWS, declared in dependency order
+# (run_rankings is materialized; regressions also reads the regression_thresholds table).
+VIEW_ORDER = tuple(VIEWS)
 
 
 def sql_dir() -> Path:

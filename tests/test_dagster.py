@@ -35,7 +35,7 @@ REVISION = "0123456789abcdef0123456789abcdef01234567"
 GOLDEN_REVISION = "da915083d4c7c5e61aa3005e3d17ae488e0fc71c"
 REPO = "flashinfer-ai/flashinfer-trace"
 HUB_URI = f"hf://datasets/{REPO}"
-VIEWS = {"run_summary", "leaderboard"}
+VIEWS = {"run_summary", "leaderboard", "record_events", "latency_history", "regressions"}
 
 # (asset, check name, blocking): the gate on runs, the cohort check, the identity samples.
 EXPECTED_CHECKS = {
@@ -47,6 +47,7 @@ EXPECTED_CHECKS = {
     ("run_rankings", "one_cohort_size_per_comparison_key", True),
     ("environments", "environment_digests_recompute", False),
     ("definitions", "operation_digests_recompute", False),
+    ("regressions", "no_new_regressions", False),
 }
 
 

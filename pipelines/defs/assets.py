@@ -8,8 +8,10 @@ materialization records its row count. ``run_rankings`` is ranked from ``runs`` 
 build (``sql/run_rankings.sql``), which its ``deps`` show, and it is only reported as
 materialized when the gate checks on ``runs`` (``checks.GATE_CHECKS``) pass.
 
-The views (``run_summary``, ``leaderboard``) live in the generation's DuckDB file; their assets
-read them through a read-only connection and record what they hold.
+The views (``run_summary``, ``leaderboard``, ``record_events``, ``latency_history``,
+``regressions``) live in the generation's DuckDB file; their assets read them through a
+read-only connection and record what they hold, with the column meanings of
+``schemas.VIEWS``.
 """
 
 from collections.abc import Iterator
@@ -155,11 +157,15 @@ def _view_result(warehouse: WarehouseResource, view: str) -> dg.MaterializeResul
         relation = connection.table(view)
         ((rows,),) = relation.aggregate("count(*)").fetchall()
         columns = list(zip(relation.columns, relation.types, strict=True))
+    docs = {column.name: column.doc for column in schemas.VIEWS[view].columns}
     return dg.MaterializeResult(
         metadata={
             "dagster/row_count": rows,
             "dagster/column_schema": dg.TableSchema(
-                columns=[dg.TableColumn(name=name, type=str(kind)) for name, kind in columns]
+                columns=[
+                    dg.TableColumn(name=name, type=str(kind), description=docs.get(name))
+                    for name, kind in columns
+                ]
             ),
             "sql": dg.MetadataValue.path(str(sql_dir() / f"{view}.sql")),
         }
@@ -181,3 +187,24 @@ def leaderboard(warehouse: WarehouseResource) -> dg.MaterializeResult:
     """Per (definition, hardware, solution): coverage and geometric-mean speedup against the
     definition's baseline (sql/leaderboard.sql)."""
     return _view_result(warehouse, "leaderboard")
+
+
+@dg.asset(group_name=GROUP, kinds={"duckdb"}, deps=["runs", RANKING])
+def record_events(warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """KernelIndex record history: per comparison key, the first eligible run and every later
+    run strictly faster than the best so far, with the run it displaced (sql/record_events.sql)."""
+    return _view_result(warehouse, "record_events")
+
+
+@dg.asset(group_name=GROUP, kinds={"duckdb"}, deps=["runs", RANKING, "source_snapshots"])
+def latency_history(warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """Each solution's distinct latency results per comparison key, in the order the warehouse
+    saw them: the input of regressions (sql/latency_history.sql)."""
+    return _view_result(warehouse, "latency_history")
+
+
+@dg.asset(group_name=GROUP, kinds={"duckdb"}, deps=["latency_history"])
+def regressions(warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """Results significantly slower than the same solution's earlier results on the same
+    comparison key, by the lookback z-score method (sql/regressions.sql)."""
+    return _view_result(warehouse, "regressions")

@@ -10,6 +10,9 @@ Two kinds:
 * The rest are ordinary ``@asset_check`` steps that can also be re-run on their own from the UI.
   ``one_cohort_size_per_comparison_key`` is blocking, so ``run_summary`` and ``leaderboard``
   wait for it.
+
+``no_new_regressions`` on ``regressions`` is not an invariant: a slower kernel is news about
+the data, not a broken warehouse, so it reports with severity WARN and blocks nothing.
 """
 
 from collections.abc import Callable
@@ -20,6 +23,7 @@ import dagster as dg
 import duckdb
 import orjson
 
+from pipelines.changes import no_new_regressions
 from pipelines.defs.resources import WarehouseResource
 from pipelines.invariants import (
     RUN_INVARIANTS,
@@ -43,6 +47,7 @@ class WarehouseCheck:
     asset: str
     evaluate: Callable[[duckdb.DuckDBPyConnection], Outcome]
     blocking: bool = False
+    severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR
 
     @property
     def name(self) -> str:
@@ -64,7 +69,7 @@ class WarehouseCheck:
             asset_key=self.asset,
             check_name=self.name,
             passed=passed,
-            severity=dg.AssetCheckSeverity.ERROR,
+            severity=self.severity,
             metadata=metadata,
         )
 
@@ -184,6 +189,11 @@ STEP_CHECKS: tuple[WarehouseCheck, ...] = (
     WarehouseCheck("definitions", operation_digests_recompute),
 )
 
+# Checks about the data rather than the warehouse: they warn and never block.
+WARN_CHECKS: tuple[WarehouseCheck, ...] = (
+    WarehouseCheck("regressions", no_new_regressions, severity=dg.AssetCheckSeverity.WARN),
+)
+
 
 def _asset_check(check: WarehouseCheck) -> dg.AssetChecksDefinition:
     @dg.asset_check(
@@ -199,4 +209,6 @@ def _asset_check(check: WarehouseCheck) -> dg.AssetChecksDefinition:
     return _evaluate
 
 
-asset_checks: list[dg.AssetChecksDefinition] = [_asset_check(check) for check in STEP_CHECKS]
+asset_checks: list[dg.AssetChecksDefinition] = [
+    _asset_check(check) for check in (*STEP_CHECKS, *WARN_CHECKS)
+]

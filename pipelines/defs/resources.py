@@ -17,7 +17,7 @@ import dagster as dg
 from pydantic import Field
 
 from pipelines.settings import Settings, load_settings
-from pipelines.warehouse import Warehouse, connect_read_only
+from pipelines.warehouse import Warehouse
 
 if TYPE_CHECKING:
     import duckdb
@@ -55,6 +55,21 @@ class WarehouseResource(dg.ConfigurableResource):
     hub_cache: str | None = Field(
         default=None, description="Hub download cache folder (TRACEHOUSE_HUB_CACHE)."
     )
+    regression_min_history: int | None = Field(
+        default=None,
+        description="Earlier results a regression is judged against, at least "
+        "(TRACEHOUSE_REGRESSION_MIN_HISTORY; default 2).",
+    )
+    regression_min_change: float | None = Field(
+        default=None,
+        description="Relative slowdown against their mean, at least "
+        "(TRACEHOUSE_REGRESSION_MIN_CHANGE; default 0.10).",
+    )
+    regression_z_threshold: float | None = Field(
+        default=None,
+        description="z-score against their distribution, at least "
+        "(TRACEHOUSE_REGRESSION_Z_THRESHOLD; default 5).",
+    )
 
     def settings(self) -> Settings:
         """The typed settings: fields set here first, then the environment, then defaults."""
@@ -67,6 +82,9 @@ class WarehouseResource(dg.ConfigurableResource):
             lock_timeout_s=self.lock_timeout_s,
             include_blobs=self.include_blobs,
             hub_cache=_path(self.hub_cache),
+            regression_min_history=self.regression_min_history,
+            regression_min_change=self.regression_min_change,
+            regression_z_threshold=self.regression_z_threshold,
         )
 
     def warehouse_folder(self) -> Warehouse:
@@ -74,8 +92,11 @@ class WarehouseResource(dg.ConfigurableResource):
 
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A read-only connection to the current generation, closed on exit."""
-        connection = connect_read_only(self.warehouse_folder())
+        """A read-only connection to the current generation (regression limits from these
+        settings), closed on exit."""
+        from pipelines.queries import connect
+
+        connection = connect(self.settings())
         try:
             yield connection
         finally:

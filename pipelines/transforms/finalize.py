@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines import IMPORTER_VERSION, invariants, schemas
+from pipelines.changes import store_regression_thresholds
 from pipelines.settings import Settings
 from pipelines.sql_files import VIEW_ORDER, sql_text
 from pipelines.transforms import identity
@@ -318,7 +319,7 @@ def finalize(
     finally:
         connection.close()
 
-    _write_duckdb_file(generation)
+    _write_duckdb_file(generation, settings)
     (generation / ".complete").write_text(f"{IMPORTER_VERSION}\n")
     warehouse.publish(generation)
     if progress:
@@ -358,7 +359,7 @@ def _create_table_views(connection: duckdb.DuckDBPyConnection, generation: Path)
             )
 
 
-def _write_duckdb_file(generation: Path) -> None:
+def _write_duckdb_file(generation: Path, settings: Settings) -> None:
     """Views over this generation's Parquet files and the SQL views, for ad-hoc SQL."""
     path = generation / DUCKDB_FILE
     # An older storage format, so the `duckdb` command (duckdb-cli, whose releases trail the
@@ -366,6 +367,7 @@ def _write_duckdb_file(generation: Path) -> None:
     connection = duckdb.connect(str(path), config={"storage_compatibility_version": "v1.0.0"})
     try:
         _create_table_views(connection, generation)
+        store_regression_thresholds(connection, settings, temporary=False)
         for view in VIEW_ORDER:
             connection.execute(f"CREATE OR REPLACE VIEW {view} AS {sql_text(view)}")
         connection.execute("CHECKPOINT")
