@@ -283,32 +283,19 @@ def _full_build(
     groups: dict[int, list[SourceFile]] = {}
     for source_file in line_files:
         groups.setdefault(file_group(source_file.rel), []).append(source_file)
+    group_mode = f"{context.fingerprint}\n{settings.exact}"
     for members in groups.values():
-        entries: dict[str, Any] = {}
-        for source_file in members:
-            entry = previous.get(source_file.rel)
-            content_sha = (
-                entry["sha256"]
-                if entry and entry["fingerprint"] == source_file.fingerprint
-                else sha256_file(source_file.path)
-            )
-            entries[source_file.rel] = {
-                "fingerprint": source_file.fingerprint,
-                "sha256": content_sha,
-            }
-        listing = "".join(f"{rel}\0{e['sha256']}\n" for rel, e in sorted(entries.items()))
-        part_key = hashlib.sha256(
-            f"{context.fingerprint}\n{settings.exact}\n{listing}".encode()
-        ).hexdigest()[:32]
-        reusable = [previous.get(rel) for rel in entries]
-        if all(e and e.get("part_key") == part_key for e in reusable) and all(
-            _parts_exist(warehouse, e) for e in reusable if e
-        ):
-            for rel, entry in entries.items():
-                file_entries[rel] = {**previous[rel], **entry}
+        reused = _reusable_group(warehouse, members, previous, group_mode)
+        if reused is not None:
+            file_entries.update(reused)
             continue
-        for rel, entry in entries.items():
-            file_entries[rel] = {**entry, "part_key": part_key}
+        # Parts are named by what the group looked like on disk; the content digests come
+        # back from the workers, which hash each file as they read it.
+        part_key = hashlib.sha256(
+            json.dumps([group_mode, [[f.rel, f.fingerprint] for f in members]]).encode()
+        ).hexdigest()[:32]
+        for source_file in members:
+            file_entries[source_file.rel] = {"fingerprint": source_file.fingerprint}
         tasks.append(
             IngestTask(
                 tuple((str(f.path), f.rel) for f in members),
@@ -325,8 +312,13 @@ def _full_build(
     if tasks:
         _run_tasks(tasks, settings.workers, progress, results)
     for result in results:
+        group_key = _group_key(
+            group_mode, {rel: counts.content_sha256 for rel, counts in result.files.items()}
+        )
         for rel, counts in result.files.items():
             file_entries[rel].update(
+                sha256=counts.content_sha256,
+                group_key=group_key,
                 parts=result.parts,
                 records=counts.records,
                 runs=counts.runs,
@@ -376,6 +368,42 @@ def _full_build(
         resolved,
         outcome.records_by_path,
     )
+
+
+def _group_key(group_mode: str, shas: dict[str, str]) -> str:
+    """What a group's parts depend on: the dataset context, the path mode, each file's bytes."""
+    listing = "".join(f"{rel}\0{sha}\n" for rel, sha in sorted(shas.items()))
+    return hashlib.sha256(f"{group_mode}\n{listing}".encode()).hexdigest()
+
+
+def _reusable_group(
+    warehouse: Warehouse,
+    members: list[SourceFile],
+    previous: dict[str, Any],
+    group_mode: str,
+) -> dict[str, Any] | None:
+    """The previous entries of a group whose files all have the same bytes as last time, or None.
+
+    Only files whose size, mtime or inode changed are hashed again; a new file means a parse.
+    """
+    entries = [previous.get(f.rel) for f in members]
+    if not all(e and e.get("group_key") and e.get("sha256") for e in entries):
+        return None
+    shas = {}
+    for source_file, entry in zip(members, entries, strict=True):
+        assert entry is not None
+        same = entry["fingerprint"] == source_file.fingerprint
+        shas[source_file.rel] = entry["sha256"] if same else sha256_file(source_file.path)
+    group_key = _group_key(group_mode, shas)
+    if any(e["group_key"] != group_key for e in entries if e) or not all(
+        _parts_exist(warehouse, e) for e in entries if e
+    ):
+        return None
+    return {
+        f.rel: {**e, "fingerprint": f.fingerprint}
+        for f, e in zip(members, entries, strict=True)
+        if e
+    }
 
 
 def _parts_exist(warehouse: Warehouse, entry: dict[str, Any]) -> bool:

@@ -112,70 +112,14 @@ def _snapshot_row(
     }
 
 
-def _select_list(table: schemas.Table, replacements: dict[str, str]) -> str:
+# The assembly, in dependency order: temp tables and views named after the SELECT that
+# builds them, each in sql/assemble/<name>.sql.
+ASSEMBLY_RELATIONS = ("known_solutions", "first_case", "resolved_runs", "comparison_keys")
+
+
+def _projection(table: schemas.Table) -> str:
     # Column names come from our own schema declarations, never from data.
-    return ", ".join(
-        f'{replacements[name]} AS "{name}"' if name in replacements else f's."{name}"'
-        for name in table.column_names
-    )
-
-
-RESOLVED_RUNS_SQL = """
--- Join what staging could not know: the solution (author, implementation digest) and the
--- KernelIndex workload cache (identity doc §2.4 step 4: the first accepted trace line of the
--- import with a workload key fixes its case, even for lines of another definition).
-CREATE TEMP TABLE known_solutions AS
-    SELECT i.solution, i.author, i.implementation_digest
-    FROM implementations AS i JOIN definitions AS d USING (definition);
-CREATE TEMP TABLE first_case AS
-    SELECT s.workload_key,
-           arg_min({'wd': s.workload_digest, 'op': s.operation_digest, 'ck': s.correctness_key},
-                   {'f': s.source_file, 'l': s.source_line, 'i': s.record_index}) AS first
-    FROM staged_runs AS s JOIN known_solutions AS k USING (solution)
-    WHERE s.identity_complete
-      AND s.source_file NOT IN (SELECT source_file FROM kernelindex_unreadable_files)
-    GROUP BY s.workload_key;
-CREATE TEMP VIEW resolved_runs AS
-    SELECT s.* REPLACE (
-               CASE WHEN s.workload_digest IS NULL THEN NULL
-                    ELSE coalesce(f.first.wd, s.workload_digest) END AS workload_digest,
-               CASE WHEN s.workload_digest IS NULL THEN s.operation_digest
-                    ELSE coalesce(f.first.op, s.operation_digest) END AS operation_digest,
-               CASE WHEN s.workload_digest IS NULL THEN s.correctness_key
-                    ELSE coalesce(f.first.ck, s.correctness_key) END AS correctness_key,
-               coalesce(
-                   s.identity_error,
-                   CASE WHEN u.source_file IS NOT NULL THEN 'file_not_strict_json' END,
-                   CASE WHEN k.solution IS NULL THEN 'unknown_solution' END
-               ) AS identity_error
-           ),
-           k.author,
-           k.implementation_digest,
-           string_split(s.run_body_template, chr(0)) AS run_body_parts
-    FROM staged_runs AS s
-    LEFT JOIN known_solutions AS k USING (solution)
-    LEFT JOIN first_case AS f USING (workload_key)
-    LEFT JOIN kernelindex_unreadable_files AS u USING (source_file);
-"""
-
-RUN_REPLACEMENTS = {
-    "comparison_key": "c.comparison_key",
-    # The body text is identity.py's canonical run envelope; only the two digests staging could
-    # not know are spliced in here.
-    "run_digest": (
-        "CASE WHEN s.implementation_digest IS NOT NULL AND s.run_body_template IS NOT NULL "
-        "THEN 'sha256:' || sha256(s.run_body_parts[1] || s.implementation_digest || "
-        "s.run_body_parts[2] || s.workload_digest || s.run_body_parts[3]) END"
-    ),
-    "snapshot_id": "$snapshot_id",
-}
-COMPARISON_PARTS = (
-    "operation_digest",
-    "workload_digest",
-    "environment_digest",
-    "correctness_key",
-    "has_timing",
-)
+    return ", ".join(f'"{name}"' for name in table.column_names)
 
 
 def finalize(
@@ -266,40 +210,26 @@ def finalize(
             "kernelindex_unreadable_files",
             pa.table({"source_file": pa.array(unreadable, type=pa.string())}),
         )
-        connection.execute(RESOLVED_RUNS_SQL)
-        connection.execute(
-            f"CREATE TEMP TABLE comparison_keys AS {sql_text('comparison_keys')}",
-            {"protocol_digest": identity.PROTOCOL_DIGEST},
-        )
-        copy(
-            "runs",
-            f"SELECT {_select_list(schemas.RUNS, RUN_REPLACEMENTS)} FROM resolved_runs s "  # noqa: S608
-            f"LEFT JOIN comparison_keys c USING ({', '.join(COMPARISON_PARTS)})",
-            {"snapshot_id": snapshot["snapshot_id"]},
-        )
-        copy(
-            "correctness",
-            f"SELECT {_select_list(schemas.CORRECTNESS, {})} FROM staged_correctness s",  # noqa: S608
-        )
-        copy(
-            "workloads",
-            f"SELECT {_select_list(schemas.WORKLOADS, {})} FROM staged_workloads s "  # noqa: S608
-            "QUALIFY row_number() OVER (PARTITION BY definition, workload_key "
-            "ORDER BY source_file, source_line, record_index) = 1",
-        )
-        copy(
-            "environments",
-            f"SELECT {_select_list(schemas.ENVIRONMENTS, {})} FROM staged_environments s "  # noqa: S608
-            "QUALIFY row_number() OVER (PARTITION BY environment_id) = 1",
-        )
+        for relation in ASSEMBLY_RELATIONS:
+            kind = "VIEW" if relation == "resolved_runs" else "TABLE"
+            text = sql_text(f"assemble/{relation}")
+            parameters = (
+                {"protocol_digest": identity.PROTOCOL_DIGEST}
+                if relation == "comparison_keys"
+                else {}
+            )
+            connection.execute(f"CREATE TEMP {kind} {relation} AS {text}", parameters)
         extra_rejects = [
             _reject_row(r) for r in [*discovery_rejects, *resolved.fetch_rejects, *loaded.rejects]
         ]
         connection.register("extra_rejects", _rows_to_arrow(schemas.REJECTS, extra_rejects))
-        copy(
-            "rejects",
-            "SELECT * FROM (SELECT * FROM staged_rejects UNION ALL SELECT * FROM extra_rejects) s",
-        )
+        for table in ("runs", "correctness", "workloads", "environments", "rejects"):
+            copy(
+                table,
+                f"SELECT {_projection(schemas.TABLES[table])} "  # noqa: S608  (own names)
+                f"FROM ({sql_text(f'assemble/{table}')}) s",
+                {"snapshot_id": snapshot["snapshot_id"]} if table == "runs" else None,
+            )
 
         _create_table_views(connection, generation)
         invariants.enforce(connection, invariants.RUN_INVARIANTS)

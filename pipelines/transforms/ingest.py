@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines import schemas
+from pipelines.files import sha256_file
 from pipelines.transforms import identity
 from pipelines.transforms.canonical import digest, manifest_digest, text_digest
 from pipelines.transforms.normalize import (
@@ -101,6 +102,8 @@ class FileResult:
     """What one file contributed to its group's parts."""
 
     rel: str
+    # SHA-256 of the file's bytes (empty when it could not be read).
+    content_sha256: str = ""
     # One line KernelIndex's strict parser refuses makes it skip the whole file (§2.2).
     kernelindex_unreadable: bool = False
     records: int = 0
@@ -517,9 +520,11 @@ def _ingest_lines(path: Path, ingester: FileIngester, columnar: Any, writer: Par
     counts = ingester.result
     try:
         if looks_binary(path):
+            counts.content_sha256 = sha256_file(path)
             ingester.reject(None, "binary_file", "the file holds binary data, not JSON lines", None)
             return
-        for item in iter_jsonl(path, ingester.rel):
+        content = hashlib.sha256()
+        for item in iter_jsonl(path, ingester.rel, content):
             if len(writer.rows["runs"]) >= CHUNK_ROWS or (
                 columnar is not None and len(columnar) >= CHUNK_ROWS
             ):
@@ -534,5 +539,6 @@ def _ingest_lines(path: Path, ingester: FileIngester, columnar: Any, writer: Par
                 counts.runs += 1
             else:
                 ingester.record(item)
+        counts.content_sha256 = content.hexdigest()
     except OSError as error:
         ingester.reject(None, "unreadable_file", f"cannot read: {error.strerror or error}", None)
