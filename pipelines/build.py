@@ -137,8 +137,15 @@ def _read_manifest(warehouse: Warehouse) -> dict[str, Any]:
         return {}
 
 
-# Worker processes inherit the context through fork instead of receiving it per task.
+# The dataset context, set once per worker process (by _set_worker_context) rather than sent
+# with every task.
 _WORKER_CONTEXT: Any = None
+
+
+def _set_worker_context(context: Any) -> None:
+    global _WORKER_CONTEXT
+    _WORKER_CONTEXT = context
+
 
 # Files are parsed and stored in groups: one Polars frame and one set of Parquet parts per group
 # instead of per file (most trace files hold a few dozen lines). A file's group depends only on
@@ -160,6 +167,7 @@ class IngestTask:
     part_key: str
     exact: bool
     size: int
+    chunk_rows: int  # rows buffered before a part is written (memory stays flat)
 
 
 def _ingest_task(task: IngestTask) -> Any:
@@ -171,6 +179,7 @@ def _ingest_task(task: IngestTask) -> Any:
         Path(task.staging),
         task.part_key,
         exact=task.exact,
+        chunk_rows=task.chunk_rows,
     )
 
 
@@ -264,7 +273,7 @@ def _full_build(
     started: float,
 ) -> BuildResult:
     global _WORKER_CONTEXT
-    from pipelines.transforms import finalize
+    from pipelines.transforms import finalize, ingest
 
     warehouse.remove_stale_generations()
     json_files = [f for f in files if f.kind == "json"]
@@ -303,6 +312,7 @@ def _full_build(
                 part_key,
                 settings.exact,
                 sum(f.size for f in members),
+                ingest.CHUNK_ROWS,
             )
         )
     tasks.sort(key=lambda t: -t.size)  # biggest first keeps both cores busy to the end
@@ -432,8 +442,16 @@ def _run_tasks(
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     gathered: dict[int, Any] = {}
+    # Workers start from a clean server process, not by forking this one: a fork copies a
+    # process whose Polars/DuckDB thread pools may hold locks (in Dagster, tests, a notebook),
+    # and the child then hangs on its first frame.
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["pipelines.transforms.ingest", "pipelines.ingest.columnar"])
     with ProcessPoolExecutor(
-        max_workers=min(workers, len(tasks)), mp_context=multiprocessing.get_context("fork")
+        max_workers=min(workers, len(tasks)),
+        mp_context=context,
+        initializer=_set_worker_context,
+        initargs=(_WORKER_CONTEXT,),
     ) as pool:
         futures = {pool.submit(_ingest_task, task): index for index, task in enumerate(tasks)}
         for done, future in enumerate(as_completed(futures), start=1):

@@ -368,7 +368,7 @@ def test_files_written_in_small_chunks_give_the_same_tables(
 
     source = GOLDEN_DIR / "dataset"
     build(source, tmp_path / "whole", revision=GOLDEN_REVISION)
-    monkeypatch.setattr(ingest, "CHUNK_ROWS", 7)  # workers are forked, so they see it too
+    monkeypatch.setattr(ingest, "CHUNK_ROWS", 7)  # read when the build makes its tasks
     build(source, tmp_path / "chunked", revision=GOLDEN_REVISION)
     assert any(
         ".runs.3.parquet" in p.name for p in (tmp_path / "chunked" / "cache" / "staging").iterdir()

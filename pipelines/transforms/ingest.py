@@ -494,6 +494,7 @@ def ingest_group(
     part_key: str,
     *,
     exact: bool = False,
+    chunk_rows: int = CHUNK_ROWS,
 ) -> GroupResult:
     """Parse a group of JSONL files into one set of staging parts. Never raises for bad content.
 
@@ -508,7 +509,7 @@ def ingest_group(
     result = GroupResult()
     for path, rel in files:
         ingester = FileIngester(rel, context, writer.rows)
-        _ingest_lines(path, ingester, columnar, writer)
+        _ingest_lines(path, ingester, columnar, writer, chunk_rows)
         ingester.result.kernelindex_unreadable = ingester.in_scope and not ingester.strict_file
         result.files[rel] = ingester.result
     writer.flush(columnar)
@@ -516,7 +517,9 @@ def ingest_group(
     return result
 
 
-def _ingest_lines(path: Path, ingester: FileIngester, columnar: Any, writer: PartWriter) -> None:
+def _ingest_lines(
+    path: Path, ingester: FileIngester, columnar: Any, writer: PartWriter, chunk_rows: int
+) -> None:
     counts = ingester.result
     try:
         if looks_binary(path):
@@ -525,8 +528,8 @@ def _ingest_lines(path: Path, ingester: FileIngester, columnar: Any, writer: Par
             return
         content = hashlib.sha256()
         for item in iter_jsonl(path, ingester.rel, content):
-            if len(writer.rows["runs"]) >= CHUNK_ROWS or (
-                columnar is not None and len(columnar) >= CHUNK_ROWS
+            if len(writer.rows["runs"]) >= chunk_rows or (
+                columnar is not None and len(columnar) >= chunk_rows
             ):
                 writer.flush(columnar)
             if isinstance(item, Reject):
