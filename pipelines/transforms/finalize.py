@@ -8,7 +8,10 @@ DuckDB file of views; publish by swapping the ``current`` symlink.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,27 +24,22 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines import IMPORTER_VERSION, invariants, schemas
+from pipelines.schemas import TABLE_ORDER
 from pipelines.settings import Settings
 from pipelines.sql_files import VIEW_ORDER, sql_text
 from pipelines.transforms import identity
 from pipelines.transforms.ingest import PART_TABLES, DatasetContext
 from pipelines.transforms.records import Reject
-from pipelines.warehouse import DUCKDB_FILE, DUCKDB_SPILL_DIR, Warehouse, sql_literal
-
-# Sort order of every table file, so two builds of the same data are byte-identical.
-TABLE_ORDER = {
-    "definitions": "definition",
-    "implementations": "solution",
-    "workloads": "definition, workload_key",
-    "environments": "environment_id",
-    "protocols": "protocol_digest",
-    "runs": "source_file, source_line, run_id",
-    "correctness": "run_id",
-    "rejects": "file, line NULLS FIRST, reason, message",
-    "run_rankings": "run_id",
-    "ingest_paths": "source_file",
-}
-
+from pipelines.warehouse import (
+    DUCKDB_FILE,
+    DUCKDB_SPILL_DIR,
+    PARTED_TABLES,
+    SNAPSHOT_FILE,
+    Warehouse,
+    create_table_views,
+    sql_literal,
+    table_files,
+)
 
 FINALIZE_MEMORY_LIMIT = "400MB"
 
@@ -112,14 +110,117 @@ def _snapshot_row(
     }
 
 
-# The assembly, in dependency order: temp tables and views named after the SELECT that
-# builds them, each in sql/assemble/<name>.sql.
-ASSEMBLY_RELATIONS = ("known_solutions", "first_case", "resolved_runs", "comparison_keys")
+# Temp tables built once per build over every file, in dependency order, each the SELECT in
+# sql/assemble/<name>.sql; resolved_runs and comparison_keys are then built per group.
+GLOBAL_RELATIONS = ("known_solutions", "first_case")
 
 
 def _projection(table: schemas.Table) -> str:
     # Column names come from our own schema declarations, never from data.
     return ", ".join(f'"{name}"' for name in table.column_names)
+
+
+def _staged_view(
+    connection: duckdb.DuckDBPyConnection, name: str, table: schemas.Table, paths: list[str]
+) -> None:
+    """(Re)point the view staged_<name> at some staging parts (none: an empty relation)."""
+    if paths:
+        connection.read_parquet(sorted(paths)).create_view(f"staged_{name}", replace=True)
+    else:
+        connection.register(f"staged_{name}_empty", table.arrow_schema.empty_table())
+        connection.execute(
+            f"CREATE OR REPLACE VIEW staged_{name} AS SELECT * FROM staged_{name}_empty"  # noqa: S608  (own names)
+        )
+
+
+@dataclass(frozen=True)
+class _Group:
+    """The staging parts of one group of source files, keyed by the group's content."""
+
+    key: str
+    parts: dict[str, list[str]]  # table -> staging part paths
+
+
+def _groups(warehouse: Warehouse, file_entries: dict[str, Any]) -> list[_Group]:
+    found: dict[str, dict[str, list[str]]] = {}
+    for entry in file_entries.values():
+        if "group_key" in entry:  # the files of one group share their parts
+            found[entry["group_key"]] = {
+                table: [str(warehouse.staging / name) for name in names]
+                for table, names in entry.get("parts", {}).items()
+            }
+    return [_Group(key, parts) for key, parts in sorted(found.items())]
+
+
+# Stored columns of the parted tables (runs.snapshot_id comes from the generation) and the
+# order of rows inside each part.
+PART_COLUMNS = {
+    name: [c for c in schemas.TABLES[name].column_names if (name, c) != ("runs", "snapshot_id")]
+    for name in PARTED_TABLES
+}
+
+
+def _resolution_digest(connection: duckdb.DuckDBPyConnection) -> str:
+    """A digest of everything resolution takes from outside a group: solutions, the workload
+    cache and the files KernelIndex cannot read. A group's resolved runs part is reused while
+    its own content and this digest are unchanged."""
+    ((digest,),) = connection.execute(sql_text("assemble/resolution_digest")).fetchall()
+    return digest
+
+
+def _write_parts(
+    connection: duckdb.DuckDBPyConnection,
+    warehouse: Warehouse,
+    groups: list[_Group],
+    resolution: str,
+) -> dict[str, list[Path]]:
+    """The resolved part of every group for each parted table: reused when it exists, else
+    assembled by SQL from that group's staging parts alone."""
+    written: dict[str, list[Path]] = {name: [] for name in PARTED_TABLES}
+    for group in groups:
+        names = {
+            "runs": hashlib.sha256(f"{group.key}\n{resolution}".encode()).hexdigest()[:32],
+            "correctness": group.key[:32],
+            "rejects": group.key[:32],
+        }
+        targets = {table: warehouse.parts / table / f"{names[table]}.parquet" for table in names}
+        missing = [table for table, target in targets.items() if not target.exists()]
+        if missing:
+            for name, table in PART_TABLES.items():
+                _staged_view(connection, name, table, group.parts.get(name, []))
+            connection.execute(
+                f"CREATE OR REPLACE TEMP VIEW resolved_runs AS {sql_text('assemble/resolved_runs')}"
+            )
+            connection.execute(
+                "CREATE OR REPLACE TEMP TABLE comparison_keys AS "
+                + sql_text("assemble/comparison_keys"),
+                {"protocol_digest": identity.PROTOCOL_DIGEST},
+            )
+        for table in missing:
+            target = targets[table]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+            columns = ", ".join(f'"{c}"' for c in PART_COLUMNS[table])  # own names
+            connection.sql(
+                f"SELECT {columns} FROM ({sql_text(f'assemble/{table}')}) s "  # noqa: S608
+                f"ORDER BY {TABLE_ORDER[table]}"
+            ).write_parquet(str(temporary), compression="zstd")
+            os.replace(temporary, target)
+        for table, target in targets.items():
+            written[table].append(target)
+    return written
+
+
+def _link_parts(generation: Path, table: str, parts: list[Path]) -> None:
+    """The generation's folder of a parted table: hard links to the shared parts (a copy where
+    the file system has none), so a generation stays whole when the cache is cleaned."""
+    folder = generation / f"{table}.parquet"
+    folder.mkdir()
+    for part in parts:
+        try:
+            os.link(part, folder / part.name)
+        except OSError:
+            shutil.copyfile(part, folder / part.name)
 
 
 def finalize(
@@ -136,14 +237,10 @@ def finalize(
     generation = warehouse.new_generation()
     if progress:
         progress("finalize", 0, 1)
-    # The files of one group share their parts.
-    part_names: dict[str, set[str]] = {name: set() for name in PART_TABLES}
-    for entry in file_entries.values():
-        for table, names in entry.get("parts", {}).items():
-            part_names[table].update(names)
-    parts = {
-        table: [str(warehouse.staging / name) for name in names]
-        for table, names in part_names.items()
+    groups = _groups(warehouse, file_entries)
+    all_parts = {
+        name: sorted({p for group in groups for p in group.parts.get(name, [])})
+        for name in PART_TABLES
     }
 
     temp_dir = warehouse.cache / DUCKDB_SPILL_DIR
@@ -160,21 +257,13 @@ def finalize(
     )
     try:
         for name, table in PART_TABLES.items():
-            if parts[name]:
-                connection.read_parquet(sorted(parts[name])).create_view(f"staged_{name}")
-            else:
-                connection.register(f"staged_{name}_empty", table.arrow_schema.empty_table())
-                connection.execute(
-                    f"CREATE VIEW staged_{name} AS SELECT * FROM staged_{name}_empty"  # noqa: S608  (own names)
-                )
-
+            _staged_view(connection, name, table, all_parts[name])
         snapshot = _snapshot_row(resolved, files, file_entries, loaded.context)
+        (generation / SNAPSHOT_FILE).write_text(snapshot["snapshot_id"] + "\n")
 
-        def copy(table: str, query: str, parameters: dict[str, Any] | None = None) -> None:
+        def copy(table: str, query: str) -> None:
             target = generation / f"{table}.parquet"
-            relation = connection.sql(
-                f"{query} ORDER BY {TABLE_ORDER[table]}", params=parameters or {}
-            )
+            relation = connection.sql(f"{query} ORDER BY {TABLE_ORDER[table]}")
             relation.write_parquet(str(target), compression="zstd")
 
         _write_arrow(
@@ -201,7 +290,7 @@ def finalize(
             staged = generation / f"_{table}.parquet"
             copy(table, f"SELECT * FROM read_parquet({sql_literal(staged)}) s")  # noqa: S608
             staged.unlink()
-        _create_table_views(connection, generation)
+        create_table_views(connection, generation)
 
         unreadable = sorted(
             rel for rel, entry in file_entries.items() if entry.get("kernelindex_unreadable")
@@ -210,34 +299,43 @@ def finalize(
             "kernelindex_unreadable_files",
             pa.table({"source_file": pa.array(unreadable, type=pa.string())}),
         )
-        for relation in ASSEMBLY_RELATIONS:
-            kind = "VIEW" if relation == "resolved_runs" else "TABLE"
-            text = sql_text(f"assemble/{relation}")
-            parameters = (
-                {"protocol_digest": identity.PROTOCOL_DIGEST}
-                if relation == "comparison_keys"
-                else {}
+        # The workload cache spans every file, so it is computed over all staging parts (only
+        # its few columns are read); then every group is resolved on its own.
+        for relation in GLOBAL_RELATIONS:
+            connection.execute(
+                f"CREATE TEMP TABLE {relation} AS {sql_text(f'assemble/{relation}')}"
             )
-            connection.execute(f"CREATE TEMP {kind} {relation} AS {text}", parameters)
-        extra_rejects = [
-            _reject_row(r) for r in [*discovery_rejects, *resolved.fetch_rejects, *loaded.rejects]
-        ]
-        connection.register("extra_rejects", _rows_to_arrow(schemas.REJECTS, extra_rejects))
-        for table in ("runs", "correctness", "workloads", "environments", "rejects"):
+        for table in ("workloads", "environments"):
             copy(
                 table,
                 f"SELECT {_projection(schemas.TABLES[table])} "  # noqa: S608  (own names)
                 f"FROM ({sql_text(f'assemble/{table}')}) s",
-                {"snapshot_id": snapshot["snapshot_id"]} if table == "runs" else None,
             )
+        parts = _write_parts(connection, warehouse, groups, _resolution_digest(connection))
+        # Records refused before the ingest (discovery, fetch, definitions, solutions): one
+        # more rejects part, of this generation only.
+        extra_rejects = [
+            _reject_row(r) for r in [*discovery_rejects, *resolved.fetch_rejects, *loaded.rejects]
+        ]
+        for table in PARTED_TABLES:
+            _link_parts(generation, table, parts[table])
+        connection.register("extra_rejects", _rows_to_arrow(schemas.REJECTS, extra_rejects))
+        connection.sql(
+            "SELECT * FROM extra_rejects ORDER BY " + TABLE_ORDER["rejects"]  # noqa: S608
+        ).write_parquet(str(generation / "rejects.parquet" / "before-ingest.parquet"))
+        for table in PARTED_TABLES:
+            if not table_files(generation, table):  # a view needs at least one file
+                pq.write_table(
+                    pa.schema(
+                        [schemas.TABLES[table].arrow_schema.field(c) for c in PART_COLUMNS[table]]
+                    ).empty_table(),
+                    generation / f"{table}.parquet" / "empty.parquet",
+                )
 
-        _create_table_views(connection, generation)
+        create_table_views(connection, generation)
         invariants.enforce(connection, invariants.RUN_INVARIANTS)
         copy("run_rankings", f"SELECT * FROM ({sql_text('run_rankings')}) s")  # noqa: S608
-        connection.execute("DROP VIEW IF EXISTS run_rankings")
-        connection.execute(
-            f"CREATE VIEW run_rankings AS SELECT * FROM read_parquet({sql_literal(generation / 'run_rankings.parquet')})"  # noqa: S608
-        )
+        create_table_views(connection, generation)
         invariants.enforce(connection, invariants.RANKING_INVARIANTS)
         counts = {
             name: connection.execute(f"SELECT count(*) FROM {name}").fetchone()[0]  # type: ignore[index]  # noqa: S608
@@ -250,6 +348,7 @@ def finalize(
     _write_duckdb_file(generation)
     (generation / ".complete").write_text(f"{IMPORTER_VERSION}\n")
     warehouse.publish(generation)
+    _remove_unlinked_parts(warehouse)
     if progress:
         progress("finalize", 1, 1)
     path_rows = _ingest_path_rows(file_entries)
@@ -260,6 +359,16 @@ def finalize(
     return FinalizeOutcome(
         generation, counts, rejects_by_reason, snapshot["snapshot_id"], records_by_path
     )
+
+
+def _remove_unlinked_parts(warehouse: Warehouse) -> None:
+    """Parts no generation links to any more (their only link is the cache's own)."""
+    if not warehouse.parts.exists():
+        return
+    for part in warehouse.parts.glob("*/*.parquet"):
+        with contextlib.suppress(OSError):
+            if part.stat().st_nlink == 1:
+                part.unlink()
 
 
 def _ingest_path_rows(file_entries: dict[str, Any]) -> list[dict[str, Any]]:
@@ -298,15 +407,6 @@ def _snapshot_history(warehouse: Warehouse, snapshot: dict[str, Any]) -> list[di
     return history
 
 
-def _create_table_views(connection: duckdb.DuckDBPyConnection, generation: Path) -> None:
-    for name in schemas.TABLES:
-        path = generation / f"{name}.parquet"
-        if path.exists():
-            connection.execute(
-                f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({sql_literal(path)})"  # noqa: S608  (own names, quoted path)
-            )
-
-
 def _write_duckdb_file(generation: Path) -> None:
     """Views over this generation's Parquet files and the SQL views, for ad-hoc SQL."""
     path = generation / DUCKDB_FILE
@@ -314,7 +414,7 @@ def _write_duckdb_file(generation: Path) -> None:
     # Python package) can open the file too.
     connection = duckdb.connect(str(path), config={"storage_compatibility_version": "v1.0.0"})
     try:
-        _create_table_views(connection, generation)
+        create_table_views(connection, generation)
         for view in VIEW_ORDER:
             connection.execute(f"CREATE OR REPLACE VIEW {view} AS {sql_text(view)}")
         connection.execute("CHECKPOINT")

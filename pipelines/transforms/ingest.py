@@ -539,7 +539,6 @@ def _ingest_lines(
             elif columnar is not None and columnar.take(item, ingester):
                 counts.records += 1
                 counts.columnar_records += 1
-                counts.runs += 1
             else:
                 ingester.record(item)
         counts.content_sha256 = content.hexdigest()

@@ -1,5 +1,3 @@
--- Every record or file not imported: those the ingest refused, and those refused before it
--- (discovery, fetch, definitions and solutions).
+-- Every record or file of a group the ingest refused, as staged. (Those refused before the
+-- ingest, by discovery, fetch or the definitions and solutions, are a part of their own.)
 SELECT * FROM staged_rejects
-UNION ALL
-SELECT * FROM extra_rejects
