@@ -8,7 +8,6 @@ DuckDB file of views; publish by swapping the ``current`` symlink.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import shutil
@@ -121,13 +120,24 @@ def _projection(table: schemas.Table) -> str:
 
 
 def _staged_view(
-    connection: duckdb.DuckDBPyConnection, name: str, table: schemas.Table, paths: list[str]
+    connection: duckdb.DuckDBPyConnection,
+    name: str,
+    table: schemas.Table,
+    paths: list[str],
+    *,
+    with_filename: bool = False,
 ) -> None:
-    """(Re)point the view staged_<name> at some staging parts (none: an empty relation)."""
+    """(Re)point the view staged_<name> at some staging parts (none: an empty relation);
+    ``with_filename`` adds the part file each row came from."""
     if paths:
-        connection.read_parquet(sorted(paths)).create_view(f"staged_{name}", replace=True)
+        connection.read_parquet(sorted(paths), filename=with_filename).create_view(
+            f"staged_{name}", replace=True
+        )
     else:
-        connection.register(f"staged_{name}_empty", table.arrow_schema.empty_table())
+        empty = table.arrow_schema.empty_table()
+        if with_filename:
+            empty = empty.append_column("filename", pa.array([], type=pa.string()))
+        connection.register(f"staged_{name}_empty", empty)
         connection.execute(
             f"CREATE OR REPLACE VIEW staged_{name} AS SELECT * FROM staged_{name}_empty"  # noqa: S608  (own names)
         )
@@ -175,52 +185,95 @@ def _write_parts(
     resolution: str,
 ) -> dict[str, list[Path]]:
     """The resolved part of every group for each parted table: reused when it exists, else
-    assembled by SQL from that group's staging parts alone."""
-    written: dict[str, list[Path]] = {name: [] for name in PARTED_TABLES}
+    assembled by SQL — one statement per table for all the groups that need it, split into
+    one part folder per group by DuckDB's partitioned write.
+
+    A part is a folder (cache/parts/<table>/<name>/) because a partitioned write may cut one
+    group into several files; it is complete once renamed into place.
+    """
+    names_of: dict[str, dict[str, str]] = {}
     for group in groups:
-        names = {
+        names_of[group.key] = {
             "runs": hashlib.sha256(f"{group.key}\n{resolution}".encode()).hexdigest()[:32],
             "correctness": group.key[:32],
             "rejects": group.key[:32],
         }
-        targets = {table: warehouse.parts / table / f"{names[table]}.parquet" for table in names}
-        missing = [table for table, target in targets.items() if not target.exists()]
+    for table in PARTED_TABLES:
+        missing = [
+            g for g in groups if not (warehouse.parts / table / names_of[g.key][table]).is_dir()
+        ]
         if missing:
-            for name, table in PART_TABLES.items():
-                _staged_view(connection, name, table, group.parts.get(name, []))
-            connection.execute(
-                f"CREATE OR REPLACE TEMP VIEW resolved_runs AS {sql_text('assemble/resolved_runs')}"
-            )
-            connection.execute(
-                "CREATE OR REPLACE TEMP TABLE comparison_keys AS "
-                + sql_text("assemble/comparison_keys"),
-                {"protocol_digest": identity.PROTOCOL_DIGEST},
-            )
-        for table in missing:
-            target = targets[table]
-            target.parent.mkdir(parents=True, exist_ok=True)
-            temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-            columns = ", ".join(f'"{c}"' for c in PART_COLUMNS[table])  # own names
-            connection.sql(
-                f"SELECT {columns} FROM ({sql_text(f'assemble/{table}')}) s "  # noqa: S608
-                f"ORDER BY {TABLE_ORDER[table]}"
-            ).write_parquet(str(temporary), compression="zstd")
-            os.replace(temporary, target)
-        for table, target in targets.items():
-            written[table].append(target)
-    return written
+            _write_missing_parts(connection, warehouse, table, missing, names_of)
+    return {
+        table: [warehouse.parts / table / names_of[g.key][table] for g in groups]
+        for table in PARTED_TABLES
+    }
+
+
+def _write_missing_parts(
+    connection: duckdb.DuckDBPyConnection,
+    warehouse: Warehouse,
+    table: str,
+    groups: list[_Group],
+    names_of: dict[str, dict[str, str]],
+) -> None:
+    staged_table = {"runs": "runs", "correctness": "correctness", "rejects": "rejects"}[table]
+    files = [
+        (path, names_of[g.key][table]) for g in groups for path in g.parts.get(staged_table, [])
+    ]
+    connection.register(
+        "part_of_file",
+        pa.table(
+            {
+                "filename": pa.array([f for f, _ in files], type=pa.string()),
+                "part": pa.array([n for _, n in files], type=pa.string()),
+            }
+        ),
+    )
+    for name, declared in PART_TABLES.items():
+        paths = [p for g in groups for p in g.parts.get(name, [])]
+        _staged_view(connection, name, declared, paths, with_filename=True)
+    if table == "runs":
+        connection.execute(
+            f"CREATE OR REPLACE TEMP VIEW resolved_runs AS {sql_text('assemble/resolved_runs')}"
+        )
+        connection.execute(
+            "CREATE OR REPLACE TEMP TABLE comparison_keys AS "
+            + sql_text("assemble/comparison_keys"),
+            {"protocol_digest": identity.PROTOCOL_DIGEST},
+        )
+    out = warehouse.parts / table / f".write.{os.getpid()}.tmp"
+    shutil.rmtree(out, ignore_errors=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    columns = ", ".join(f's."{c}"' for c in PART_COLUMNS[table])  # own names
+    connection.execute(
+        f"COPY (SELECT {columns}, p.part FROM ({sql_text(f'assemble/{table}')}) s "  # noqa: S608
+        f"JOIN part_of_file p USING (filename)) TO {sql_literal(out)} "
+        "(FORMAT parquet, PARTITION_BY (part), COMPRESSION zstd)"
+    )
+    for group in groups:
+        name = names_of[group.key][table]
+        written = out / f"part={name}"
+        if not written.is_dir():  # a group without rows of this table
+            written.mkdir(parents=True)
+        os.replace(written, warehouse.parts / table / name)
+    shutil.rmtree(out, ignore_errors=True)
+    connection.unregister("part_of_file")
 
 
 def _link_parts(generation: Path, table: str, parts: list[Path]) -> None:
-    """The generation's folder of a parted table: hard links to the shared parts (a copy where
-    the file system has none), so a generation stays whole when the cache is cleaned."""
+    """The generation's folder of a parted table: hard links to the files of the shared parts
+    (copies where the file system has no links), so a generation stays whole when the cache
+    is cleaned."""
     folder = generation / f"{table}.parquet"
     folder.mkdir()
     for part in parts:
-        try:
-            os.link(part, folder / part.name)
-        except OSError:
-            shutil.copyfile(part, folder / part.name)
+        for source in sorted(part.glob("*.parquet")):
+            target = folder / f"{part.name}-{source.name}"
+            try:
+                os.link(source, target)
+            except OSError:
+                shutil.copyfile(source, target)
 
 
 def finalize(
@@ -365,10 +418,10 @@ def _remove_unlinked_parts(warehouse: Warehouse) -> None:
     """Parts no generation links to any more (their only link is the cache's own)."""
     if not warehouse.parts.exists():
         return
-    for part in warehouse.parts.glob("*/*.parquet"):
-        with contextlib.suppress(OSError):
-            if part.stat().st_nlink == 1:
-                part.unlink()
+    for part in warehouse.parts.glob("*/*"):
+        files = list(part.glob("*.parquet"))
+        if all(f.stat().st_nlink == 1 for f in files):
+            shutil.rmtree(part, ignore_errors=True)
 
 
 def _ingest_path_rows(file_entries: dict[str, Any]) -> list[dict[str, Any]]:
