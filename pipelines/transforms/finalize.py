@@ -20,10 +20,9 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines import IMPORTER_VERSION, invariants, schemas
+from pipelines import IMPORTER_VERSION, invariants, kernelindex, schemas
 from pipelines.settings import Settings
 from pipelines.sql_files import VIEW_ORDER, sql_text
-from pipelines.transforms import identity
 from pipelines.transforms.ingest import PART_TABLES, DatasetContext
 from pipelines.transforms.records import Reject
 from pipelines.warehouse import DUCKDB_FILE, DUCKDB_SPILL_DIR, Warehouse, sql_literal
@@ -68,11 +67,11 @@ def _reject_row(reject: Reject) -> dict[str, Any]:
 
 
 def _protocol_row() -> dict[str, Any]:
-    spec = identity.PROTOCOL_SPEC
+    spec = kernelindex.PROTOCOL_SPEC
     return {
-        "protocol_digest": identity.PROTOCOL_DIGEST,
-        "name": identity.PROTOCOL_METADATA["name"],
-        "title": identity.PROTOCOL_METADATA["title"],
+        "protocol_digest": kernelindex.PROTOCOL_DIGEST,
+        "name": kernelindex.PROTOCOL_METADATA["name"],
+        "title": kernelindex.PROTOCOL_METADATA["title"],
         "harness_name": spec["harness"]["name"],
         "timer": spec["measurement"]["timer"],
         "primary_statistic": spec["measurement"]["primaryStatistic"],
@@ -158,7 +157,7 @@ CREATE TEMP VIEW resolved_runs AS
 
 RUN_REPLACEMENTS = {
     "comparison_key": "c.comparison_key",
-    # The body text is identity.py's canonical run envelope; only the two digests staging could
+    # The body text is kernelindex's canonical run envelope; only the two digests staging could
     # not know are spliced in here.
     "run_digest": (
         "CASE WHEN s.implementation_digest IS NOT NULL AND s.run_body_template IS NOT NULL "
@@ -177,7 +176,7 @@ COMPARISON_PARTS = (
 
 
 def _comparison_keys(connection: duckdb.DuckDBPyConnection) -> pa.Table:
-    """Comparison keys per distinct component tuple, each computed by identity.comparison_key."""
+    """Comparison keys per distinct component tuple, each computed by kernelindex.comparison_key."""
     combos = connection.execute(
         "SELECT DISTINCT operation_digest, workload_digest, environment_digest, correctness_key, "
         "has_timing FROM resolved_runs WHERE workload_digest IS NOT NULL AND "
@@ -187,7 +186,7 @@ def _comparison_keys(connection: duckdb.DuckDBPyConnection) -> pa.Table:
     for combo in combos:
         for name, value in zip(COMPARISON_PARTS, combo, strict=True):
             columns[name].append(value)
-        columns["comparison_key"].append(identity.comparison_key(*combo))
+        columns["comparison_key"].append(kernelindex.comparison_key(*combo))
     schema = pa.schema([(k, pa.bool_() if k == "has_timing" else pa.string()) for k in columns])
     return pa.table(columns, schema=schema)
 
