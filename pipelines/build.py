@@ -21,10 +21,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pipelines import IMPORTER_VERSION
+from pipelines import IMPORTER_VERSION, kernelindex
 from pipelines.files import sha256_file, write_atomically
 from pipelines.settings import Settings
-from pipelines.sources.local import HEX40, SourceFile, discover, git_revision
+from pipelines.sources.local import SourceFile, discover, git_revision
 from pipelines.warehouse import Warehouse
 
 ProgressFn = Callable[[str, int, int], None]  # (phase, done, total)
@@ -73,7 +73,7 @@ def resolve_source(
     source: str, settings: Settings, progress: ProgressFn | None = None
 ) -> ResolvedSource:
     """A local folder as it is, or a Hub dataset fetched (incrementally) into the cache."""
-    if settings.revision is not None and not HEX40.match(settings.revision):
+    if settings.revision is not None and not kernelindex.is_commit_sha(settings.revision):
         raise ValueError(
             f"--revision {settings.revision!r} is not a commit sha (40 lowercase hex characters)"
         )
