@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipelines import kernelindex as ki
-from pipelines.kernelindex.workload import _icu_sort_key as icu_sort_key
 from pipelines.kernelindex import canonical_json, manifest_digest
+from pipelines.kernelindex.workload import _icu_sort_key as icu_sort_key
 from tests.shared_data import GOLDEN_DIR, requires_shared
 
 REVISION = "da915083d4c7c5e61aa3005e3d17ae488e0fc71c"
