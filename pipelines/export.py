@@ -6,15 +6,15 @@ checked against the stored run digest, so a record that prints is one whose iden
 
 from __future__ import annotations
 
+import functools
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 from pipelines import IMPORTER_VERSION, kernelindex
-from pipelines.files import sha256_file, write_atomically
+from pipelines.files import replace_atomically, sha256_file, write_atomically
 from pipelines.kernelindex import canonical_json, manifest_digest
 from pipelines.schemas import TABLES
 from pipelines.settings import Settings
@@ -237,9 +237,7 @@ def export_snapshot(settings: Settings, out: Path) -> dict[str, Any]:
     for name in TABLES:
         source = generation / f"{name}.parquet"
         target = out / f"{name}.parquet"
-        temporary = out / f".{name}.parquet.{os.getpid()}.tmp"
-        shutil.copyfile(source, temporary)
-        os.replace(temporary, target)
+        replace_atomically(target, functools.partial(shutil.copyfile, source))
         tables[name] = {
             "file": target.name,
             "rows": pq.ParquetFile(target).metadata.num_rows,
