@@ -103,6 +103,19 @@ _RUNTIME_ERRORS: tuple[str, ...] = (
 )
 
 
+def _registry_build_frames(site: _Site) -> str:
+    """The harness frames every build failure passes through: worker, registry, builder."""
+    return (
+        "Traceback (most recent call last):\n"
+        f'  File "{site.fib}/flashinfer_bench/bench/runner/isolated_runner.py", line 214, in _worker_main\n'
+        "    runnable = registry.build(defn, sol)\n"
+        "               ^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+        f'  File "{site.fib}/flashinfer_bench/compile/registry.py", line 72, in build\n'
+        "    return builder.build(defn, sol)\n"
+        "           ^^^^^^^^^^^^^^^^^^^^^^^^\n"
+    )
+
+
 class Logs:
     """Builds `evaluation.log` strings for one definition; sizes scale with `log_scale`."""
 
@@ -288,14 +301,8 @@ class Logs:
             "    raise RuntimeError(message) from e\n"
             f"RuntimeError: Error building extension '{ext}'\n\n"
             "The above exception was the direct cause of the following exception:\n\n"
-            "Traceback (most recent call last):\n"
-            f'  File "{site.fib}/flashinfer_bench/bench/runner/isolated_runner.py", line 214, in _worker_main\n'
-            "    runnable = registry.build(defn, sol)\n"
-            "               ^^^^^^^^^^^^^^^^^^^^^^^^^\n"
-            f'  File "{site.fib}/flashinfer_bench/compile/registry.py", line 72, in build\n'
-            "    return builder.build(defn, sol)\n"
-            "           ^^^^^^^^^^^^^^^^^^^^^^^^\n"
-            f'  File "{site.fib}/flashinfer_bench/compile/builders/torch_builder.py", line 171, in _build\n'
+            + _registry_build_frames(site)
+            + f'  File "{site.fib}/flashinfer_bench/compile/builders/torch_builder.py", line 171, in _build\n'
             f"    raise BuildError(f\"Torch build failed for solution '{{sol.name}}': {{e}}\") from e\n"
             f"flashinfer_bench.compile.builder.BuildError: Torch build failed for solution '{sol.name}': "
             f"Error building extension '{ext}'\n"
@@ -332,14 +339,8 @@ class Logs:
                 "SyntaxError: '(' was never closed\n"
             )
         return (
-            "Traceback (most recent call last):\n"
-            f'  File "{site.fib}/flashinfer_bench/bench/runner/isolated_runner.py", line 214, in _worker_main\n'
-            "    runnable = registry.build(defn, sol)\n"
-            "               ^^^^^^^^^^^^^^^^^^^^^^^^^\n"
-            f'  File "{site.fib}/flashinfer_bench/compile/registry.py", line 72, in build\n'
-            "    return builder.build(defn, sol)\n"
-            "           ^^^^^^^^^^^^^^^^^^^^^^^^\n"
-            f'  File "{site.fib}/flashinfer_bench/compile/builders/{sol.language if sol.language != "python" else "python"}_builder.py", line 96, in _build\n'
+            _registry_build_frames(site)
+            + f'  File "{site.fib}/flashinfer_bench/compile/builders/{sol.language if sol.language != "python" else "python"}_builder.py", line 96, in _build\n'
             "    module = importlib.import_module(module_name)\n"
             f'  File "{site.env}/lib/python3.11/importlib/__init__.py", line 126, in import_module\n'
             "    return _bootstrap._gcd_import(name[level:], package, level)\n"

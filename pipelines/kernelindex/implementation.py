@@ -10,15 +10,11 @@ from typing import Any
 from pipelines.kernelindex.canonical import manifest_digest, text_digest, text_utf8
 from pipelines.kernelindex.errors import IdentityError
 from pipelines.kernelindex.transformations import (
-    MAX_DESCRIPTION,
     check_identifier,
     check_length,
-    check_metadata_name,
-    check_title,
+    check_manifest_texts,
     dtype_token,
     hardware_identity,
-    js_length,
-    kebab,
     language_token,
     set_like,
 )
@@ -53,14 +49,9 @@ def implementation_spec(
         raise IdentityError(
             "invalid_revision", f"dataset revision {revision!r} is not 40 lowercase hex"
         )
-    name = solution["name"]
-    check_metadata_name(kebab(name), "implementation")
-    check_title(name, "implementation")
-    description = solution.get("description")
-    if isinstance(description, str) and js_length(description) > MAX_DESCRIPTION:
-        raise IdentityError(
-            "description_too_long", "the solution description exceeds 2,000 characters"
-        )
+    check_manifest_texts(
+        "implementation", "solution", solution["name"], solution.get("description")
+    )
 
     spec = solution.get("spec") or {}
     entry = (spec.get("entry_point") or "").split("::")

@@ -10,12 +10,10 @@ from pipelines.kernelindex.canonical import manifest_digest
 from pipelines.kernelindex.errors import IdentityError
 from pipelines.kernelindex.numbers import js_integer
 from pipelines.kernelindex.transformations import (
-    MAX_DESCRIPTION,
     argument_key,
     axis_key,
     check_identifier,
-    check_metadata_name,
-    check_title,
+    check_manifest_texts,
     dimension,
     dtype_token,
     js_length,
@@ -71,14 +69,9 @@ def operation_spec(definition: dict[str, Any]) -> dict[str, Any]:
     manifest rule violations (KernelIndex aborts the import).
     """
     validate_definition(definition)
-    name = definition["name"]
-    check_metadata_name(kebab(name), "operation")
-    check_title(name, "operation")
-    description = definition.get("description")
-    if isinstance(description, str) and js_length(description) > MAX_DESCRIPTION:
-        raise IdentityError(
-            "description_too_long", "the definition description exceeds 2,000 characters"
-        )
+    check_manifest_texts(
+        "operation", "definition", definition["name"], definition.get("description")
+    )
 
     axes: dict[str, Any] = {}
     for axis_name, axis in definition["axes"].items():

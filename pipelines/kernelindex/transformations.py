@@ -187,3 +187,15 @@ def hardware_identity(name: str) -> tuple[str, str, str]:
 def set_like(values: Iterable[str]) -> list[str]:
     """Remove duplicates and sort by UTF-16 code units (§1.3)."""
     return sorted(set(values), key=utf16_sort_key)
+
+
+def check_manifest_texts(kind: str, record: str, name: str, description: object) -> None:
+    """The rules a definition's or solution's texts meet as manifest metadata (§2.4, §11.5):
+    the kebab of `name` is a valid metadata name, `name` fits as a title, and a `description`
+    string fits in 2,000 characters. `kind` and `record` name the manifest and the record."""
+    check_metadata_name(kebab(name), kind)
+    check_title(name, kind)
+    if isinstance(description, str) and js_length(description) > MAX_DESCRIPTION:
+        raise IdentityError(
+            "description_too_long", f"the {record} description exceeds 2,000 characters"
+        )
