@@ -89,6 +89,7 @@ from pipelines.kernelindex.protocol import (
 )
 from pipelines.kernelindex.run import (
     PARSER_VERSION,
+    RUN_ENVELOPE_PREFIX,
     RUN_TEMPLATE_SLOT,
     STATUS_MAP,
     latency_ns,
@@ -135,6 +136,7 @@ __all__ = [
     "PROTOCOL_METADATA",
     "PROTOCOL_SPEC",
     "RUN_COMPARATOR",
+    "RUN_ENVELOPE_PREFIX",
     "RUN_TEMPLATE_SLOT",
     "STATUS_MAP",
     "TraceIdentity",

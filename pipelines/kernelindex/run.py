@@ -174,7 +174,9 @@ def build_run_spec(
     return spec
 
 
-_RUN_PREFIX = f'{{"apiVersion":{canonical_string(API_VERSION)},"kind":"BenchmarkRun","spec":{{'
+RUN_ENVELOPE_PREFIX = (
+    f'{{"apiVersion":{canonical_string(API_VERSION)},"kind":"BenchmarkRun","spec":{{'
+)
 
 
 def run_canonical_json(spec: Mapping[str, Any]) -> bytes:
@@ -249,7 +251,7 @@ def run_canonical_text(spec: Mapping[str, Any], *, template: bool = False) -> st
         mean = canonical_number(timing["latencyNs"]["mean"])
         parts.append(f'"timing":{{"latencyNs":{{"mean":{mean}}},"primaryStatistic":"mean"}}')
     parts.append('"workloadDigest":' + workload)
-    return _RUN_PREFIX + ",".join(parts) + "}}"
+    return RUN_ENVELOPE_PREFIX + ",".join(parts) + "}}"
 
 
 _METRIC_NAMES = ("latency_ms", "reference_latency_ms", "speedup_factor")  # UTF-16 order
