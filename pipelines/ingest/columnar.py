@@ -154,7 +154,7 @@ class _Combination:
     # line, e.g. outside its layout); the per-run identity columns are filled only then.
     identified: bool
     environment_row: dict[str, Any]
-    workload: dict[str, Any]  # normalised, for the workloads table
+    workload_row: dict[str, Any]  # its source columns are those of the representative line
     workload_key: str
     workload_variants: tuple[str, ...]
     environment_variants: tuple[str, ...]
@@ -177,29 +177,41 @@ COMBINATION_COLUMNS = (
     "identity_error",
     "identity_complete",
 )
-# Per-process: entities repeat across the files one worker parses.
-_COMBINATIONS: dict[tuple[Any, ...], _Combination | None] = {}
+# Per process and dataset context: entities repeat across the files one worker parses.
+_COMBINATIONS: dict[str, dict[tuple[Any, ...], _Combination | None]] = {}
+
+
+def _combination_cache(context: Any) -> dict[tuple[Any, ...], _Combination | None]:
+    cache = _COMBINATIONS.get(context.fingerprint)
+    if cache is None:
+        _COMBINATIONS.clear()  # a new context: earlier derivations may no longer hold
+        cache = _COMBINATIONS[context.fingerprint] = {}
+    return cache
 
 
 @dataclass
 class ColumnarBatch:
-    """The clean trace lines of one file gathered as columns until the next flush."""
+    """The clean trace lines of a group of files gathered as columns until the next flush."""
 
-    ingester: Any  # transforms.ingest.FileIngester: the file's exact path and its parts
+    context: Any  # transforms.ingest.DatasetContext
     combination_ids: dict[tuple[Any, ...], int] = field(default_factory=dict)
     combinations: list[_Combination] = field(default_factory=list)
+    # (source_file, kernelindex_scope, path_author) of each file seen, by position
+    files: list[tuple[str, bool, str | None]] = field(default_factory=list)
+    file_ids: dict[str, int] = field(default_factory=dict)
     columns: dict[str, list[Any]] = field(default_factory=dict)
-    runs: int = 0
+    derived: dict[tuple[Any, ...], _Combination | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.columns = {name: [] for name in _LOOP_COLUMNS}
+        self.derived = _combination_cache(self.context)
 
     def __len__(self) -> int:
         return len(self.columns["source_line"])
 
-    def take(self, record: Any) -> bool:
-        """Gather one record, or return False for the exact path to handle it."""
-        ingester = self.ingester
+    def take(self, record: Any, ingester: Any) -> bool:
+        """Gather one record of the file ``ingester`` reads (transforms.ingest.FileIngester),
+        or return False for that exact path to handle it."""
         value = record.value
         if (
             not record.strict
@@ -213,17 +225,23 @@ class ColumnarBatch:
         key = (value["definition"], workload_bytes, environment_bytes, ingester.in_scope)
         combination_id = self.combination_ids.get(key)
         if combination_id is None:
-            combination = _COMBINATIONS.get(key, _COMBINATION_UNKNOWN)
+            combination = self.derived.get(key, _COMBINATION_UNKNOWN)
             if combination is _COMBINATION_UNKNOWN:
-                combination = _COMBINATIONS[key] = _derive_combination(ingester, record)
+                combination = self.derived[key] = _derive_combination(ingester, record)
             if combination is None:
                 return False
             combination_id = self.combination_ids[key] = len(self.combinations)
             self.combinations.append(combination)
         combination = self.combinations[combination_id]
-        self._add_entities(combination, value["definition"], record)
+        self._add_entities(combination, value["definition"], record, ingester)
+        file_id = self.file_ids.get(ingester.rel)
+        if file_id is None:
+            file_id = self.file_ids[ingester.rel] = len(self.files)
+            author = ingester.rel.split("/")[1] if ingester.in_scope else None
+            self.files.append((ingester.rel, ingester.in_scope, author))
 
         columns = self.columns
+        columns["file"].append(file_id)
         raw = record.raw
         line_digest = hashlib.sha256(raw).hexdigest()
         columns["run_id"].append(
@@ -277,7 +295,9 @@ class ColumnarBatch:
                     columns[f"{prefix}_special"].append(None)
             extra = correctness.get("extra")
             ratio = extra.get("matched_ratio") if extra is not None else None
-            columns["matched_ratio"].append(float(ratio) if type(ratio) in (int, float) else None)
+            columns["matched_ratio"].append(
+                float(ratio) if isinstance(ratio, int | float) and type(ratio) is not bool else None
+            )
             columns["correctness_extra_json"].append(
                 orjson.dumps({"extra": extra}).decode() if "extra" in correctness else None
             )
@@ -302,22 +322,29 @@ class ColumnarBatch:
             columns["latency_ms"].append(None)
             columns["reference_latency_ms"].append(None)
             columns["speedup_factor"].append(None)
-        self.runs += 1
         return True
 
-    def _add_entities(self, combination: _Combination, definition: str, record: Any) -> None:
+    @staticmethod
+    def _add_entities(
+        combination: _Combination, definition: str, record: Any, ingester: Any
+    ) -> None:
         """The file's environment and workload rows, first occurrence first, as the exact path
         writes them (its `seen` sets are shared, so the two paths never write one twice)."""
-        ingester = self.ingester
         environment_id = combination.environment_row["environment_id"]
         if environment_id not in ingester.environments_seen:
             ingester.environments_seen.add(environment_id)
             ingester.parts["environments"].add(combination.environment_row)
-        workload_row = ingester._workload_row(
-            definition, combination.workload, combination.workload_key, record
-        )
-        if workload_row is not None:
-            ingester.parts["workloads"].add(workload_row)
+        seen_key = (definition, combination.workload_key)
+        if seen_key not in ingester.workloads_seen:
+            ingester.workloads_seen.add(seen_key)
+            ingester.parts["workloads"].add(
+                {
+                    **combination.workload_row,
+                    "source_file": ingester.rel,
+                    "source_line": record.line,
+                    "record_index": record.index,
+                }
+            )
 
     def frames(self) -> tuple[pa.Table, pa.Table]:
         """The gathered lines as staging runs and correctness tables; the batch is emptied."""
@@ -339,7 +366,23 @@ class ColumnarBatch:
             ],
             schema=_ENTITY_SCHEMA,
         )
-        runs = _run_columns(batch.join(entities, on="combination", how="left"), self.ingester)
+        files = pl.DataFrame(
+            {
+                "file": range(len(self.files)),
+                "source_file": [f[0] for f in self.files],
+                "kernelindex_scope": [f[1] for f in self.files],
+                "path_author": [f[2] for f in self.files],
+            },
+            schema={
+                "file": pl.Int64(),
+                "source_file": pl.String(),
+                "kernelindex_scope": pl.Boolean(),
+                "path_author": pl.String(),
+            },
+        )
+        runs = _run_columns(
+            batch.join(entities, on="combination", how="left").join(files, on="file", how="left")
+        )
         runs_table = runs.select(STAGING_RUNS.column_names).to_arrow()
         correctness_table = (
             runs.filter(pl.col("has_correctness"))
@@ -368,6 +411,7 @@ class ColumnarBatch:
 _COMBINATION_UNKNOWN: Any = object()
 
 _LOOP_SCHEMA: dict[str, pl.DataType] = {
+    "file": pl.Int64(),
     "run_id": pl.String(),
     "line_digest": pl.String(),
     "source_line": pl.Int64(),
@@ -418,7 +462,11 @@ def _derive_combination(ingester: Any, record: Any) -> _Combination | None:
         return None
     scratch = FileIngester(ingester.rel, ingester.context)
     scratch.record(record)
-    if len(scratch.parts["runs"]) != 1 or len(scratch.parts["environments"]) != 1:
+    if (
+        len(scratch.parts["runs"]) != 1
+        or len(scratch.parts["environments"]) != 1
+        or len(scratch.parts["workloads"]) != 1
+    ):
         return None
     row = scratch.parts["runs"].rows[0]
     workload_variants = tuple(v for v in trace.variants if v in ("legacy_format_key", "no_uuid"))
@@ -430,7 +478,7 @@ def _derive_combination(ingester: Any, record: Any) -> _Combination | None:
         columns={name: row.get(name) for name in COMBINATION_COLUMNS},
         identified=row.get("run_body_template") is not None,
         environment_row=scratch.parts["environments"].rows[0],
-        workload=trace.workload,
+        workload_row=scratch.parts["workloads"].rows[0],
         workload_key=row["workload_key"],
         workload_variants=workload_variants,
         environment_variants=environment_variants,
@@ -556,8 +604,7 @@ def _run_body_template() -> pl.Expr:
     )
 
 
-def _run_columns(frame: pl.DataFrame, ingester: Any) -> pl.DataFrame:
-    in_scope = ingester.in_scope
+def _run_columns(frame: pl.DataFrame) -> pl.DataFrame:
     scaled = pl.col("latency_ms") * 1e6
     whole = scaled.floor()
     fraction = pl.col("timestamp_raw").str.extract(r"\.([0-9]+)", 1)
@@ -589,7 +636,6 @@ def _run_columns(frame: pl.DataFrame, ingester: Any) -> pl.DataFrame:
         pl.col("observed_text")
         .str.to_datetime("%Y-%m-%dT%H:%M:%S%.3fZ", time_unit="ms", time_zone="UTC")
         .alias("observed_at"),
-        pl.lit(in_scope).alias("kernelindex_scope"),
         pl.when(pl.col("log_digest").is_not_null())
         .then(pl.lit("reproducible"))
         .otherwise(pl.lit("reported"))
@@ -601,10 +647,6 @@ def _run_columns(frame: pl.DataFrame, ingester: Any) -> pl.DataFrame:
             + pl.col("workload_key")
         ).alias("external_id"),
         pl.when(variant == "").then(pl.lit("current")).otherwise(variant).alias("schema_variant"),
-        pl.lit(ingester.rel.split("/")[1] if in_scope else None, dtype=pl.String).alias(
-            "path_author"
-        ),
-        pl.lit(ingester.rel).alias("source_file"),
         pl.lit(0, dtype=pl.Int64).alias("record_index"),
         pl.col("latency_ms").is_not_null().alias("has_timing"),
     ).with_columns(

@@ -38,6 +38,7 @@ TABLE_ORDER = {
     "correctness": "run_id",
     "rejects": "file, line NULLS FIRST, reason, message",
     "run_rankings": "run_id",
+    "ingest_paths": "source_file",
 }
 
 
@@ -50,6 +51,7 @@ class FinalizeOutcome:
     table_counts: dict[str, int]
     rejects_by_reason: dict[str, int]
     snapshot_id: str
+    records_by_path: dict[str, int]
 
 
 def _write_arrow(table: schemas.Table, rows: list[dict[str, Any]], path: Path) -> None:
@@ -109,86 +111,14 @@ def _snapshot_row(
     }
 
 
-def _select_list(table: schemas.Table, replacements: dict[str, str]) -> str:
+# The assembly, in dependency order: temp tables and views named after the SELECT that
+# builds them, each in sql/assemble/<name>.sql.
+ASSEMBLY_RELATIONS = ("known_solutions", "first_case", "resolved_runs", "comparison_keys")
+
+
+def _projection(table: schemas.Table) -> str:
     # Column names come from our own schema declarations, never from data.
-    return ", ".join(
-        f'{replacements[name]} AS "{name}"' if name in replacements else f's."{name}"'
-        for name in table.column_names
-    )
-
-
-RESOLVED_RUNS_SQL = """
--- Join what staging could not know: the solution (author, implementation digest) and the
--- KernelIndex workload cache (identity doc §2.4 step 4: the first accepted trace line of the
--- import with a workload key fixes its case, even for lines of another definition).
-CREATE TEMP TABLE known_solutions AS
-    SELECT i.solution, i.author, i.implementation_digest
-    FROM implementations AS i JOIN definitions AS d USING (definition);
-CREATE TEMP TABLE first_case AS
-    SELECT s.workload_key,
-           arg_min({'wd': s.workload_digest, 'op': s.operation_digest, 'ck': s.correctness_key},
-                   {'f': s.source_file, 'l': s.source_line, 'i': s.record_index}) AS first
-    FROM staged_runs AS s JOIN known_solutions AS k USING (solution)
-    WHERE s.identity_complete
-      AND s.source_file NOT IN (SELECT source_file FROM kernelindex_unreadable_files)
-    GROUP BY s.workload_key;
-CREATE TEMP VIEW resolved_runs AS
-    SELECT s.* REPLACE (
-               CASE WHEN s.workload_digest IS NULL THEN NULL
-                    ELSE coalesce(f.first.wd, s.workload_digest) END AS workload_digest,
-               CASE WHEN s.workload_digest IS NULL THEN s.operation_digest
-                    ELSE coalesce(f.first.op, s.operation_digest) END AS operation_digest,
-               CASE WHEN s.workload_digest IS NULL THEN s.correctness_key
-                    ELSE coalesce(f.first.ck, s.correctness_key) END AS correctness_key,
-               coalesce(
-                   s.identity_error,
-                   CASE WHEN u.source_file IS NOT NULL THEN 'file_not_strict_json' END,
-                   CASE WHEN k.solution IS NULL THEN 'unknown_solution' END
-               ) AS identity_error
-           ),
-           k.author,
-           k.implementation_digest,
-           string_split(s.run_body_template, chr(0)) AS run_body_parts
-    FROM staged_runs AS s
-    LEFT JOIN known_solutions AS k USING (solution)
-    LEFT JOIN first_case AS f USING (workload_key)
-    LEFT JOIN kernelindex_unreadable_files AS u USING (source_file);
-"""
-
-RUN_REPLACEMENTS = {
-    "comparison_key": "c.comparison_key",
-    # The body text is kernelindex's canonical run envelope; only the two digests staging could
-    # not know are spliced in here.
-    "run_digest": (
-        "CASE WHEN s.implementation_digest IS NOT NULL AND s.run_body_template IS NOT NULL "
-        "THEN 'sha256:' || sha256(s.run_body_parts[1] || s.implementation_digest || "
-        "s.run_body_parts[2] || s.workload_digest || s.run_body_parts[3]) END"
-    ),
-    "snapshot_id": "$snapshot_id",
-}
-COMPARISON_PARTS = (
-    "operation_digest",
-    "workload_digest",
-    "environment_digest",
-    "correctness_key",
-    "has_timing",
-)
-
-
-def _comparison_keys(connection: duckdb.DuckDBPyConnection) -> pa.Table:
-    """Comparison keys per distinct component tuple, each computed by kernelindex.comparison_key."""
-    combos = connection.execute(
-        "SELECT DISTINCT operation_digest, workload_digest, environment_digest, correctness_key, "
-        "has_timing FROM resolved_runs WHERE workload_digest IS NOT NULL AND "
-        "environment_digest IS NOT NULL AND operation_digest IS NOT NULL AND correctness_key IS NOT NULL"
-    ).fetchall()
-    columns: dict[str, list[Any]] = {name: [] for name in (*COMPARISON_PARTS, "comparison_key")}
-    for combo in combos:
-        for name, value in zip(COMPARISON_PARTS, combo, strict=True):
-            columns[name].append(value)
-        columns["comparison_key"].append(kernelindex.comparison_key(*combo))
-    schema = pa.schema([(k, pa.bool_() if k == "has_timing" else pa.string()) for k in columns])
-    return pa.table(columns, schema=schema)
+    return ", ".join(f'"{name}"' for name in table.column_names)
 
 
 def finalize(
@@ -205,10 +135,15 @@ def finalize(
     generation = warehouse.new_generation()
     if progress:
         progress("finalize", 0, 1)
-    parts: dict[str, list[str]] = {name: [] for name in PART_TABLES}
+    # The files of one group share their parts.
+    part_names: dict[str, set[str]] = {name: set() for name in PART_TABLES}
     for entry in file_entries.values():
         for table, names in entry.get("parts", {}).items():
-            parts[table].extend(str(warehouse.staging / name) for name in names)
+            part_names[table].update(names)
+    parts = {
+        table: [str(warehouse.staging / name) for name in names]
+        for table, names in part_names.items()
+    }
 
     temp_dir = warehouse.cache / DUCKDB_SPILL_DIR
     connection = duckdb.connect(
@@ -250,13 +185,18 @@ def finalize(
             generation / "_implementations.parquet",
         )
         _write_arrow(schemas.PROTOCOLS, [_protocol_row()], generation / "_protocols.parquet")
+        _write_arrow(
+            schemas.INGEST_PATHS,
+            _ingest_path_rows(file_entries),
+            generation / "_ingest_paths.parquet",
+        )
         # History keeps its append order (two builds can share a millisecond).
         _write_arrow(
             schemas.SOURCE_SNAPSHOTS,
             _snapshot_history(warehouse, snapshot),
             generation / "source_snapshots.parquet",
         )
-        for table in ("definitions", "implementations", "protocols"):
+        for table in ("definitions", "implementations", "protocols", "ingest_paths"):
             staged = generation / f"_{table}.parquet"
             copy(table, f"SELECT * FROM read_parquet({sql_literal(staged)}) s")  # noqa: S608
             staged.unlink()
@@ -269,37 +209,26 @@ def finalize(
             "kernelindex_unreadable_files",
             pa.table({"source_file": pa.array(unreadable, type=pa.string())}),
         )
-        connection.execute(RESOLVED_RUNS_SQL)
-        connection.register("comparison_keys", _comparison_keys(connection))
-        copy(
-            "runs",
-            f"SELECT {_select_list(schemas.RUNS, RUN_REPLACEMENTS)} FROM resolved_runs s "  # noqa: S608
-            f"LEFT JOIN comparison_keys c USING ({', '.join(COMPARISON_PARTS)})",
-            {"snapshot_id": snapshot["snapshot_id"]},
-        )
-        copy(
-            "correctness",
-            f"SELECT {_select_list(schemas.CORRECTNESS, {})} FROM staged_correctness s",  # noqa: S608
-        )
-        copy(
-            "workloads",
-            f"SELECT {_select_list(schemas.WORKLOADS, {})} FROM staged_workloads s "  # noqa: S608
-            "QUALIFY row_number() OVER (PARTITION BY definition, workload_key "
-            "ORDER BY source_file, source_line, record_index) = 1",
-        )
-        copy(
-            "environments",
-            f"SELECT {_select_list(schemas.ENVIRONMENTS, {})} FROM staged_environments s "  # noqa: S608
-            "QUALIFY row_number() OVER (PARTITION BY environment_id) = 1",
-        )
+        for relation in ASSEMBLY_RELATIONS:
+            kind = "VIEW" if relation == "resolved_runs" else "TABLE"
+            text = sql_text(f"assemble/{relation}")
+            parameters = (
+                {"protocol_digest": kernelindex.PROTOCOL_DIGEST}
+                if relation == "comparison_keys"
+                else {}
+            )
+            connection.execute(f"CREATE TEMP {kind} {relation} AS {text}", parameters)
         extra_rejects = [
             _reject_row(r) for r in [*discovery_rejects, *resolved.fetch_rejects, *loaded.rejects]
         ]
         connection.register("extra_rejects", _rows_to_arrow(schemas.REJECTS, extra_rejects))
-        copy(
-            "rejects",
-            "SELECT * FROM (SELECT * FROM staged_rejects UNION ALL SELECT * FROM extra_rejects) s",
-        )
+        for table in ("runs", "correctness", "workloads", "environments", "rejects"):
+            copy(
+                table,
+                f"SELECT {_projection(schemas.TABLES[table])} "  # noqa: S608  (own names)
+                f"FROM ({sql_text(f'assemble/{table}')}) s",
+                {"snapshot_id": snapshot["snapshot_id"]} if table == "runs" else None,
+            )
 
         _create_table_views(connection, generation)
         invariants.enforce(connection, invariants.RUN_INVARIANTS)
@@ -322,7 +251,27 @@ def finalize(
     warehouse.publish(generation)
     if progress:
         progress("finalize", 1, 1)
-    return FinalizeOutcome(generation, counts, rejects_by_reason, snapshot["snapshot_id"])
+    path_rows = _ingest_path_rows(file_entries)
+    records_by_path = {
+        "columnar": sum(r["columnar_records"] for r in path_rows),
+        "exact": sum(r["exact_records"] for r in path_rows),
+    }
+    return FinalizeOutcome(
+        generation, counts, rejects_by_reason, snapshot["snapshot_id"], records_by_path
+    )
+
+
+def _ingest_path_rows(file_entries: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "source_file": rel,
+            "records": entry.get("records", 0),
+            "runs": entry.get("runs", 0),
+            "columnar_records": entry.get("columnar_records", 0),
+            "exact_records": entry.get("records", 0) - entry.get("columnar_records", 0),
+        }
+        for rel, entry in sorted(file_entries.items())
+    ]
 
 
 def _rows_to_arrow(table: schemas.Table, rows: list[dict[str, Any]]) -> pa.Table:
