@@ -286,11 +286,13 @@ class Leg:
 
 
 def _generator_fingerprint(lines: int, seed: int) -> dict[str, Any]:
-    source = (REPO_ROOT / "pipelines" / "demo.py").read_bytes()
+    generator = hashlib.sha256()
+    for module in sorted((REPO_ROOT / "pipelines" / "demo").glob("*.py")):
+        generator.update(module.name.encode() + b"\0" + module.read_bytes())
     return {
         "target_trace_lines": lines,
         "seed": seed,
-        "generator_sha256": hashlib.sha256(source).hexdigest(),
+        "generator_sha256": generator.hexdigest(),
     }
 
 

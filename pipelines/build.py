@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import pickle
 import time
 from collections import Counter
@@ -21,10 +20,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pipelines import IMPORTER_VERSION
-from pipelines.files import sha256_file, write_atomically
+from pipelines import IMPORTER_VERSION, kernelindex
+from pipelines.files import replace_atomically, sha256_file, write_atomically
 from pipelines.settings import Settings
-from pipelines.sources.local import HEX40, SourceFile, discover, git_revision
+from pipelines.sources.local import SourceFile, discover, git_revision
 from pipelines.warehouse import Warehouse
 
 ProgressFn = Callable[[str, int, int], None]  # (phase, done, total)
@@ -82,7 +81,7 @@ def resolve_source(
     source: str, settings: Settings, progress: ProgressFn | None = None
 ) -> ResolvedSource:
     """A local folder as it is, or a Hub dataset fetched (incrementally) into the cache."""
-    if settings.revision is not None and not HEX40.match(settings.revision):
+    if settings.revision is not None and not kernelindex.is_commit_sha(settings.revision):
         raise ValueError(
             f"--revision {settings.revision!r} is not a commit sha (40 lowercase hex characters)"
         )
@@ -253,11 +252,12 @@ def _load_context_cached(
         revision=resolved.resolved_sha,
         baseline_map=read_baseline_map(settings.baselines_file),
     )
-    warehouse.cache.mkdir(parents=True, exist_ok=True)
-    temporary = cache_file.with_name(f".context.{os.getpid()}.tmp")
-    with temporary.open("wb") as handle:
-        pickle.dump((key, loaded), handle, protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(temporary, cache_file)
+
+    def write_pickle(temporary: Path) -> None:
+        with temporary.open("wb") as handle:
+            pickle.dump((key, loaded), handle, protocol=pickle.HIGHEST_PROTOCOL)
+
+    replace_atomically(cache_file, write_pickle)
     return loaded
 
 

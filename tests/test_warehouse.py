@@ -412,8 +412,8 @@ def test_every_stored_run_digest_is_reproduced_from_the_warehouse_columns(tmp_pa
     must hash to the digest the build spliced from identity's canonical template."""
     from pipelines.demo import generate_dataset
     from pipelines.export import run_rows, run_spec_from_row
+    from pipelines.kernelindex import manifest_digest
     from pipelines.settings import load_settings
-    from pipelines.transforms.canonical import manifest_digest
 
     generate_dataset(
         tmp_path / "demo",
@@ -440,8 +440,8 @@ def test_every_stored_run_digest_is_reproduced_from_the_warehouse_columns(tmp_pa
 @requires_shared
 def test_sql_eligibility_agrees_with_kernelindex_per_line_rule(golden_warehouse: Path) -> None:
     """sql/run_rankings.sql decides eligibility for the warehouse; on runs with a complete
-    identity it must say exactly what identity.eligibility_reasons (KernelIndex §11.1) says."""
-    from pipelines.transforms.identity import eligibility_reasons
+    identity it must say exactly what kernelindex.eligibility_reasons (KernelIndex §11.1) says."""
+    from pipelines.kernelindex import eligibility_reasons
 
     connection = duckdb.connect(str(golden_warehouse / "tracehouse.duckdb"), read_only=True)
     rows = connection.execute(

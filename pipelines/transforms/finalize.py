@@ -22,11 +22,10 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines import IMPORTER_VERSION, invariants, schemas
+from pipelines import IMPORTER_VERSION, invariants, kernelindex, schemas
 from pipelines.schemas import TABLE_ORDER
 from pipelines.settings import Settings
 from pipelines.sql_files import VIEW_ORDER, sql_text
-from pipelines.transforms import identity
 from pipelines.transforms.ingest import PART_TABLES, DatasetContext
 from pipelines.transforms.records import Reject
 from pipelines.warehouse import (
@@ -67,11 +66,11 @@ def _reject_row(reject: Reject) -> dict[str, Any]:
 
 
 def _protocol_row() -> dict[str, Any]:
-    spec = identity.PROTOCOL_SPEC
+    spec = kernelindex.PROTOCOL_SPEC
     return {
-        "protocol_digest": identity.PROTOCOL_DIGEST,
-        "name": identity.PROTOCOL_METADATA["name"],
-        "title": identity.PROTOCOL_METADATA["title"],
+        "protocol_digest": kernelindex.PROTOCOL_DIGEST,
+        "name": kernelindex.PROTOCOL_METADATA["name"],
+        "title": kernelindex.PROTOCOL_METADATA["title"],
         "harness_name": spec["harness"]["name"],
         "timer": spec["measurement"]["timer"],
         "primary_statistic": spec["measurement"]["primaryStatistic"],
@@ -240,7 +239,7 @@ def _write_missing_parts(
         connection.execute(
             "CREATE OR REPLACE TEMP TABLE comparison_keys AS "
             + sql_text("assemble/comparison_keys"),
-            {"protocol_digest": identity.PROTOCOL_DIGEST},
+            {"protocol_digest": kernelindex.PROTOCOL_DIGEST},
         )
     out = warehouse.parts / table / f".write.{os.getpid()}.tmp"
     shutil.rmtree(out, ignore_errors=True)
