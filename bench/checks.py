@@ -212,7 +212,12 @@ def leg_checks(legs: dict[str, Any]) -> list[dict[str, Any]]:
             rule,
             tree,
             tree <= BUILD_PEAK_MAX_MIB,
-            f"largest single process (ru_maxrss) {single:.0f} MiB" if single is not None else "",
+            "the tree sum counts pages shared by processes once per process"
+            + (
+                f"; largest single process (ru_maxrss) {single:.0f} MiB"
+                if single is not None
+                else ""
+            ),
             unit="MiB",
         )
         failed = _failed_legs(legs, BUILD_LEGS)
