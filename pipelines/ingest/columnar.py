@@ -641,7 +641,7 @@ def _run_body_template() -> pl.Expr:
         + pl.lit(',"protocolDigest":')
         + _quoted("protocol_digest")
         + pl.lit(',"sourceNative":{"benchmark":')
-        + pl.col("definition").map_elements(identity._encode_string, return_dtype=pl.String)
+        + pl.col("definition_json")
         + pl.when(pl.col("latency_ms").is_not_null()).then(metrics).otherwise(pl.lit(""))
         + pl.lit(',"source":"' + identity.HARNESS_NAME + '"},"status":')
         + _quoted("ki_status")
@@ -651,6 +651,15 @@ def _run_body_template() -> pl.Expr:
 
 
 def _run_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    # The definition name as a JSON string, formatted once per distinct name.
+    names = frame.get_column("definition").unique().to_list()
+    frame = frame.with_columns(
+        pl.col("definition")
+        .replace_strict(
+            {name: identity._encode_string(name) for name in names}, return_dtype=pl.String
+        )
+        .alias("definition_json")
+    )
     scaled = pl.col("latency_ms") * 1e6
     whole = scaled.floor()
     fraction = pl.col("timestamp_raw").str.extract(r"\.([0-9]+)", 1)

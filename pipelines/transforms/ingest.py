@@ -470,7 +470,11 @@ class PartWriter:
         chunk = len(self.written.get(name, []))
         file_name = f"{self.part_key}.{name}.{chunk}.parquet"
         temporary = self.staging_dir / f".{file_name}.{os.getpid()}.tmp"
-        pq.write_table(table, temporary, compression="zstd")
+        # Staging parts are read whole, once, by the finalize step: no statistics to prune by,
+        # and no dictionary pages (most columns are digests, unique per row); a third cheaper.
+        pq.write_table(
+            table, temporary, compression="zstd", write_statistics=False, use_dictionary=False
+        )
         os.replace(temporary, self.staging_dir / file_name)
         self.written.setdefault(name, []).append(file_name)
 
