@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import pickle
 import time
 from collections import Counter
@@ -21,10 +20,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pipelines import IMPORTER_VERSION
-from pipelines.files import sha256_file, write_atomically
+from pipelines import IMPORTER_VERSION, kernelindex
+from pipelines.files import replace_atomically, sha256_file, write_atomically
 from pipelines.settings import Settings
-from pipelines.sources.local import HEX40, SourceFile, discover, git_revision
+from pipelines.sources.local import SourceFile, discover, git_revision
 from pipelines.warehouse import Warehouse
 
 ProgressFn = Callable[[str, int, int], None]  # (phase, done, total)
@@ -82,7 +81,7 @@ def resolve_source(
     source: str, settings: Settings, progress: ProgressFn | None = None
 ) -> ResolvedSource:
     """A local folder as it is, or a Hub dataset fetched (incrementally) into the cache."""
-    if settings.revision is not None and not HEX40.match(settings.revision):
+    if settings.revision is not None and not kernelindex.is_commit_sha(settings.revision):
         raise ValueError(
             f"--revision {settings.revision!r} is not a commit sha (40 lowercase hex characters)"
         )
@@ -137,8 +136,15 @@ def _read_manifest(warehouse: Warehouse) -> dict[str, Any]:
         return {}
 
 
-# Worker processes inherit the context through fork instead of receiving it per task.
+# The dataset context, set once per worker process (by _set_worker_context) rather than sent
+# with every task.
 _WORKER_CONTEXT: Any = None
+
+
+def _set_worker_context(context: Any) -> None:
+    global _WORKER_CONTEXT
+    _WORKER_CONTEXT = context
+
 
 # Files are parsed and stored in groups: one Polars frame and one set of Parquet parts per group
 # instead of per file (most trace files hold a few dozen lines). A file's group depends only on
@@ -160,6 +166,7 @@ class IngestTask:
     part_key: str
     exact: bool
     size: int
+    chunk_rows: int  # rows buffered before a part is written (memory stays flat)
 
 
 def _ingest_task(task: IngestTask) -> Any:
@@ -171,6 +178,7 @@ def _ingest_task(task: IngestTask) -> Any:
         Path(task.staging),
         task.part_key,
         exact=task.exact,
+        chunk_rows=task.chunk_rows,
     )
 
 
@@ -244,11 +252,12 @@ def _load_context_cached(
         revision=resolved.resolved_sha,
         baseline_map=read_baseline_map(settings.baselines_file),
     )
-    warehouse.cache.mkdir(parents=True, exist_ok=True)
-    temporary = cache_file.with_name(f".context.{os.getpid()}.tmp")
-    with temporary.open("wb") as handle:
-        pickle.dump((key, loaded), handle, protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(temporary, cache_file)
+
+    def write_pickle(temporary: Path) -> None:
+        with temporary.open("wb") as handle:
+            pickle.dump((key, loaded), handle, protocol=pickle.HIGHEST_PROTOCOL)
+
+    replace_atomically(cache_file, write_pickle)
     return loaded
 
 
@@ -264,7 +273,7 @@ def _full_build(
     started: float,
 ) -> BuildResult:
     global _WORKER_CONTEXT
-    from pipelines.transforms import finalize
+    from pipelines.transforms import finalize, ingest
 
     warehouse.remove_stale_generations()
     json_files = [f for f in files if f.kind == "json"]
@@ -283,32 +292,19 @@ def _full_build(
     groups: dict[int, list[SourceFile]] = {}
     for source_file in line_files:
         groups.setdefault(file_group(source_file.rel), []).append(source_file)
+    group_mode = f"{context.fingerprint}\n{settings.exact}"
     for members in groups.values():
-        entries: dict[str, Any] = {}
-        for source_file in members:
-            entry = previous.get(source_file.rel)
-            content_sha = (
-                entry["sha256"]
-                if entry and entry["fingerprint"] == source_file.fingerprint
-                else sha256_file(source_file.path)
-            )
-            entries[source_file.rel] = {
-                "fingerprint": source_file.fingerprint,
-                "sha256": content_sha,
-            }
-        listing = "".join(f"{rel}\0{e['sha256']}\n" for rel, e in sorted(entries.items()))
-        part_key = hashlib.sha256(
-            f"{context.fingerprint}\n{settings.exact}\n{listing}".encode()
-        ).hexdigest()[:32]
-        reusable = [previous.get(rel) for rel in entries]
-        if all(e and e.get("part_key") == part_key for e in reusable) and all(
-            _parts_exist(warehouse, e) for e in reusable if e
-        ):
-            for rel, entry in entries.items():
-                file_entries[rel] = {**previous[rel], **entry}
+        reused = _reusable_group(warehouse, members, previous, group_mode)
+        if reused is not None:
+            file_entries.update(reused)
             continue
-        for rel, entry in entries.items():
-            file_entries[rel] = {**entry, "part_key": part_key}
+        # Parts are named by what the group looked like on disk; the content digests come
+        # back from the workers, which hash each file as they read it.
+        part_key = hashlib.sha256(
+            json.dumps([group_mode, [[f.rel, f.fingerprint] for f in members]]).encode()
+        ).hexdigest()[:32]
+        for source_file in members:
+            file_entries[source_file.rel] = {"fingerprint": source_file.fingerprint}
         tasks.append(
             IngestTask(
                 tuple((str(f.path), f.rel) for f in members),
@@ -316,6 +312,7 @@ def _full_build(
                 part_key,
                 settings.exact,
                 sum(f.size for f in members),
+                ingest.CHUNK_ROWS,
             )
         )
     tasks.sort(key=lambda t: -t.size)  # biggest first keeps both cores busy to the end
@@ -325,8 +322,13 @@ def _full_build(
     if tasks:
         _run_tasks(tasks, settings.workers, progress, results)
     for result in results:
+        group_key = _group_key(
+            group_mode, {rel: counts.content_sha256 for rel, counts in result.files.items()}
+        )
         for rel, counts in result.files.items():
             file_entries[rel].update(
+                sha256=counts.content_sha256,
+                group_key=group_key,
                 parts=result.parts,
                 records=counts.records,
                 runs=counts.runs,
@@ -378,6 +380,42 @@ def _full_build(
     )
 
 
+def _group_key(group_mode: str, shas: dict[str, str]) -> str:
+    """What a group's parts depend on: the dataset context, the path mode, each file's bytes."""
+    listing = "".join(f"{rel}\0{sha}\n" for rel, sha in sorted(shas.items()))
+    return hashlib.sha256(f"{group_mode}\n{listing}".encode()).hexdigest()
+
+
+def _reusable_group(
+    warehouse: Warehouse,
+    members: list[SourceFile],
+    previous: dict[str, Any],
+    group_mode: str,
+) -> dict[str, Any] | None:
+    """The previous entries of a group whose files all have the same bytes as last time, or None.
+
+    Only files whose size, mtime or inode changed are hashed again; a new file means a parse.
+    """
+    entries = [previous.get(f.rel) for f in members]
+    if not all(e and e.get("group_key") and e.get("sha256") for e in entries):
+        return None
+    shas = {}
+    for source_file, entry in zip(members, entries, strict=True):
+        assert entry is not None
+        same = entry["fingerprint"] == source_file.fingerprint
+        shas[source_file.rel] = entry["sha256"] if same else sha256_file(source_file.path)
+    group_key = _group_key(group_mode, shas)
+    if any(e["group_key"] != group_key for e in entries if e) or not all(
+        _parts_exist(warehouse, e) for e in entries if e
+    ):
+        return None
+    return {
+        f.rel: {**e, "fingerprint": f.fingerprint}
+        for f, e in zip(members, entries, strict=True)
+        if e
+    }
+
+
 def _parts_exist(warehouse: Warehouse, entry: dict[str, Any]) -> bool:
     parts = entry.get("parts")
     if parts is None:
@@ -404,8 +442,16 @@ def _run_tasks(
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     gathered: dict[int, Any] = {}
+    # Workers start from a clean server process, not by forking this one: a fork copies a
+    # process whose Polars/DuckDB thread pools may hold locks (in Dagster, tests, a notebook),
+    # and the child then hangs on its first frame.
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["pipelines.transforms.ingest", "pipelines.ingest.columnar"])
     with ProcessPoolExecutor(
-        max_workers=min(workers, len(tasks)), mp_context=multiprocessing.get_context("fork")
+        max_workers=min(workers, len(tasks)),
+        mp_context=context,
+        initializer=_set_worker_context,
+        initargs=(_WORKER_CONTEXT,),
     ) as pool:
         futures = {pool.submit(_ingest_task, task): index for index, task in enumerate(tasks)}
         for done, future in enumerate(as_completed(futures), start=1):

@@ -12,7 +12,8 @@ import pytest
 
 from pipelines.cli import build_parser
 from pipelines.demo import generate_dataset
-from pipelines.schemas import REJECT_REASONS, TABLES, VIEWS
+from pipelines.rejects import REJECT_REASONS
+from pipelines.schemas import TABLES, VIEWS
 from pipelines.settings import ENV_PREFIX, Settings
 
 ROOT = Path(__file__).resolve().parents[1]

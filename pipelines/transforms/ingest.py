@@ -1,7 +1,7 @@
 """One JSONL file in, staging Parquet parts out: the unit of parallel and incremental work.
 
 ``ingest_file`` runs in a worker process. It streams one file, normalises each record, derives
-its KernelIndex identities (``identity.py``) and writes the rows it produced as small Parquet
+its KernelIndex identities (``pipelines/kernelindex/``) and writes the rows it produced as small Parquet
 parts. A part depends only on the file's bytes and on the dataset context (definitions,
 solutions, revision), so a rebuild reuses it while both are unchanged.
 """
@@ -19,9 +19,9 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines import schemas
-from pipelines.transforms import identity
-from pipelines.transforms.canonical import digest, manifest_digest, text_digest
+from pipelines import kernelindex, schemas
+from pipelines.files import sha256_file
+from pipelines.kernelindex import digest, manifest_digest, text_digest
 from pipelines.transforms.normalize import (
     RecordError,
     Trace,
@@ -101,6 +101,8 @@ class FileResult:
     """What one file contributed to its group's parts."""
 
     rel: str
+    # SHA-256 of the file's bytes (empty when it could not be read).
+    content_sha256: str = ""
     # One line KernelIndex's strict parser refuses makes it skip the whole file (§2.2).
     kernelindex_unreadable: bool = False
     records: int = 0
@@ -188,10 +190,10 @@ def _environment_row(trace: Trace) -> dict[str, Any]:
         row["identity_error"] = "numeric_lib_version"
         return row
     try:
-        spec = identity.environment_spec(trace.canonical["evaluation"]["environment"])
+        spec = kernelindex.environment_spec(trace.canonical["evaluation"]["environment"])
         row["environment_digest"] = manifest_digest("ExecutionEnvironment", spec)
         row["ki_hardware_architecture"] = spec["hardware"]["architecture"]
-    except identity.IdentityError as error:
+    except kernelindex.IdentityError as error:
         row["identity_error"] = error.code
     return row
 
@@ -284,10 +286,10 @@ class FileIngester:
             )
             return row
         try:
-            case = identity.workload_case_spec(workload, definition_object, operation)
+            case = kernelindex.workload_case_spec(workload, definition_object, operation)
             row["workload_digest"] = manifest_digest("WorkloadCase", case)
-            row["correctness_key"] = identity.correctness_key(case)
-        except identity.IdentityError as error:
+            row["correctness_key"] = kernelindex.correctness_key(case)
+        except kernelindex.IdentityError as error:
             row["identity_error"] = error.code
         return row
 
@@ -301,7 +303,7 @@ class FileIngester:
                 "unknown_definition", f"definition {definition!r} is not in the dataset"
             )
         workload, _ = normalize_workload(value.get("workload"))
-        row = self._workload_row(definition, workload, identity.workload_key(workload), record)
+        row = self._workload_row(definition, workload, kernelindex.workload_key(workload), record)
         if row is not None:
             self.parts["workloads"].add(row)
         self.result.workload_records += 1
@@ -336,8 +338,8 @@ class FileIngester:
                 "unknown_definition", f"definition {trace.definition!r} is not in the dataset"
             )
         try:
-            observed_at = datetime.fromisoformat(identity.observed_at(trace.timestamp))
-        except (identity.IdentityError, ValueError) as error:
+            observed_at = datetime.fromisoformat(kernelindex.observed_at(trace.timestamp))
+        except (kernelindex.IdentityError, ValueError) as error:
             raise RecordError(
                 "invalid_timestamp", f"timestamp {trace.timestamp[:40]!r}: {error}"
             ) from None
@@ -375,7 +377,7 @@ class FileIngester:
         row["environment_id"] = self._environment(trace)
         row["hardware"] = normalize_hardware(trace.hardware)[1]
 
-        row["workload_key"] = identity.workload_key(trace.workload)
+        row["workload_key"] = kernelindex.workload_key(trace.workload)
         workload_row = self._workload_row(
             trace.definition, trace.workload, row["workload_key"], record
         )
@@ -387,14 +389,14 @@ class FileIngester:
         source_object = record.value if self.in_scope else trace.canonical
         skip_reason = None if self.in_scope else "outside_kernelindex_layout"
         try:
-            found = identity.identify_trace_line(
+            found = kernelindex.identify_trace_line(
                 source_object,
                 definition=definition_object,
                 operation_digest=operation,
                 implementation_digest=None,
                 run_body_template=True,
             )
-        except identity.IdentityError as error:
+        except kernelindex.IdentityError as error:
             skip_reason = error.code
             found = None
         if found is not None:
@@ -413,10 +415,10 @@ class FileIngester:
             )
             row["identity_complete"] = skip_reason is None
         else:
-            row["ki_status"] = identity.STATUS_MAP.get(trace.status_raw)
+            row["ki_status"] = kernelindex.STATUS_MAP.get(trace.status_raw)
             row["log_digest"] = text_digest(trace.log) if trace.log else None
             if trace.latency_ms is not None:
-                nanoseconds = identity.latency_ns(trace.latency_ms)
+                nanoseconds = kernelindex.latency_ns(trace.latency_ms)
                 # Beyond 2**53 - 1 ns (104 days) KernelIndex refuses the number; beyond int64
                 # the column could not even hold it and the whole file used to fail.
                 row["latency_ns"] = nanoseconds if nanoseconds <= MAX_SAFE_LATENCY_NS else None
@@ -441,7 +443,7 @@ class FileIngester:
                     "max_relative_error": relative.value,
                     "max_relative_error_special": relative.special,
                     "matched_ratio": trace.matched_ratio,
-                    "comparator": identity.RUN_COMPARATOR,
+                    "comparator": kernelindex.RUN_COMPARATOR,
                     "tolerance_max_atol": _float_or_none(tolerance.get("max_atol")),
                     "tolerance_max_rtol": _float_or_none(tolerance.get("max_rtol")),
                     "extra_json": to_json(correctness_extra) if correctness_extra else None,
@@ -467,7 +469,11 @@ class PartWriter:
         chunk = len(self.written.get(name, []))
         file_name = f"{self.part_key}.{name}.{chunk}.parquet"
         temporary = self.staging_dir / f".{file_name}.{os.getpid()}.tmp"
-        pq.write_table(table, temporary, compression="zstd")
+        # Staging parts are read whole, once, by the finalize step: no statistics to prune by,
+        # and no dictionary pages (most columns are digests, unique per row); a third cheaper.
+        pq.write_table(
+            table, temporary, compression="zstd", write_statistics=False, use_dictionary=False
+        )
         os.replace(temporary, self.staging_dir / file_name)
         self.written.setdefault(name, []).append(file_name)
 
@@ -491,6 +497,7 @@ def ingest_group(
     part_key: str,
     *,
     exact: bool = False,
+    chunk_rows: int = CHUNK_ROWS,
 ) -> GroupResult:
     """Parse a group of JSONL files into one set of staging parts. Never raises for bad content.
 
@@ -505,7 +512,7 @@ def ingest_group(
     result = GroupResult()
     for path, rel in files:
         ingester = FileIngester(rel, context, writer.rows)
-        _ingest_lines(path, ingester, columnar, writer)
+        _ingest_lines(path, ingester, columnar, writer, chunk_rows)
         ingester.result.kernelindex_unreadable = ingester.in_scope and not ingester.strict_file
         result.files[rel] = ingester.result
     writer.flush(columnar)
@@ -513,15 +520,19 @@ def ingest_group(
     return result
 
 
-def _ingest_lines(path: Path, ingester: FileIngester, columnar: Any, writer: PartWriter) -> None:
+def _ingest_lines(
+    path: Path, ingester: FileIngester, columnar: Any, writer: PartWriter, chunk_rows: int
+) -> None:
     counts = ingester.result
     try:
         if looks_binary(path):
+            counts.content_sha256 = sha256_file(path)
             ingester.reject(None, "binary_file", "the file holds binary data, not JSON lines", None)
             return
-        for item in iter_jsonl(path, ingester.rel):
-            if len(writer.rows["runs"]) >= CHUNK_ROWS or (
-                columnar is not None and len(columnar) >= CHUNK_ROWS
+        content = hashlib.sha256()
+        for item in iter_jsonl(path, ingester.rel, content):
+            if len(writer.rows["runs"]) >= chunk_rows or (
+                columnar is not None and len(columnar) >= chunk_rows
             ):
                 writer.flush(columnar)
             if isinstance(item, Reject):
@@ -531,8 +542,8 @@ def _ingest_lines(path: Path, ingester: FileIngester, columnar: Any, writer: Par
             elif columnar is not None and columnar.take(item, ingester):
                 counts.records += 1
                 counts.columnar_records += 1
-                counts.runs += 1
             else:
                 ingester.record(item)
+        counts.content_sha256 = content.hexdigest()
     except OSError as error:
         ingester.reject(None, "unreadable_file", f"cannot read: {error.strerror or error}", None)
