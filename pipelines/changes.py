@@ -259,7 +259,7 @@ def _instant(value: datetime | None) -> str:
 
 
 def _latency(ns: float | None) -> str:
-    from pipelines.transforms.identity import format_latency_ns
+    from pipelines.kernelindex import format_latency_ns
 
     return "—" if ns is None else format_latency_ns(round(ns))
 
