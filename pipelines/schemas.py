@@ -455,6 +455,58 @@ RUN_RANKINGS = Table(
     ),
 )
 
+TRACE_LINES = Table(
+    "trace_lines",
+    "One row per traces/**/*.jsonl line FlashInfer-Bench reads as a trace (it has a solution or an evaluation), imported as a run or not: the fields its own leaderboard metrics read.",
+    ("source_file", "source_line", "record_index"),
+    (
+        _c("source_file", S, "Dataset-relative path of the trace file.", False),
+        _c("source_line", I64, "1-based line number.", False),
+        _c("record_index", I64, "Position inside the line (>0 for `}{`-concatenated objects).", False),
+        _c(
+            "json_parse_ok",
+            B,
+            "JavaScript's JSON.parse accepts the line (no bare NaN/Infinity, one object); the web leaderboard drops it otherwise.",
+            False,
+        ),
+        _c("definition", S, "The `definition` field as written."),
+        _c("solution", S, "The `solution` field; null when absent or empty."),
+        _c("workload_uuid", S, "workload.uuid as written."),
+        _c("has_evaluation", B, "False for an `\"evaluation\": null` line.", False),
+        _c("status", S, "evaluation.status as written."),
+        _c("hardware", S, "evaluation.environment.hardware as written."),
+        _c("device", S, "evaluation.environment.device as written (the web reads it first)."),
+        _c("has_performance", B, "evaluation.performance is an object.", False),
+        _c(
+            "latency_ms",
+            F64,
+            "performance.latency_ms as FlashInfer-Bench's models read it (0, negative and infinite kept).",
+        ),
+        _c(
+            "latency_is_json_number",
+            B,
+            "latency_ms is a JSON number (the web ignores strings such as \"Infinity\").",
+            False,
+        ),
+        _c("speedup_factor", F64, "performance.speedup_factor (vs the PyTorch reference)."),
+        _c("max_absolute_error", F64, "correctness.max_absolute_error (NaN and infinity kept)."),
+        _c("max_relative_error", F64, "correctness.max_relative_error (NaN and infinity kept)."),
+        _c("timestamp", S, "evaluation.timestamp as written."),
+    ),
+)
+
+BASELINE_MAP = Table(
+    "baseline_map",
+    "The web leaderboard's baseline name map given to the build (--baselines): one row per (definition, key).",
+    ("definition", "device"),
+    (
+        _c("definition", S, "Definition name as the map's key.", False),
+        _c("device", S, "`default`, or the exact device string this entry applies to.", False),
+        _c("solution", S, "The baseline solution named for it.", False),
+        _c("position", I64, "Order of the key inside the definition's entry (0-based).", False),
+    ),
+)
+
 TABLES: dict[str, Table] = {
     t.name: t
     for t in (
@@ -468,6 +520,8 @@ TABLES: dict[str, Table] = {
         REJECTS,
         SOURCE_SNAPSHOTS,
         RUN_RANKINGS,
+        TRACE_LINES,
+        BASELINE_MAP,
     )
 }
 

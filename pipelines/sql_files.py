@@ -6,7 +6,16 @@ from functools import cache
 from pathlib import Path
 
 # Views created in tracehouse.duckdb, in dependency order (run_rankings is materialized).
-VIEW_ORDER = ("baseline_solutions", "run_summary", "leaderboard")
+VIEW_ORDER = (
+    "baseline_solutions",
+    "run_summary",
+    "fib_definitions",
+    "fib_solutions",
+    "fib_hardware_scopes",
+    "fib_scoped_traces",
+    "fib_solution_scores",
+    "leaderboard",
+)
 
 
 def sql_dir() -> Path:

@@ -24,6 +24,7 @@ from pipelines import IMPORTER_VERSION, invariants, schemas
 from pipelines.settings import Settings
 from pipelines.sql_files import VIEW_ORDER, sql_text
 from pipelines.transforms import identity
+from pipelines.transforms.context import baseline_map_rows
 from pipelines.transforms.ingest import PART_TABLES, DatasetContext
 from pipelines.transforms.records import Reject
 from pipelines.warehouse import DUCKDB_FILE, DUCKDB_SPILL_DIR, Warehouse, sql_literal
@@ -39,6 +40,8 @@ TABLE_ORDER = {
     "correctness": "run_id",
     "rejects": "file, line NULLS FIRST, reason, message",
     "run_rankings": "run_id",
+    "trace_lines": "source_file, source_line, record_index",
+    "baseline_map": "definition, position",
 }
 
 
@@ -251,13 +254,18 @@ def finalize(
             generation / "_implementations.parquet",
         )
         _write_arrow(schemas.PROTOCOLS, [_protocol_row()], generation / "_protocols.parquet")
+        _write_arrow(
+            schemas.BASELINE_MAP,
+            baseline_map_rows(settings.baselines_file),
+            generation / "_baseline_map.parquet",
+        )
         # History keeps its append order (two builds can share a millisecond).
         _write_arrow(
             schemas.SOURCE_SNAPSHOTS,
             _snapshot_history(warehouse, snapshot),
             generation / "source_snapshots.parquet",
         )
-        for table in ("definitions", "implementations", "protocols"):
+        for table in ("definitions", "implementations", "protocols", "baseline_map"):
             staged = generation / f"_{table}.parquet"
             copy(table, f"SELECT * FROM read_parquet({sql_literal(staged)}) s")  # noqa: S608
             staged.unlink()
@@ -292,6 +300,10 @@ def finalize(
             "environments",
             f"SELECT {_select_list(schemas.ENVIRONMENTS, {})} FROM staged_environments s "  # noqa: S608
             "QUALIFY row_number() OVER (PARTITION BY environment_id) = 1",
+        )
+        copy(
+            "trace_lines",
+            f"SELECT {_select_list(schemas.TRACE_LINES, {})} FROM staged_trace_lines s",  # noqa: S608
         )
         extra_rejects = [
             _reject_row(r) for r in [*discovery_rejects, *resolved.fetch_rejects, *loaded.rejects]

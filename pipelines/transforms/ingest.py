@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from pipelines import schemas
 from pipelines.transforms import identity
 from pipelines.transforms.canonical import digest, manifest_digest, text_digest
+from pipelines.transforms.fib_lines import fib_trace_line, is_fib_trace_file
 from pipelines.transforms.normalize import (
     RecordError,
     Trace,
@@ -91,6 +92,7 @@ PART_TABLES = {
     "workloads": STAGING_WORKLOADS,
     "environments": schemas.ENVIRONMENTS,
     "rejects": schemas.REJECTS,
+    "trace_lines": schemas.TRACE_LINES,
 }
 
 
@@ -190,6 +192,7 @@ class FileIngester:
         self.rel = rel
         self.context = context
         self.in_scope = kernelindex_reads(rel, context.definition_stems)
+        self.fib_reads = is_fib_trace_file(rel)
         self.strict_file = True
         self.parts = {name: _Rows(table) for name, table in PART_TABLES.items()}
         self.environments_seen: set[str] = set()
@@ -212,6 +215,10 @@ class FileIngester:
         self.result.records += 1
         if not record.strict:
             self.strict_file = False
+        if self.fib_reads:  # FlashInfer-Bench's own view of the line, imported or not
+            line = fib_trace_line(self.rel, record)
+            if line is not None:
+                self.parts["trace_lines"].add(line)
         kind = classify(record.value)
         if kind is None:
             if isinstance(record.value, dict):

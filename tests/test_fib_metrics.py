@@ -1,0 +1,111 @@
+"""FlashInfer-Bench's own leaderboard metrics, reproduced in SQL views, against the figures its
+own code computed (../shared/golden/fib-metrics): every dataset there, both fixtures, the golden
+corpus and the demo (while the generator still writes the recorded tree). Floats agree within
+4 ulp (FlashInfer-Bench sums over Python sets); where it raised or returned nothing, the view
+has NULL with a reason of the same kind.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipelines.settings import load_settings
+from pipelines.warehouse import Warehouse, connect_read_only
+from tests.conftest import build
+from tests.fib_golden import (
+    DEMO_DATASET,
+    DEMO_SEED,
+    GoldenDataset,
+    compare_rows,
+    error_kind,
+    golden_datasets,
+    golden_float,
+    golden_int,
+    read_csv,
+    recorded_tree_sha256,
+    require_shared,
+    tree_sha256,
+)
+
+DATASETS = golden_datasets()
+DATASET_NAMES = [d.name for d in DATASETS] or ["(no ../shared)"]
+
+
+@pytest.fixture(scope="session")
+def fib_warehouses(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One warehouse per golden dataset, built with the web map its golden rows used."""
+    require_shared()
+    root = tmp_path_factory.mktemp("fib-golden")
+    built: dict[str, Path] = {}
+    for dataset in DATASETS:
+        source = dataset.source
+        if source is None:  # the demo, generated as `tracehouse demo` writes data/demo
+            from pipelines.demo import generate_dataset
+
+            source = root / "demo"
+            generate_dataset(source, seed=DEMO_SEED)
+            if tree_sha256(source) != recorded_tree_sha256(DEMO_DATASET):
+                continue
+        warehouse = root / dataset.name
+        build(source, warehouse, baselines_file=dataset.baselines_file)
+        built[dataset.name] = warehouse
+    return built
+
+
+def query(warehouse: Path, sql: str, **parameters: Any) -> list[dict[str, Any]]:
+    connection = connect_read_only(Warehouse(warehouse))
+    try:
+        relation = connection.sql(sql, params=parameters)
+        names = relation.columns
+        return [dict(zip(names, row, strict=True)) for row in relation.fetchall()]
+    finally:
+        connection.close()
+
+
+def warehouse_for(fib_warehouses: dict[str, Path], dataset: str) -> Path:
+    if dataset not in fib_warehouses:
+        pytest.skip(
+            f"{dataset}: the demo generator no longer writes the tree the golden rows were "
+            "computed on (tree_sha256 differs from datasets.csv)"
+        )
+    return fib_warehouses[dataset]
+
+
+def golden_rows(file: str, dataset: str) -> list[dict[str, str]]:
+    return [row for row in read_csv(file) if row["dataset"] == dataset]
+
+
+@pytest.mark.parametrize("dataset", DATASET_NAMES)
+def test_solution_scores_equal_fib(fib_warehouses: dict[str, Path], dataset: str) -> None:
+    warehouse = warehouse_for(fib_warehouses, dataset)
+    expected = {}
+    for row in golden_rows("solution_scores.csv", dataset):
+        expected[(row["scope"], row["definition"], row["solution"])] = {
+            "author": row["author"],
+            "outcome": row["outcome"],
+            "error_kind": error_kind(row["error"]) if row["outcome"] == "error" else None,
+            "avg_speedup": golden_float(row["avg_speedup"]),
+            "success_rate": golden_float(row["success_rate"]),
+            "win_rate": golden_float(row["win_rate"]),
+            "workloads": golden_int(row["workloads"]),
+            "definitions": golden_int(row["definitions"]),
+        }
+    actual = {
+        (r["hardware"], r["definition"], r["solution"]): {
+            **r,
+            "error_kind": r["reason"] if r["outcome"] == "error" else None,
+        }
+        for r in query(warehouse, "SELECT * FROM fib_solution_scores")
+    }
+    for value in actual.values():  # NULL always comes with its reason, a number never does
+        assert (value["avg_speedup"] is None) == (value["reason"] is not None), value
+    compare_rows(
+        f"{dataset} fib_solution_scores",
+        expected,
+        actual,
+        ("avg_speedup", "success_rate", "win_rate"),
+    )
