@@ -14,6 +14,9 @@ VIEW_ORDER = (
     "fib_hardware_scopes",
     "fib_scoped_traces",
     "fib_solution_scores",
+    "fib_ranking_scopes",
+    "author_rankings",
+    "fib_summary",
     "leaderboard",
 )
 

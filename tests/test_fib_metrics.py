@@ -109,3 +109,76 @@ def test_solution_scores_equal_fib(fib_warehouses: dict[str, Path], dataset: str
         actual,
         ("avg_speedup", "success_rate", "win_rate"),
     )
+
+
+def _ranking_key(row: dict[str, Any], rank: Any) -> tuple[Any, ...]:
+    return (row["hardware"], row["scope_kind"], row["scope"], rank)
+
+
+@pytest.mark.parametrize("dataset", DATASET_NAMES)
+def test_author_rankings_equal_fib(fib_warehouses: dict[str, Path], dataset: str) -> None:
+    warehouse = warehouse_for(fib_warehouses, dataset)
+    expected, error_kinds = {}, {}
+    for row in golden_rows("author_rankings.csv", dataset):
+        key = _ranking_key(row, golden_int(row["rank"]))
+        expected[key] = {
+            "outcome": row["outcome"],
+            "author": row["author"] or None,
+            "avg_speedup": golden_float(row["avg_speedup"]),
+            "success_rate": golden_float(row["success_rate"]),
+            "win_rate": golden_float(row["win_rate"]),
+            "workloads": golden_int(row["workloads"]),
+            "definitions": golden_int(row["definitions"]),
+            "best_solutions": json.loads(row["best_solutions"]) if row["best_solutions"] else None,
+        }
+        if row["outcome"] == "error":
+            error_kinds[key] = error_kind(row["error"])
+    actual = {}
+    for row in query(warehouse, "SELECT * FROM author_rankings"):
+        key = _ranking_key(row, row["rank"])
+        row["best_solutions"] = json.loads(row["best_solutions"]) if row["best_solutions"] else None
+        actual[key] = row
+        if row["outcome"] == "error":  # FlashInfer-Bench names one of the scope's errors
+            assert error_kinds[key] in row["reason"].split(", "), (key, row["reason"])
+        assert (row["outcome"] == "ranked") == (row["avg_speedup"] is not None), row
+    compare_rows(
+        f"{dataset} author_rankings",
+        expected,
+        actual,
+        ("avg_speedup", "success_rate", "win_rate"),
+    )
+
+
+@pytest.mark.parametrize("dataset", DATASET_NAMES)
+def test_run_totals_equal_fib_report_summary(fib_warehouses: dict[str, Path], dataset: str) -> None:
+    warehouse = warehouse_for(fib_warehouses, dataset)
+    expected = {}
+    for row in golden_rows("summary.csv", dataset):
+        rankings = json.loads(row["rankings"]) if row["rankings"] else None
+        expected[(row["hardware"], row["scope_kind"], row["scope"])] = {
+            "outcome": row["outcome"],
+            "reason_kind": error_kind(row["error"]) if row["outcome"] == "error" else None,
+            "total": golden_int(row["total"]),
+            "passed": golden_int(row["passed"]),
+            "failed": golden_int(row["failed"]),
+            "n_rankings": golden_int(row["n_rankings"]),
+            "ranking_authors": [a for a, _ in rankings] if rankings is not None else None,
+        }
+        for position, (_, value) in enumerate(rankings or []):
+            expected[(row["hardware"], row["scope_kind"], row["scope"])][f"avg_{position}"] = value
+    actual = {}
+    for row in query(warehouse, "SELECT * FROM fib_summary"):
+        key = (row["hardware"], row["scope_kind"], row["scope"])
+        want = expected.get(key, {})
+        row["reason_kind"] = (
+            want.get("reason_kind")
+            if row["reason"] and want.get("reason_kind") in row["reason"].split(", ")
+            else row["reason"]
+        )
+        rankings = row["rankings"]
+        row["ranking_authors"] = [r["author"] for r in rankings] if rankings is not None else None
+        for position, ranked in enumerate(rankings or []):
+            row[f"avg_{position}"] = ranked["avg_speedup"]
+        actual[key] = row
+    floats = tuple(f"avg_{i}" for i in range(100))
+    compare_rows(f"{dataset} fib_summary", expected, actual, floats)
