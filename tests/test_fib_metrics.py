@@ -182,3 +182,79 @@ def test_run_totals_equal_fib_report_summary(fib_warehouses: dict[str, Path], da
         actual[key] = row
     floats = tuple(f"avg_{i}" for i in range(100))
     compare_rows(f"{dataset} fib_summary", expected, actual, floats)
+
+
+@pytest.mark.parametrize("dataset", DATASET_NAMES)
+def test_best_trace_equals_fib(fib_warehouses: dict[str, Path], dataset: str) -> None:
+    warehouse = warehouse_for(fib_warehouses, dataset)
+    expected = {
+        (row["hardware"], row["definition"]): {
+            "outcome": row["outcome"],
+            "n_filter_traces": int(row["n_filter_traces"]),
+            "solution": row["solution"] or None,
+            "workload_uuid": row["workload_uuid"] or None,
+            "trace_hardware": row["trace_hardware"] or None,
+            "timestamp": row["timestamp"] or None,
+            "latency_ms": golden_float(row["latency_ms"]),
+            "speedup_factor": golden_float(row["speedup_factor"]),
+            "max_absolute_error": golden_float(row["max_absolute_error"]),
+            "max_relative_error": golden_float(row["max_relative_error"]),
+        }
+        for row in golden_rows("best_trace.csv", dataset)
+    }
+    actual = {
+        (row["hardware"], row["definition"]): row
+        for row in query(warehouse, "SELECT * FROM fib_best_trace")
+    }
+    compare_rows(
+        f"{dataset} fib_best_trace",
+        expected,
+        actual,
+        ("latency_ms", "speedup_factor", "max_absolute_error", "max_relative_error"),
+    )
+
+
+def map_name(golden: str) -> str:
+    """The golden's name of a web baseline map → tracehouse's (web_baseline_maps)."""
+    return "author_baseline" if golden == "author_baseline" else "baselines_file"
+
+
+def golden_bool(text: str) -> bool | None:
+    return None if text == "" else text == "true"
+
+
+@pytest.mark.parametrize("dataset", DATASET_NAMES)
+def test_web_fast_p_equals_fib_web(fib_warehouses: dict[str, Path], dataset: str) -> None:
+    warehouse = warehouse_for(fib_warehouses, dataset)
+
+    def key(row: dict[str, Any]) -> tuple[Any, ...]:
+        return (
+            row["hardware"],
+            row["level"],
+            row["definition"],
+            row["solution"] or None,
+            row["author"] or None,
+            float(row["p"]),
+        )
+
+    expected: dict[str, dict[Any, dict[str, Any]]] = {}
+    for row in golden_rows("fast_p.csv", dataset):
+        expected.setdefault(map_name(row["baseline_map"]), {})[key(row)] = {
+            "n_ratios": int(row["n_ratios"]),
+            "n_at_least_p": int(row["n_at_least_p"]),
+            "fraction": golden_float(row["fraction"]),
+            "web_sample_p": float(row["web_sample_p"]),
+            "web_percent": float(row["web_percent"]),
+            "n_workloads": int(row["n_workloads"]),
+            "max_ratio": float(row["max_ratio"]),
+            "ui_hidden": golden_bool(row["ui_hidden"]),
+        }
+    rows = query(warehouse, "SELECT * FROM web_fast_p")
+    for name in {r["baseline_map"] for r in rows} | set(expected):
+        actual = {key(r): r for r in rows if r["baseline_map"] == name}
+        compare_rows(
+            f"{dataset} web_fast_p {name}",
+            expected.get(name, {}),
+            actual,
+            ("fraction", "web_sample_p", "web_percent", "max_ratio"),
+        )
