@@ -32,6 +32,9 @@ VIEW_ORDER = (
     "web_candidates",
     "fast_p_thresholds",
     "web_fast_p",
+    "web_coverage",
+    "web_solution_scores",
+    "web_author_rankings",
     "leaderboard",
 )
 

@@ -258,3 +258,88 @@ def test_web_fast_p_equals_fib_web(fib_warehouses: dict[str, Path], dataset: str
             actual,
             ("fraction", "web_sample_p", "web_percent", "max_ratio"),
         )
+
+
+@pytest.mark.parametrize("dataset", DATASET_NAMES)
+def test_web_coverage_equals_fib_web(fib_warehouses: dict[str, Path], dataset: str) -> None:
+    warehouse = warehouse_for(fib_warehouses, dataset)
+
+    def key(row: dict[str, Any]) -> tuple[Any, ...]:
+        return (row["baseline_map"], row["hardware"], row["level"], row["definition"], row["author"])
+
+    expected = {}
+    for row in golden_rows("coverage.csv", dataset):
+        row["baseline_map"] = map_name(row["baseline_map"])
+        expected[key(row)] = {
+            "attempted": int(row["attempted"]),
+            "total": int(row["total"]),
+            "percent": float(row["percent"]),
+            "comparison_count": int(row["comparison_count"]),
+            "total_comparisons": int(row["total_comparisons"]),
+            "total_workloads": int(row["total_workloads"]),
+            "ui_hidden": golden_bool(row["ui_hidden"]),
+        }
+    actual = {key(r): r for r in query(warehouse, "SELECT * FROM web_coverage")}
+    compare_rows(f"{dataset} web_coverage", expected, actual, ("percent",))
+
+
+@pytest.mark.parametrize("dataset", DATASET_NAMES)
+def test_web_solution_scores_equal_fib_web(fib_warehouses: dict[str, Path], dataset: str) -> None:
+    warehouse = warehouse_for(fib_warehouses, dataset)
+
+    def key(row: dict[str, Any]) -> tuple[Any, ...]:
+        return (row["baseline_map"], row["hardware"], row["definition"], row["solution"])
+
+    expected = {}
+    for row in golden_rows("web_solution_scores.csv", dataset):
+        row["baseline_map"] = map_name(row["baseline_map"])
+        expected[key(row)] = {
+            "author": row["author"],
+            "is_baseline": golden_bool(row["is_baseline"]),
+            "outcome": row["outcome"],
+            "avg_speedup": golden_float(row["avg_speedup"]),
+            "success_rate": golden_float(row["success_rate"]),
+            "win_rate": golden_float(row["win_rate"]),
+            "workloads": golden_int(row["workloads"]),
+        }
+    actual = {key(r): r for r in query(warehouse, "SELECT * FROM web_solution_scores")}
+    for row in actual.values():
+        assert (row["outcome"] == "null") == (row["reason"] is not None), row
+    compare_rows(
+        f"{dataset} web_solution_scores",
+        expected,
+        actual,
+        ("avg_speedup", "success_rate", "win_rate"),
+    )
+
+
+@pytest.mark.parametrize("dataset", DATASET_NAMES)
+def test_web_author_rankings_equal_fib_web(fib_warehouses: dict[str, Path], dataset: str) -> None:
+    warehouse = warehouse_for(fib_warehouses, dataset)
+
+    def key(row: dict[str, Any]) -> tuple[Any, ...]:
+        return (row["baseline_map"], row["hardware"], int(row["rank"]))
+
+    expected = {}
+    for row in golden_rows("web_author_rankings.csv", dataset):
+        row["baseline_map"] = map_name(row["baseline_map"])
+        expected[key(row)] = {
+            "author": row["author"],
+            "avg_speedup": float(row["avg_speedup"]),
+            "success_rate": float(row["success_rate"]),
+            "win_rate": float(row["win_rate"]),
+            "workloads": int(row["workloads"]),
+            "definitions": int(row["definitions"]),
+            "best_solutions": json.loads(row["best_solutions"]),
+            "ui_hidden": golden_bool(row["ui_hidden"]),
+        }
+    actual = {}
+    for row in query(warehouse, "SELECT * FROM web_author_rankings"):
+        row["best_solutions"] = json.loads(row["best_solutions"])
+        actual[key(row)] = row
+    compare_rows(
+        f"{dataset} web_author_rankings",
+        expected,
+        actual,
+        ("avg_speedup", "success_rate", "win_rate"),
+    )
