@@ -35,6 +35,8 @@ VIEW_ORDER = (
     "web_coverage",
     "web_solution_scores",
     "web_author_rankings",
+    "web_correctness_summary",
+    "web_buckets",
     "leaderboard",
 )
 

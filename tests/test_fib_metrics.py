@@ -343,3 +343,50 @@ def test_web_author_rankings_equal_fib_web(fib_warehouses: dict[str, Path], data
         actual,
         ("avg_speedup", "success_rate", "win_rate"),
     )
+
+
+@pytest.mark.parametrize("dataset", DATASET_NAMES)
+def test_web_correctness_summary_equals_fib_web(
+    fib_warehouses: dict[str, Path], dataset: str
+) -> None:
+    warehouse = warehouse_for(fib_warehouses, dataset)
+    columns = ("total", "passed", "incorrect", "runtime_error", "other")
+
+    def key(row: dict[str, Any]) -> tuple[Any, ...]:
+        return (
+            row["hardware"],
+            row["level"],
+            row["definition"],
+            row["solution"] or None,
+            row["author"] or None,
+        )
+
+    expected = {
+        key(row): {c: int(row[c]) for c in columns}
+        for row in golden_rows("correctness_summary.csv", dataset)
+    }
+    actual = {key(r): r for r in query(warehouse, "SELECT * FROM web_correctness_summary")}
+    compare_rows(f"{dataset} web_correctness_summary", expected, actual)
+
+
+@pytest.mark.parametrize("dataset", DATASET_NAMES)
+def test_web_buckets_equal_fib_web(fib_warehouses: dict[str, Path], dataset: str) -> None:
+    warehouse = warehouse_for(fib_warehouses, dataset)
+    columns = ("faster", "slower", "slower_no_ratio", "incorrect")
+
+    def key(row: dict[str, Any]) -> tuple[Any, ...]:
+        return (
+            row["baseline_map"],
+            row["hardware"],
+            row["definition"],
+            row["baseline_solution"],
+            row["solution"],
+            float(row["p"]),
+        )
+
+    expected = {}
+    for row in golden_rows("buckets.csv", dataset):
+        row["baseline_map"] = map_name(row["baseline_map"])
+        expected[key(row)] = {"author": row["author"], **{c: int(row[c]) for c in columns}}
+    actual = {key(r): r for r in query(warehouse, "SELECT * FROM web_buckets")}
+    compare_rows(f"{dataset} web_buckets", expected, actual)
