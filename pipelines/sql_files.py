@@ -37,6 +37,7 @@ VIEW_ORDER = (
     "web_author_rankings",
     "web_correctness_summary",
     "web_buckets",
+    "win_at_p",
     "leaderboard",
 )
 

@@ -390,3 +390,28 @@ def test_web_buckets_equal_fib_web(fib_warehouses: dict[str, Path], dataset: str
         expected[key(row)] = {"author": row["author"], **{c: int(row[c]) for c in columns}}
     actual = {key(r): r for r in query(warehouse, "SELECT * FROM web_buckets")}
     compare_rows(f"{dataset} web_buckets", expected, actual)
+
+
+@pytest.mark.parametrize("dataset", DATASET_NAMES)
+def test_win_at_p_equals_fib_script(fib_warehouses: dict[str, Path], dataset: str) -> None:
+    warehouse = warehouse_for(fib_warehouses, dataset)
+
+    def key(row: dict[str, Any]) -> tuple[Any, ...]:
+        p = row["p"]
+        return (row["author_source"], row["author"] or None, None if p in ("", None) else float(p))
+
+    expected = {
+        key(row): {
+            "outcome": row["outcome"],
+            "n_groups": golden_int(row["n_groups"]),
+            "n_total": golden_int(row["n_total"]),
+            "n_ratios": golden_int(row["n_ratios"]),
+            "n_wins": golden_int(row["n_wins"]),
+            "win_ratio": golden_float(row["win_ratio"]),
+        }
+        for row in golden_rows("win_at_p.csv", dataset)
+    }
+    actual = {key(r): r for r in query(warehouse, "SELECT * FROM win_at_p")}
+    for row in actual.values():
+        assert (row["outcome"] in ("curve", "empty")) == (row["reason"] is None), row
+    compare_rows(f"{dataset} win_at_p", expected, actual, ("win_ratio",))
