@@ -38,6 +38,8 @@ VIEW_ORDER = (
     "web_correctness_summary",
     "web_buckets",
     "win_at_p",
+    "solution_workload_latency",
+    "leaderboard_baselines",
     "leaderboard",
 )
 
