@@ -41,6 +41,8 @@ VIEW_ORDER = (
     "solution_workload_latency",
     "leaderboard_baselines",
     "leaderboard",
+    "leaderboard_speedups",
+    "leaderboard_fast_p",
 )
 
 
