@@ -55,34 +55,36 @@ FROM definitions AS d LEFT JOIN runs AS r USING (definition)
 GROUP BY ALL ORDER BY d.definition
 """
 DEFINITION_LEADERBOARD_SQL = """
-SELECT hardware, leaderboard_rank, solution, author, is_baseline, baseline_solution,
+SELECT definition, hardware, leaderboard_rank, solution, author, is_baseline, baseline_solution,
        baseline_choice, workloads_passed, workloads_in_slice, coverage, workloads_compared,
        geomean_speedup, win_rate, speedup_reason, latency_us_geomean, rerun_spread_median,
        sort_tier, fib_all_gpus_avg_speedup, fib_all_gpus_win_rate, fib_reason
-FROM leaderboard WHERE definition = $definition ORDER BY hardware, leaderboard_rank
+FROM leaderboard ORDER BY definition, hardware, leaderboard_rank
 """
 DEFINITION_FAST_P_SQL = """
-SELECT hardware, solution, p, fast_p FROM leaderboard_fast_p
-WHERE definition = $definition ORDER BY hardware, solution, p
+SELECT definition, hardware, solution, p, fast_p FROM leaderboard_fast_p
+ORDER BY definition, hardware, solution, p
 """
 DEFINITION_SPEEDUPS_SQL = """
-SELECT hardware, solution, workload_key, speedup FROM leaderboard_speedups
-WHERE definition = $definition AND speedup IS NOT NULL ORDER BY hardware, solution, workload_key
+SELECT definition, hardware, solution, workload_key, speedup FROM leaderboard_speedups
+WHERE speedup IS NOT NULL ORDER BY definition, hardware, solution, workload_key
 """
 DEFINITION_COVERAGE_SQL = """
 WITH cells AS (
-    SELECT hardware, solution, workload_key,
+    SELECT definition, hardware, solution, workload_key,
            CASE WHEN passed THEN 'passed' ELSE 'failed' END AS status
-    FROM solution_workload_latency WHERE definition = $definition
+    FROM solution_workload_latency
 ),
 grid AS (
-    SELECT s.hardware, s.solution, w.workload_key
-    FROM (SELECT DISTINCT hardware, solution FROM cells) AS s
-    JOIN (SELECT DISTINCT hardware, workload_key FROM cells) AS w USING (hardware)
+    SELECT s.definition, s.hardware, s.solution, w.workload_key
+    FROM (SELECT DISTINCT definition, hardware, solution FROM cells) AS s
+    JOIN (SELECT DISTINCT definition, hardware, workload_key FROM cells) AS w
+        USING (definition, hardware)
 )
-SELECT g.hardware, g.solution, g.workload_key, coalesce(c.status, 'not run') AS status
-FROM grid AS g LEFT JOIN cells AS c USING (hardware, solution, workload_key)
-ORDER BY g.hardware, g.solution, g.workload_key
+SELECT g.definition, g.hardware, g.solution, g.workload_key,
+       coalesce(c.status, 'not run') AS status
+FROM grid AS g LEFT JOIN cells AS c USING (definition, hardware, solution, workload_key)
+ORDER BY g.definition, g.hardware, g.solution, g.workload_key
 """
 
 LEADERBOARD_COLUMNS = (
@@ -222,7 +224,7 @@ def write_report(settings: Settings, out_dir: Path) -> ReportResult:
     warehouse = Warehouse(settings.warehouse)
     warehouse.require_current()
     if out_dir.exists() and not out_dir.is_dir():
-        raise NotADirectoryError(f"--out {out_dir}: exists and is not a folder")
+        raise ValueError(f"--out {out_dir}: exists and is not a folder")
     out_dir.mkdir(parents=True, exist_ok=True)
     pages_dir = out_dir / "definitions"
     if pages_dir.exists():  # pages of definitions that are gone must not linger
@@ -235,10 +237,23 @@ def write_report(settings: Settings, out_dir: Path) -> ReportResult:
     try:
         result = ReportResult(out_dir)
         definitions = reader.rows(DEFINITIONS_SQL)
+        # each view is read once and split by definition: one query per page would recompute
+        # the views for every page
+        boards = _grouped(reader.rows(DEFINITION_LEADERBOARD_SQL), "definition")
+        curves = _grouped(reader.rows(DEFINITION_FAST_P_SQL), "definition")
+        speedups = _grouped(reader.rows(DEFINITION_SPEEDUPS_SQL), "definition")
+        cells = _grouped(reader.rows(DEFINITION_COVERAGE_SQL), "definition")
         for definition in definitions:
             name = definition["definition"]
             page = pages_dir / definition_page_name(name)
-            write_atomically(page, _definition_page(reader, definition).encode())
+            html_text = _definition_page(
+                definition,
+                boards.get(name, []),
+                curves.get(name, []),
+                speedups.get(name, []),
+                cells.get(name, []),
+            )
+            write_atomically(page, html_text.encode())
             result.pages.append(page)
         overview, top_rows = _overview_page(reader, definitions)
         write_atomically(result.index, overview.encode())
@@ -362,14 +377,16 @@ def _overview_page(
     return _page("tracehouse report", "".join(parts), depth=0), top
 
 
-def _definition_page(reader: _Reader, definition: dict[str, Any]) -> str:
+def _definition_page(
+    definition: dict[str, Any],
+    board: list[dict[str, Any]],
+    curves: list[dict[str, Any]],
+    speedups: list[dict[str, Any]],
+    cells: list[dict[str, Any]],
+) -> str:
     import plotly.graph_objects as go
 
     name = definition["definition"]
-    board = reader.rows(DEFINITION_LEADERBOARD_SQL, definition=name)
-    curves = reader.rows(DEFINITION_FAST_P_SQL, definition=name)
-    speedups = reader.rows(DEFINITION_SPEEDUPS_SQL, definition=name)
-    cells = reader.rows(DEFINITION_COVERAGE_SQL, definition=name)
     parts = [
         "<nav><a href='../index.html'>← overview</a></nav>",
         f"<h1>{html.escape(name)}</h1>",

@@ -29,7 +29,12 @@ attempts AS (
         sum(runs) AS runs,
         count(*) AS workloads_attempted,
         count(*) FILTER (WHERE passed) AS workloads_passed,
-        exp(avg(ln(median_latency_us)) FILTER (WHERE passed)) AS latency_us_geomean,
+        -- sums as left folds in workload order, so the figure is the same on every query
+        exp(
+            list_reduce(list(ln(median_latency_us) ORDER BY workload_key) FILTER (WHERE passed),
+                        lambda a, b: a + b)
+            / count(*) FILTER (WHERE passed)
+        ) AS latency_us_geomean,
         median(rerun_spread) AS rerun_spread_median
     FROM per_workload
     GROUP BY ALL
@@ -39,6 +44,7 @@ ratios AS (
         w.definition,
         w.hardware,
         w.solution,
+        w.workload_key,
         b.best_latency_us / w.best_latency_us AS speedup
     FROM per_workload AS w
     JOIN leaderboard_baselines AS lb USING (definition, hardware)
@@ -53,7 +59,8 @@ scored AS (
         hardware,
         solution,
         count(*) AS workloads_compared,
-        exp(avg(ln(speedup))) AS geomean_speedup,
+        exp(list_reduce(list(ln(speedup) ORDER BY workload_key), lambda a, b: a + b) / count(*))
+            AS geomean_speedup,
         avg(CASE WHEN speedup > 1 THEN 1.0 ELSE 0.0 END)::DOUBLE AS win_rate
     FROM ratios
     GROUP BY ALL
