@@ -300,7 +300,9 @@ def _overview_page(
     parts.append("<h2>Tables</h2>")
     parts.append(_table(counts, [("table", "table"), ("rows", "rows")], table_id="table-counts"))
     parts.append("<h2>Rejects by reason</h2>")
-    parts.append(_table(rejects, [("reason", "reason"), ("records", "records")], table_id="rejects"))
+    parts.append(
+        _table(rejects, [("reason", "reason"), ("records", "records")], table_id="rejects")
+    )
 
     parts.append("<h2>Best solution per definition and hardware (tracehouse)</h2>")
     parts.append(
@@ -523,4 +525,3 @@ def _coverage_chart(go: Any, cells: list[dict[str, Any]], index: int) -> str:
 
 def report_summary_line(result: ReportResult) -> str:
     return f"wrote {len(result.pages)} pages to {result.out_dir} (open {result.index})"
-

@@ -462,7 +462,12 @@ TRACE_LINES = Table(
     (
         _c("source_file", S, "Dataset-relative path of the trace file.", False),
         _c("source_line", I64, "1-based line number.", False),
-        _c("record_index", I64, "Position inside the line (>0 for `}{`-concatenated objects).", False),
+        _c(
+            "record_index",
+            I64,
+            "Position inside the line (>0 for `}{`-concatenated objects).",
+            False,
+        ),
         _c(
             "json_parse_ok",
             B,
@@ -472,7 +477,7 @@ TRACE_LINES = Table(
         _c("definition", S, "The `definition` field as written."),
         _c("solution", S, "The `solution` field; null when absent or empty."),
         _c("workload_uuid", S, "workload.uuid as written."),
-        _c("has_evaluation", B, "False for an `\"evaluation\": null` line.", False),
+        _c("has_evaluation", B, 'False for an `"evaluation": null` line.', False),
         _c("status", S, "evaluation.status as written."),
         _c("hardware", S, "evaluation.environment.hardware as written."),
         _c("device", S, "evaluation.environment.device as written (the web reads it first)."),
@@ -485,7 +490,7 @@ TRACE_LINES = Table(
         _c(
             "latency_is_json_number",
             B,
-            "latency_ms is a JSON number (the web ignores strings such as \"Infinity\").",
+            'latency_ms is a JSON number (the web ignores strings such as "Infinity").',
             False,
         ),
         _c("speedup_factor", F64, "performance.speedup_factor (vs the PyTorch reference)."),

@@ -284,9 +284,10 @@ def test_materialize_everything_into_a_temporary_warehouse(
     assert set(materialized) == set(schemas.TABLES) | VIEWS | {REPORT}
     report_index = Path(str(materialized[REPORT]["path"].value))
     assert report_index == warehouse / "report" / "index.html" and report_index.is_file()
-    assert materialized[REPORT]["pages"].value == 1 + materialized["definitions"][
-        "dagster/row_count"
-    ].value
+    assert (
+        materialized[REPORT]["pages"].value
+        == 1 + materialized["definitions"]["dagster/row_count"].value
+    )
     overview = str(materialized[REPORT]["overview_top_rows"].value)
     assert overview.startswith("| definition | hardware | solution |") and overview.count("\n") >= 3
     connection = connect_read_only(Warehouse(warehouse))

@@ -13,13 +13,11 @@ from typing import Any
 
 import pytest
 
-from pipelines.settings import load_settings
 from pipelines.warehouse import Warehouse, connect_read_only
 from tests.conftest import build
 from tests.fib_golden import (
     DEMO_DATASET,
     DEMO_SEED,
-    GoldenDataset,
     compare_rows,
     error_kind,
     golden_datasets,
@@ -265,7 +263,13 @@ def test_web_coverage_equals_fib_web(fib_warehouses: dict[str, Path], dataset: s
     warehouse = warehouse_for(fib_warehouses, dataset)
 
     def key(row: dict[str, Any]) -> tuple[Any, ...]:
-        return (row["baseline_map"], row["hardware"], row["level"], row["definition"], row["author"])
+        return (
+            row["baseline_map"],
+            row["hardware"],
+            row["level"],
+            row["definition"],
+            row["author"],
+        )
 
     expected = {}
     for row in golden_rows("coverage.csv", dataset):

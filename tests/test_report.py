@@ -150,7 +150,9 @@ def check_numbers(warehouse: Path, tables: dict[str, Any]) -> None:
 def test_demo_report_in_chromium(demo_warehouse: Path, tmp_path: Path) -> None:
     out = tmp_path / "demo-report"
     pages = render(demo_warehouse, out)
-    assert len(pages) == 1 + sql_rows(demo_warehouse, "SELECT count(*) AS n FROM definitions")[0]["n"]
+    assert (
+        len(pages) == 1 + sql_rows(demo_warehouse, "SELECT count(*) AS n FROM definitions")[0]["n"]
+    )
     tables = check_pages(demo_warehouse, out, pages, tmp_path)
     check_numbers(demo_warehouse, tables)
 

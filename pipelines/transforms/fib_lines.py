@@ -80,7 +80,8 @@ def fib_trace_line(rel: str, record: Record) -> dict[str, Any] | None:
         "device": _text(environment.get("device")),
         "has_performance": isinstance(performance, dict),
         "latency_ms": _python_float(latency),
-        "latency_is_json_number": isinstance(latency, int | float) and not isinstance(latency, bool),
+        "latency_is_json_number": isinstance(latency, int | float)
+        and not isinstance(latency, bool),
         "speedup_factor": _python_float(_object(performance).get("speedup_factor")),
         "max_absolute_error": _python_float(correctness.get("max_absolute_error")),
         "max_relative_error": _python_float(correctness.get("max_relative_error")),
