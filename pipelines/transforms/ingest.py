@@ -108,6 +108,8 @@ class FileResult:
     runs: int = 0
     workload_records: int = 0
     rejected: int = 0
+    # Records and runs each path took (the rest of `records` took the exact path).
+    columnar_records: int = 0
 
 
 def kernelindex_reads(rel: str, stems: frozenset[str]) -> bool:
@@ -434,17 +436,29 @@ class FileIngester:
 
     def flush(self, staging_dir: Path, part_key: str) -> None:
         """Write the rows gathered so far as the next chunk of parts, and forget them."""
-        staging_dir.mkdir(parents=True, exist_ok=True)
         for name, rows in self.parts.items():
             if len(rows) == 0:
                 continue
-            chunk = len(self.result.parts.get(name, []))
-            file_name = f"{part_key}.{name}.{chunk}.parquet"
-            temporary = staging_dir / f".{file_name}.{os.getpid()}.tmp"
-            pq.write_table(rows.to_arrow(), temporary, compression="zstd")
-            os.replace(temporary, staging_dir / file_name)
-            self.result.parts.setdefault(name, []).append(file_name)
+            self._write_part(staging_dir, part_key, name, rows.to_arrow())
             rows.rows.clear()
+
+    def flush_columnar(self, batch: Any, staging_dir: Path, part_key: str) -> None:
+        """Write the columnar path's gathered lines as the next chunk of runs and correctness."""
+        if len(batch) == 0:
+            return
+        runs, correctness = batch.frames()
+        self._write_part(staging_dir, part_key, "runs", runs)
+        if correctness.num_rows:
+            self._write_part(staging_dir, part_key, "correctness", correctness)
+
+    def _write_part(self, staging_dir: Path, part_key: str, name: str, table: pa.Table) -> None:
+        staging_dir.mkdir(parents=True, exist_ok=True)
+        chunk = len(self.result.parts.get(name, []))
+        file_name = f"{part_key}.{name}.{chunk}.parquet"
+        temporary = staging_dir / f".{file_name}.{os.getpid()}.tmp"
+        pq.write_table(table, temporary, compression="zstd")
+        os.replace(temporary, staging_dir / file_name)
+        self.result.parts.setdefault(name, []).append(file_name)
 
     def finish(self, staging_dir: Path, part_key: str) -> None:
         self.flush(staging_dir, part_key)
@@ -456,10 +470,23 @@ def _float_or_none(value: Any) -> float | None:
 
 
 def ingest_file(
-    path: Path, rel: str, context: DatasetContext, staging_dir: Path, part_key: str
+    path: Path,
+    rel: str,
+    context: DatasetContext,
+    staging_dir: Path,
+    part_key: str,
+    *,
+    exact: bool = False,
 ) -> FileResult:
-    """Parse one JSONL file into staging parts. Never raises for bad content."""
+    """Parse one JSONL file into staging parts. Never raises for bad content.
+
+    Clean trace lines take the columnar path (``pipelines.ingest.columnar``) unless ``exact``;
+    every other record, and every record when ``exact``, takes the per-line reference path.
+    """
+    from pipelines.ingest.columnar import ColumnarBatch
+
     ingester = FileIngester(rel, context)
+    columnar = None if exact else ColumnarBatch(ingester)
     try:
         if looks_binary(path):
             ingester.reject(None, "binary_file", "the file holds binary data, not JSON lines", None)
@@ -467,13 +494,21 @@ def ingest_file(
             for item in iter_jsonl(path, rel):
                 if len(ingester.parts["runs"]) >= CHUNK_ROWS:
                     ingester.flush(staging_dir, part_key)
+                if columnar is not None and len(columnar) >= CHUNK_ROWS:
+                    ingester.flush_columnar(columnar, staging_dir, part_key)
                 if isinstance(item, Reject):
                     ingester.result.records += 1
                     ingester.reject(item.line, item.reason, item.message, None)
                     ingester.parts["rejects"].rows[-1]["raw_prefix"] = item.raw_prefix
+                elif columnar is not None and columnar.take(item):
+                    ingester.result.records += 1
+                    ingester.result.columnar_records += 1
+                    ingester.result.runs += 1
                 else:
                     ingester.record(item)
     except OSError as error:
         ingester.reject(None, "unreadable_file", f"cannot read: {error.strerror or error}", None)
+    if columnar is not None:
+        ingester.flush_columnar(columnar, staging_dir, part_key)
     ingester.finish(staging_dir, part_key)
     return ingester.result
