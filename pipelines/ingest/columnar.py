@@ -198,7 +198,11 @@ class ColumnarBatch:
         """Gather one record, or return False for the exact path to handle it."""
         ingester = self.ingester
         value = record.value
-        if not record.strict or record.index or not _clean_trace(value, ingester.context.definitions):
+        if (
+            not record.strict
+            or record.index
+            or not _clean_trace(value, ingester.context.definitions)
+        ):
             return False
         evaluation = value["evaluation"]
         workload_bytes = orjson.dumps(value["workload"])
@@ -314,8 +318,8 @@ class ColumnarBatch:
 
     def frames(self) -> tuple[pa.Table, pa.Table]:
         """The gathered lines as staging runs and correctness tables; the batch is emptied."""
-        from pipelines.transforms.ingest import STAGING_RUNS
         from pipelines import schemas
+        from pipelines.transforms.ingest import STAGING_RUNS
 
         batch = pl.DataFrame(self.columns, schema=_LOOP_SCHEMA)
         entities = pl.DataFrame(
@@ -324,9 +328,7 @@ class ColumnarBatch:
                     "combination": index,
                     **{name: c.columns.get(name) for name in COMBINATION_COLUMNS},
                     "identified": c.identified,
-                    "variants_before_log": ",".join(
-                        c.workload_variants + c.environment_variants
-                    ),
+                    "variants_before_log": ",".join(c.workload_variants + c.environment_variants),
                     "tolerance_max_atol": c.tolerance_max_atol,
                     "tolerance_max_rtol": c.tolerance_max_rtol,
                 }
@@ -416,9 +418,7 @@ def _derive_combination(ingester: Any, record: Any) -> _Combination | None:
     if len(scratch.parts["runs"]) != 1 or len(scratch.parts["environments"]) != 1:
         return None
     row = scratch.parts["runs"].rows[0]
-    workload_variants = tuple(
-        v for v in trace.variants if v in ("legacy_format_key", "no_uuid")
-    )
+    workload_variants = tuple(v for v in trace.variants if v in ("legacy_format_key", "no_uuid"))
     environment_variants = tuple(
         v for v in trace.variants if v in ("device_key", "numeric_lib_version")
     )

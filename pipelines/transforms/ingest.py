@@ -213,14 +213,17 @@ class FileIngester:
         )
         self.result.rejected += 1
 
+    def fib_line(self, record: Record) -> None:
+        """FlashInfer-Bench's own view of a trace line, whichever path imports it (or none)."""
+        if self.fib_reads:
+            line = fib_trace_line(self.rel, record)
+            if line is not None:
+                self.parts["trace_lines"].add(line)
+
     def record(self, record: Record) -> None:
         self.result.records += 1
         if not record.strict:
             self.strict_file = False
-        if self.fib_reads:  # FlashInfer-Bench's own view of the line, imported or not
-            line = fib_trace_line(self.rel, record)
-            if line is not None:
-                self.parts["trace_lines"].add(line)
         kind = classify(record.value)
         if kind is None:
             if isinstance(record.value, dict):
@@ -492,10 +495,15 @@ def ingest_file(
             ingester.reject(None, "binary_file", "the file holds binary data, not JSON lines", None)
         else:
             for item in iter_jsonl(path, rel):
-                if len(ingester.parts["runs"]) >= CHUNK_ROWS:
+                if (
+                    len(ingester.parts["runs"]) >= CHUNK_ROWS
+                    or len(ingester.parts["trace_lines"]) >= CHUNK_ROWS
+                ):
                     ingester.flush(staging_dir, part_key)
                 if columnar is not None and len(columnar) >= CHUNK_ROWS:
                     ingester.flush_columnar(columnar, staging_dir, part_key)
+                if not isinstance(item, Reject):
+                    ingester.fib_line(item)
                 if isinstance(item, Reject):
                     ingester.result.records += 1
                     ingester.reject(item.line, item.reason, item.message, None)
