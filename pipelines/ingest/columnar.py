@@ -274,7 +274,11 @@ class ColumnarBatch:
                     columns[f"{prefix}_special"].append(None)
             extra = correctness.get("extra")
             ratio = extra.get("matched_ratio") if extra is not None else None
-            columns["matched_ratio"].append(float(ratio) if type(ratio) in (int, float) else None)
+            columns["matched_ratio"].append(
+                float(ratio)
+                if isinstance(ratio, int | float) and not isinstance(ratio, bool)
+                else None
+            )
             columns["correctness_extra_json"].append(
                 orjson.dumps({"extra": extra}).decode() if "extra" in correctness else None
             )
