@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import pickle
 import time
 from collections import Counter
@@ -21,10 +20,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pipelines import IMPORTER_VERSION
-from pipelines.files import sha256_file, write_atomically
+from pipelines import IMPORTER_VERSION, kernelindex
+from pipelines.files import replace_atomically, sha256_file, write_atomically
 from pipelines.settings import Settings
-from pipelines.sources.local import HEX40, SourceFile, discover, git_revision
+from pipelines.sources.local import SourceFile, discover, git_revision
 from pipelines.warehouse import Warehouse
 
 ProgressFn = Callable[[str, int, int], None]  # (phase, done, total)
@@ -52,6 +51,8 @@ class BuildResult:
     records_read: int
     snapshot_id: str | None
     source: ResolvedSource | None = None
+    # JSONL records by the path that took them ({"columnar": n, "exact": m}); see ingest_paths.
+    records_by_path: dict[str, int] = field(default_factory=dict)
 
     def summary_lines(self) -> list[str]:
         if self.up_to_date:
@@ -60,6 +61,13 @@ class BuildResult:
         lines.append(
             f"  files parsed {self.files_parsed}, reused {self.files_reused}, records read {self.records_read}"
         )
+        if self.records_by_path:
+            total = sum(self.records_by_path.values()) or 1
+            shares = ", ".join(
+                f"{path} {count:,} ({100 * count / total:.1f}%)"
+                for path, count in self.records_by_path.items()
+            )
+            lines.append(f"  records by path: {shares}")
         for table, count in self.table_counts.items():
             lines.append(f"  {table:<17} {count:>10,}")
         if self.rejects_by_reason:
@@ -73,7 +81,7 @@ def resolve_source(
     source: str, settings: Settings, progress: ProgressFn | None = None
 ) -> ResolvedSource:
     """A local folder as it is, or a Hub dataset fetched (incrementally) into the cache."""
-    if settings.revision is not None and not HEX40.match(settings.revision):
+    if settings.revision is not None and not kernelindex.is_commit_sha(settings.revision):
         raise ValueError(
             f"--revision {settings.revision!r} is not a commit sha (40 lowercase hex characters)"
         )
@@ -128,15 +136,50 @@ def _read_manifest(warehouse: Warehouse) -> dict[str, Any]:
         return {}
 
 
-# Worker processes inherit the context through fork instead of receiving it per task.
+# The dataset context, set once per worker process (by _set_worker_context) rather than sent
+# with every task.
 _WORKER_CONTEXT: Any = None
 
 
-def _ingest_task(task: tuple[str, str, str, str]) -> Any:
-    from pipelines.transforms.ingest import ingest_file
+def _set_worker_context(context: Any) -> None:
+    global _WORKER_CONTEXT
+    _WORKER_CONTEXT = context
 
-    path, rel, staging, part_key = task
-    return ingest_file(Path(path), rel, _WORKER_CONTEXT, Path(staging), part_key)
+
+# Files are parsed and stored in groups: one Polars frame and one set of Parquet parts per group
+# instead of per file (most trace files hold a few dozen lines). A file's group depends only on
+# its path, so adding or changing a file re-parses its group alone, about 1/FILE_GROUPS of the
+# dataset.
+FILE_GROUPS = 64
+
+
+def file_group(rel: str) -> int:
+    return int(hashlib.sha256(rel.encode()).hexdigest()[:8], 16) % FILE_GROUPS
+
+
+@dataclass(frozen=True)
+class IngestTask:
+    """One group of files to parse into the staging parts named by part_key."""
+
+    files: tuple[tuple[str, str], ...]  # (absolute path, dataset-relative path)
+    staging: str
+    part_key: str
+    exact: bool
+    size: int
+    chunk_rows: int  # rows buffered before a part is written (memory stays flat)
+
+
+def _ingest_task(task: IngestTask) -> Any:
+    from pipelines.transforms.ingest import ingest_group
+
+    return ingest_group(
+        [(Path(path), rel) for path, rel in task.files],
+        _WORKER_CONTEXT,
+        Path(task.staging),
+        task.part_key,
+        exact=task.exact,
+        chunk_rows=task.chunk_rows,
+    )
 
 
 def build_warehouse(
@@ -209,11 +252,12 @@ def _load_context_cached(
         revision=resolved.resolved_sha,
         baseline_map=read_baseline_map(settings.baselines_file),
     )
-    warehouse.cache.mkdir(parents=True, exist_ok=True)
-    temporary = cache_file.with_name(f".context.{os.getpid()}.tmp")
-    with temporary.open("wb") as handle:
-        pickle.dump((key, loaded), handle, protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(temporary, cache_file)
+
+    def write_pickle(temporary: Path) -> None:
+        with temporary.open("wb") as handle:
+            pickle.dump((key, loaded), handle, protocol=pickle.HIGHEST_PROTOCOL)
+
+    replace_atomically(cache_file, write_pickle)
     return loaded
 
 
@@ -229,7 +273,7 @@ def _full_build(
     started: float,
 ) -> BuildResult:
     global _WORKER_CONTEXT
-    from pipelines.transforms import finalize
+    from pipelines.transforms import finalize, ingest
 
     warehouse.remove_stale_generations()
     json_files = [f for f in files if f.kind == "json"]
@@ -240,45 +284,58 @@ def _full_build(
     previous: dict[str, Any] = (
         manifest.get("files", {}) if manifest.get("context") == context.fingerprint else {}
     )
+    if manifest.get("exact") != settings.exact:
+        previous = {}
     warehouse.staging.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {}
     file_entries: dict[str, Any] = {}
-    tasks: list[tuple[str, str, str, str]] = []
-    sizes: dict[str, int] = {}
+    tasks: list[IngestTask] = []
+    groups: dict[int, list[SourceFile]] = {}
     for source_file in line_files:
-        entry = previous.get(source_file.rel)
-        if (
-            entry
-            and entry["fingerprint"] == source_file.fingerprint
-            and _parts_exist(warehouse, entry)
-        ):
-            file_entries[source_file.rel] = {**entry}
+        groups.setdefault(file_group(source_file.rel), []).append(source_file)
+    group_mode = f"{context.fingerprint}\n{settings.exact}"
+    for members in groups.values():
+        reused = _reusable_group(warehouse, members, previous, group_mode)
+        if reused is not None:
+            file_entries.update(reused)
             continue
-        content_sha = sha256_file(source_file.path)
-        part_key = hashlib.sha256(f"{content_sha}\n{context.fingerprint}".encode()).hexdigest()[:32]
-        if entry and entry["part_key"] == part_key and _parts_exist(warehouse, entry):
-            file_entries[source_file.rel] = {**entry, "fingerprint": source_file.fingerprint}
-            continue
-        file_entries[source_file.rel] = {
-            "fingerprint": source_file.fingerprint,
-            "sha256": content_sha,
-            "part_key": part_key,
-        }
-        tasks.append((str(source_file.path), source_file.rel, str(warehouse.staging), part_key))
-        sizes[source_file.rel] = source_file.size
-    tasks.sort(key=lambda t: -sizes[t[1]])  # biggest first keeps both cores busy to the end
+        # Parts are named by what the group looked like on disk; the content digests come
+        # back from the workers, which hash each file as they read it.
+        part_key = hashlib.sha256(
+            json.dumps([group_mode, [[f.rel, f.fingerprint] for f in members]]).encode()
+        ).hexdigest()[:32]
+        for source_file in members:
+            file_entries[source_file.rel] = {"fingerprint": source_file.fingerprint}
+        tasks.append(
+            IngestTask(
+                tuple((str(f.path), f.rel) for f in members),
+                str(warehouse.staging),
+                part_key,
+                settings.exact,
+                sum(f.size for f in members),
+                ingest.CHUNK_ROWS,
+            )
+        )
+    tasks.sort(key=lambda t: -t.size)  # biggest first keeps both cores busy to the end
 
     _WORKER_CONTEXT = context
+    results: list[Any] = []
     if tasks:
         _run_tasks(tasks, settings.workers, progress, results)
-    for rel, result in results.items():
-        file_entries[rel].update(
-            parts=result.parts,
-            records=result.records,
-            runs=result.runs,
-            rejected=result.rejected,
-            kernelindex_unreadable=result.kernelindex_unreadable,
+    for result in results:
+        group_key = _group_key(
+            group_mode, {rel: counts.content_sha256 for rel, counts in result.files.items()}
         )
+        for rel, counts in result.files.items():
+            file_entries[rel].update(
+                sha256=counts.content_sha256,
+                group_key=group_key,
+                parts=result.parts,
+                records=counts.records,
+                runs=counts.runs,
+                rejected=counts.rejected,
+                columnar_records=counts.columnar_records,
+                kernelindex_unreadable=counts.kernelindex_unreadable,
+            )
 
     outcome = finalize.finalize(
         warehouse=warehouse,
@@ -296,6 +353,7 @@ def _full_build(
             {
                 "state": state,
                 "context": context.fingerprint,
+                "exact": settings.exact,
                 "fingerprints": {f.rel: f.fingerprint for f in files},
                 "files": file_entries,
                 "generation": outcome.generation.name,
@@ -306,18 +364,56 @@ def _full_build(
     )
     _remove_unreferenced_parts(warehouse, file_entries)
     records_read = sum(e.get("records", 0) for e in file_entries.values())
+    files_parsed = sum(len(task.files) for task in tasks)
     return BuildResult(
         warehouse.root,
         False,
         time.perf_counter() - started,
         outcome.table_counts,
         dict(sorted(Counter(outcome.rejects_by_reason).items())),
-        len(tasks),
-        len(line_files) - len(tasks),
+        files_parsed,
+        len(line_files) - files_parsed,
         records_read + len(json_files),
         outcome.snapshot_id,
         resolved,
+        outcome.records_by_path,
     )
+
+
+def _group_key(group_mode: str, shas: dict[str, str]) -> str:
+    """What a group's parts depend on: the dataset context, the path mode, each file's bytes."""
+    listing = "".join(f"{rel}\0{sha}\n" for rel, sha in sorted(shas.items()))
+    return hashlib.sha256(f"{group_mode}\n{listing}".encode()).hexdigest()
+
+
+def _reusable_group(
+    warehouse: Warehouse,
+    members: list[SourceFile],
+    previous: dict[str, Any],
+    group_mode: str,
+) -> dict[str, Any] | None:
+    """The previous entries of a group whose files all have the same bytes as last time, or None.
+
+    Only files whose size, mtime or inode changed are hashed again; a new file means a parse.
+    """
+    entries = [previous.get(f.rel) for f in members]
+    if not all(e and e.get("group_key") and e.get("sha256") for e in entries):
+        return None
+    shas = {}
+    for source_file, entry in zip(members, entries, strict=True):
+        assert entry is not None
+        same = entry["fingerprint"] == source_file.fingerprint
+        shas[source_file.rel] = entry["sha256"] if same else sha256_file(source_file.path)
+    group_key = _group_key(group_mode, shas)
+    if any(e["group_key"] != group_key for e in entries if e) or not all(
+        _parts_exist(warehouse, e) for e in entries if e
+    ):
+        return None
+    return {
+        f.rel: {**e, "fingerprint": f.fingerprint}
+        for f, e in zip(members, entries, strict=True)
+        if e
+    }
 
 
 def _parts_exist(warehouse: Warehouse, entry: dict[str, Any]) -> bool:
@@ -328,30 +424,41 @@ def _parts_exist(warehouse: Warehouse, entry: dict[str, Any]) -> bool:
 
 
 def _run_tasks(
-    tasks: list[tuple[str, str, str, str]],
+    tasks: list[IngestTask],
     workers: int,
     progress: ProgressFn | None,
-    results: dict[str, Any],
+    results: list[Any],
 ) -> None:
+    """Parse every task; results come back in task order."""
     if progress:
         progress("parse", 0, len(tasks))
     if workers <= 1 or len(tasks) == 1:
         for done, task in enumerate(tasks, start=1):
-            results[task[1]] = _ingest_task(task)
+            results.append(_ingest_task(task))
             if progress:
                 progress("parse", done, len(tasks))
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
+    gathered: dict[int, Any] = {}
+    # Workers start from a clean server process, not by forking this one: a fork copies a
+    # process whose Polars/DuckDB thread pools may hold locks (in Dagster, tests, a notebook),
+    # and the child then hangs on its first frame.
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["pipelines.transforms.ingest", "pipelines.ingest.columnar"])
     with ProcessPoolExecutor(
-        max_workers=min(workers, len(tasks)), mp_context=multiprocessing.get_context("fork")
+        max_workers=min(workers, len(tasks)),
+        mp_context=context,
+        initializer=_set_worker_context,
+        initargs=(_WORKER_CONTEXT,),
     ) as pool:
-        futures = {pool.submit(_ingest_task, task): task[1] for task in tasks}
+        futures = {pool.submit(_ingest_task, task): index for index, task in enumerate(tasks)}
         for done, future in enumerate(as_completed(futures), start=1):
-            results[futures[future]] = future.result()
+            gathered[futures[future]] = future.result()
             if progress:
                 progress("parse", done, len(tasks))
+    results.extend(gathered[index] for index in range(len(tasks)))
 
 
 def _remove_unreferenced_parts(warehouse: Warehouse, file_entries: dict[str, Any]) -> None:

@@ -55,6 +55,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         workers=args.workers,
         lock_timeout_s=0.0 if args.no_wait else args.wait,
         include_blobs=args.include_blobs or None,
+        exact=args.exact,
     )
     result = build_warehouse(settings, progress=_progress_bar(), force=args.force)
     print("\n".join(result.summary_lines()))
@@ -217,6 +218,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--include-blobs", action="store_true", help="also mirror blob/ from the Hub"
     )
     build.add_argument("--force", action="store_true", help="rebuild even when nothing changed")
+    build.add_argument(
+        "--exact",
+        action="store_true",
+        default=None,
+        help="take every record through the exact per-line reference path (env TRACEHOUSE_EXACT)",
+    )
     build.set_defaults(handler=cmd_build)
 
     query = add("query", "Run one read-only SQL query against the warehouse.")

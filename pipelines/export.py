@@ -6,20 +6,19 @@ checked against the stored run digest, so a record that prints is one whose iden
 
 from __future__ import annotations
 
+import functools
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
-from pipelines import IMPORTER_VERSION
-from pipelines.files import sha256_file, write_atomically
+from pipelines import IMPORTER_VERSION, kernelindex
+from pipelines.files import replace_atomically, sha256_file, write_atomically
+from pipelines.kernelindex import canonical_json, manifest_digest
 from pipelines.schemas import TABLES
 from pipelines.settings import Settings
-from pipelines.transforms import identity
-from pipelines.transforms.canonical import canonical_json, manifest_digest
-from pipelines.warehouse import Warehouse, connect_read_only
+from pipelines.warehouse import Warehouse, connect_read_only, table_view_sql
 
 RUN_COLUMNS_SQL = """
 SELECT r.*, e.hardware_raw, e.libs_json,
@@ -76,14 +75,14 @@ def run_spec_from_row(row: dict[str, Any]) -> dict[str, Any] | None:
         "status": row["ki_status"],
     }
     if row["has_correctness"]:
-        correctness: dict[str, Any] = {"comparator": identity.RUN_COMPARATOR}
+        correctness: dict[str, Any] = {"comparator": kernelindex.RUN_COMPARATOR}
         if row["max_absolute_error"] is not None:
             correctness["maximumAbsoluteError"] = row["max_absolute_error"]
         if row["max_relative_error"] is not None:
             correctness["maximumRelativeError"] = row["max_relative_error"]
         spec["correctness"] = correctness
     source_native: dict[str, Any] = {
-        "source": identity.HARNESS_NAME,
+        "source": kernelindex.HARNESS_NAME,
         "benchmark": row["definition"],
     }
     if row["latency_ns"] is not None and row["latency_ms"] is not None:
@@ -114,11 +113,11 @@ def record_manifest_from_row(row: dict[str, Any]) -> dict[str, Any]:
     if row["run_digest"] is not None and manifest_digest("BenchmarkRun", spec) != row["run_digest"]:
         raise RuntimeError(f"run {row['run_id']}: the stored run digest does not match its columns")
     environment = {"hardware": row["hardware_raw"], "libs": json.loads(row["libs_json"])}
-    return identity.record_manifest(
+    return kernelindex.record_manifest(
         spec,
-        identity.run_metadata(row["definition"], row["solution"], row["workload_key"]),
-        identity.environment_spec(environment),
-        identity.environment_metadata(environment),
+        kernelindex.run_metadata(row["definition"], row["solution"], row["workload_key"]),
+        kernelindex.environment_spec(environment),
+        kernelindex.environment_metadata(environment),
     )
 
 
@@ -150,16 +149,19 @@ def record_text(settings: Settings, run_or_external_id: str) -> str:
         facts.append(
             (
                 "mean latency",
-                f"{row['latency_ns']:,} ns ({identity.format_latency_ns(row['latency_ns'])}) · mean",
+                f"{row['latency_ns']:,} ns ({kernelindex.format_latency_ns(row['latency_ns'])}) · mean",
             )
         )
     if row["speedup_factor"] is not None:
-        facts.append(("source-native", identity.source_native_line(row["speedup_factor"])))
+        facts.append(("source-native", kernelindex.source_native_line(row["speedup_factor"])))
     rank = (
         f"rank {row['rank']} of {row['cohort_size']}" if row["rank"] is not None else "not ranked"
     )
     facts += [
-        ("rank", f"{rank} — {identity.rank_line(row['rank'], row['observed_at_text'], reasons)}"),
+        (
+            "rank",
+            f"{rank} — {kernelindex.rank_line(row['rank'], row['observed_at_text'], reasons)}",
+        ),
         ("comparison key", row["comparison_key"] or "—"),
         ("operation digest", row["operation_digest"] or "—"),
         ("workload digest", row["workload_digest"] or "—"),
@@ -171,13 +173,13 @@ def record_text(settings: Settings, run_or_external_id: str) -> str:
         ("observed", row["observed_at_text"]),
         (
             "environment",
-            f"GPU {hardware['product']} ({hardware['architecture']}) · {identity.environment_summary(environment_spec)}",
+            f"GPU {hardware['product']} ({hardware['architecture']}) · {kernelindex.environment_summary(environment_spec)}",
         ),
     ]
     if software.get("cudaToolkit"):
         facts.append(("CUDA toolkit", software["cudaToolkit"]))
     if row["has_correctness"]:
-        shown = [f"comparator {identity.RUN_COMPARATOR}"]
+        shown = [f"comparator {kernelindex.RUN_COMPARATOR}"]
         for label, name in (
             ("max absolute error", "max_absolute_error"),
             ("max relative error", "max_relative_error"),
@@ -219,9 +221,26 @@ def export_kernelindex(settings: Settings, definition: str, out: Path) -> int:
             "source": {"file": row["source_file"], "line": row["source_line"]},
         }
         results.append(entry)
-    document = {"apiVersion": identity.API_VERSION, "definition": definition, "runs": results}
+    document = {"apiVersion": kernelindex.API_VERSION, "definition": definition, "runs": results}
     write_atomically(out, json.dumps(document, indent=2, ensure_ascii=False).encode() + b"\n")
     return len(results)
+
+
+def _write_sorted(generation: Path, table: str, target: Path) -> None:
+    """A table stored as parts, as one Parquet file in the table's order: the same bytes for
+    the same rows however the parts were cut."""
+    import duckdb
+
+    from pipelines.schemas import TABLE_ORDER
+
+    connection = duckdb.connect(config={"preserve_insertion_order": True, "threads": 1})
+    try:
+        connection.sql(
+            f"SELECT * FROM ({table_view_sql(generation, table)}) s "  # noqa: S608  (own names)
+            f"ORDER BY {TABLE_ORDER[table]}"
+        ).write_parquet(str(target), compression="zstd")
+    finally:
+        connection.close()
 
 
 def export_snapshot(settings: Settings, out: Path) -> dict[str, Any]:
@@ -235,9 +254,10 @@ def export_snapshot(settings: Settings, out: Path) -> dict[str, Any]:
     for name in TABLES:
         source = generation / f"{name}.parquet"
         target = out / f"{name}.parquet"
-        temporary = out / f".{name}.parquet.{os.getpid()}.tmp"
-        shutil.copyfile(source, temporary)
-        os.replace(temporary, target)
+        if source.is_dir():
+            replace_atomically(target, functools.partial(_write_sorted, generation, name))
+        else:
+            replace_atomically(target, functools.partial(shutil.copyfile, source))
         tables[name] = {
             "file": target.name,
             "rows": pq.ParquetFile(target).metadata.num_rows,

@@ -512,6 +512,29 @@ BASELINE_MAP = Table(
     ),
 )
 
+INGEST_PATHS = Table(
+    "ingest_paths",
+    "Per JSONL file: how many records the columnar path took and how many the exact per-line path.",
+    ("source_file",),
+    (
+        _c("source_file", S, "Dataset-relative path of the JSONL file.", False),
+        _c("records", I64, "Non-blank records read from the file (imported or rejected).", False),
+        _c("runs", I64, "Records imported as runs.", False),
+        _c(
+            "columnar_records",
+            I64,
+            "Records the columnar path (Polars expressions) took; always runs.",
+            False,
+        ),
+        _c(
+            "exact_records",
+            I64,
+            "Records the exact per-line reference path took (every record under --exact).",
+            False,
+        ),
+    ),
+)
+
 TABLES: dict[str, Table] = {
     t.name: t
     for t in (
@@ -527,30 +550,23 @@ TABLES: dict[str, Table] = {
         RUN_RANKINGS,
         TRACE_LINES,
         BASELINE_MAP,
+        INGEST_PATHS,
     )
 }
 
-# Reason codes of the rejects table. One place; tests and the README read it.
-REJECT_REASONS: dict[str, str] = {
-    "invalid_json": "The text is not JSON (syntax error, truncated line).",
-    "invalid_utf8": "The bytes are not valid UTF-8.",
-    "too_deeply_nested": "JSON nesting deeper than the parser allows.",
-    "not_an_object": "The JSON value is not an object (array, string, number, ...).",
-    "unrecognized_record": "An object that is neither a definition, solution, workload nor trace.",
-    "missing_field": "A required field is missing or empty.",
-    "invalid_field": "A field has the wrong type or an impossible value.",
-    "unknown_status": "evaluation.status is not a FlashInfer-Bench status.",
-    "status_field_mismatch": "correctness/performance presence contradicts the status (e.g. PASSED without performance).",
-    "invalid_latency": "A latency is not a finite positive number (bool, string, zero, negative, NaN, overflow).",
-    "invalid_error_bound": "A correctness error bound is negative, boolean or not a number.",
-    "invalid_timestamp": "evaluation.timestamp cannot be parsed.",
-    "unknown_definition": "The record names a definition that is not in the dataset.",
-    "duplicate_definition": "A second definition file with an already-seen name (first in path order wins).",
-    "duplicate_solution": "A second solution file with an already-seen name (first in path order wins).",
-    "unreadable_file": "The file could not be read (permissions, I/O error, not a regular file).",
-    "binary_file": "The file holds binary data, not JSON text.",
-    "empty_file": "A .json file with no content.",
-    "symlink_outside_source": "A symbolic link that leads outside the source folder (not followed).",
-    "unsafe_path": "A remote file name with `..`, an absolute path, a backslash or a control character.",
-    "fetch_failed": "A remote file could not be fetched or failed its size/hash check.",
+# Row order of every table as written or exported, so two builds of the same data give
+# byte-identical files.
+TABLE_ORDER = {
+    "definitions": "definition",
+    "implementations": "solution",
+    "workloads": "definition, workload_key",
+    "environments": "environment_id",
+    "protocols": "protocol_digest",
+    "runs": "source_file, source_line, run_id",
+    "correctness": "run_id",
+    "rejects": "file, line NULLS FIRST, reason, message, raw_prefix NULLS FIRST",
+    "run_rankings": "run_id",
+    "ingest_paths": "source_file",
+    "trace_lines": "source_file, source_line, record_index",
+    "baseline_map": "definition, position",
 }

@@ -37,6 +37,9 @@ class Settings:
     # Optional leaderboard baseline map ({definition: {"default": solution, <device>: solution}}),
     # the format of FlashInfer-Bench's web/apps/web/data/baselines.json.
     baselines_file: Path | None = None
+    # Take every record through the exact per-line path instead of the columnar one (the
+    # reference implementation, to check the fast path against; same tables, slower).
+    exact: bool = False
     # Worker processes used to parse trace files.
     workers: int = field(default_factory=_default_workers)
     # Seconds a build waits for another build of the same warehouse to finish; 0 = refuse at once.

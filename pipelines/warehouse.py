@@ -6,9 +6,13 @@ Layout::
     <warehouse>/
       current -> generations/<id>          the one complete state readers see (symlink)
       tracehouse.duckdb -> current/tracehouse.duckdb
-      generations/<id>/<table>.parquet      one folder per completed build
+      generations/<id>/<table>.parquet      one folder per completed build; the large tables
+                                            (PARTED_TABLES) are folders of part files there,
+                                            hard links into cache/parts/, not copies
+      generations/<id>/snapshot_id          the snapshot the generation shows
       generations/<id>/tracehouse.duckdb    views over that folder's Parquet files and sql/
-      cache/                                staging parts and the build manifest (reusable)
+      cache/                                staging parts, resolved table parts and the build
+                                            manifest (reusable)
       .build.lock                           held by the running build
 
 A build writes a new generation folder beside the current one and only then swaps the
@@ -30,8 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pipelines.files import symlink_atomically
+
 if TYPE_CHECKING:
     import duckdb
+    import pyarrow as pa
 
 DUCKDB_FILE = "tracehouse.duckdb"
 DUCKDB_SPILL_DIR = "duckdb_tmp"  # finalize's DuckDB temp_directory, below cache/
@@ -61,6 +68,11 @@ class Warehouse:
     @property
     def cache(self) -> Path:
         return self.root / "cache"
+
+    @property
+    def parts(self) -> Path:
+        """Resolved parts of the large tables, shared by generations through hard links."""
+        return self.cache / "parts"
 
     @property
     def staging(self) -> Path:
@@ -106,20 +118,12 @@ class Warehouse:
     def publish(self, generation: Path) -> None:
         """Make ``generation`` the current state in one atomic rename, then tidy up."""
         _fsync_tree(generation)
-        link = self.root / f".current.{os.getpid()}.tmp"
-        with contextlib.suppress(FileNotFoundError):
-            link.unlink()
-        os.symlink(os.path.relpath(generation, self.root), link)
-        os.replace(link, self.current)
+        symlink_atomically(self.current, os.path.relpath(generation, self.root))
         _fsync_dir(self.root)
         if not self.duckdb_path.is_symlink():
             with contextlib.suppress(FileNotFoundError):
                 self.duckdb_path.unlink()
-            tmp = self.root / f".{DUCKDB_FILE}.{os.getpid()}.tmp"
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
-            os.symlink(f"current/{DUCKDB_FILE}", tmp)
-            os.replace(tmp, self.duckdb_path)
+            symlink_atomically(self.duckdb_path, f"current/{DUCKDB_FILE}")
         self.remove_stale_generations()
 
     def remove_stale_generations(self) -> None:
@@ -140,7 +144,7 @@ class Warehouse:
 
     def _remove_temporary_files(self) -> None:
         # Every file a build writes is first written as `.<name>.<pid>.tmp` and then renamed;
-        # a build killed in between leaves the temporary file (e.g. cache/.context.<pid>.tmp),
+        # a build killed in between leaves the temporary file (e.g. cache/.context.pickle.<pid>.tmp),
         # and DuckDB leaves its spill files in cache/duckdb_tmp.
         for folder in (self.root, self.cache, self.staging):
             for leftover in folder.glob(".*.tmp"):
@@ -199,7 +203,75 @@ def _fsync_tree(folder: Path) -> None:
     _fsync_dir(folder)
 
 
-def sql_literal(path: Path) -> str:
+# Tables stored as a folder of parts, one per group of source files (cache/parts/<table>/),
+# so that a build re-writes only the parts of the files that changed. Their rows are in no
+# particular order across parts; exports sort them. runs.snapshot_id is not stored in the parts
+# (it would change every part on every build): the views add it from the generation.
+PARTED_TABLES = ("runs", "correctness", "rejects")
+SNAPSHOT_FILE = "snapshot_id"
+
+
+def table_files(generation: Path, table: str) -> list[Path]:
+    """The Parquet files holding one table of a generation."""
+    path = generation / f"{table}.parquet"
+    return sorted(path.glob("*.parquet")) if path.is_dir() else [path]
+
+
+def table_row_count(generation: Path, table: str) -> int:
+    import pyarrow.parquet as pq
+
+    return sum(pq.read_metadata(path).num_rows for path in table_files(generation, table))
+
+
+def table_view_sql(generation: Path, table: str) -> str:
+    """The SELECT a view of ``table`` runs: its files, columns in schema order."""
+    from pipelines import schemas
+
+    files = "[" + ", ".join(sql_literal(path) for path in table_files(generation, table)) + "]"
+    columns = []
+    for name in schemas.TABLES[table].column_names:
+        if table == "runs" and name == "snapshot_id":
+            snapshot = (generation / SNAPSHOT_FILE).read_text().strip()
+            columns.append(f'{sql_literal(snapshot)} AS "snapshot_id"')
+        else:
+            columns.append(f'"{name}"')
+    # Names and paths are our own (schemas.py, the generation folder); the snapshot id is hex.
+    return f"SELECT {', '.join(columns)} FROM read_parquet({files})"  # noqa: S608
+
+
+def read_table(generation: Path, table: str) -> pa.Table:
+    """One table of a generation as Arrow, exactly as its view shows it, in table order."""
+    import duckdb
+
+    from pipelines import schemas
+
+    # source_snapshots has no sort order: its rows keep the order they were appended in.
+    order = schemas.TABLE_ORDER.get(table)
+    connection = duckdb.connect(config={"threads": 1, "preserve_insertion_order": True})
+    try:
+        return connection.sql(
+            f"SELECT * FROM ({table_view_sql(generation, table)}) s "  # noqa: S608  (own names)
+            + (f"ORDER BY {order}" if order else "")
+        ).to_arrow_table()
+    finally:
+        connection.close()
+
+
+def create_table_views(
+    connection: duckdb.DuckDBPyConnection, generation: Path, *, temporary: bool = False
+) -> None:
+    """One view per table of the generation (tables whose files exist)."""
+    from pipelines import schemas
+
+    kind = "TEMP VIEW" if temporary else "VIEW"
+    for table in schemas.TABLES:
+        if (generation / f"{table}.parquet").exists():
+            connection.execute(
+                f"CREATE OR REPLACE {kind} {table} AS {table_view_sql(generation, table)}"
+            )
+
+
+def sql_literal(path: Path | str) -> str:
     """A file path as an SQL string literal. Views cannot take bound parameters, so the one
     value formatted into DDL is a path we chose, with its quotes doubled."""
     return "'" + str(path).replace("'", "''") + "'"
@@ -221,10 +293,7 @@ def connect_read_only(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
     )
     # Temporary views over this folder's files shadow the stored ones, whose absolute paths
     # would break once the warehouse folder is moved or restored elsewhere.
-    for table in sorted(generation.glob("*.parquet")):
-        connection.execute(
-            f"CREATE TEMP VIEW {table.stem} AS SELECT * FROM read_parquet({sql_literal(table)})"  # noqa: S608  (own file names)
-        )
+    create_table_views(connection, generation, temporary=True)
     connection.execute("SET allowed_directories = $dirs", {"dirs": [str(generation) + "/"]})
     connection.execute("SET enable_external_access = false")
     connection.execute("SET lock_configuration = true")

@@ -12,7 +12,8 @@ import pytest
 
 from pipelines.cli import build_parser
 from pipelines.demo import generate_dataset
-from pipelines.schemas import REJECT_REASONS, TABLES
+from pipelines.rejects import REJECT_REASONS
+from pipelines.schemas import TABLES
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import pyarrow.parquet as pq
 from pydantic import Field
 
 from pipelines import invariants, schemas
@@ -26,7 +25,7 @@ from pipelines.build import BuildResult, ProgressFn, build_warehouse
 from pipelines.defs.checks import GATE_CHECKS
 from pipelines.defs.resources import WarehouseResource
 from pipelines.sql_files import sql_dir
-from pipelines.warehouse import Warehouse, connect_read_only
+from pipelines.warehouse import Warehouse, connect_read_only, table_row_count
 
 GROUP = "warehouse"
 RANKING = schemas.RUN_RANKINGS.name
@@ -92,6 +91,8 @@ def _build_metadata(result: BuildResult) -> dict[str, Any]:
         "files_parsed": result.files_parsed,
         "files_reused": result.files_reused,
         "records_read": result.records_read,
+        "records_columnar": result.records_by_path.get("columnar", 0),
+        "records_exact": result.records_by_path.get("exact", 0),
         "source": source.source if source else None,
         "resolved_sha": source.resolved_sha if source else None,
     }
@@ -144,7 +145,7 @@ def _materialized(generation: Path, table: str, metadata: dict[str, Any]) -> dg.
     return dg.MaterializeResult(
         asset_key=table,
         metadata={
-            "dagster/row_count": pq.read_metadata(path).num_rows,
+            "dagster/row_count": table_row_count(generation, table),
             "path": dg.MetadataValue.path(str(path)),
             **metadata,
         },

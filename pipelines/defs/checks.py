@@ -20,6 +20,7 @@ import dagster as dg
 import duckdb
 import orjson
 
+from pipelines import kernelindex
 from pipelines.defs.resources import WarehouseResource
 from pipelines.invariants import (
     RUN_INVARIANTS,
@@ -28,8 +29,7 @@ from pipelines.invariants import (
     one_cohort_size_per_comparison_key,
     query_one,
 )
-from pipelines.transforms import identity
-from pipelines.transforms.canonical import CanonicalizationError, manifest_digest
+from pipelines.kernelindex import CanonicalizationError, manifest_digest
 from pipelines.transforms.ingest import environment_id
 
 # How many stored digests the identity checks recompute per table.
@@ -105,10 +105,10 @@ def environment_digests_recompute(connection: duckdb.DuckDBPyConnection) -> Outc
         raw = {"hardware": hardware, "libs": orjson.loads(libs_json)}
         extra = orjson.loads(extra_json) if extra_json else None
         try:
-            recomputed = manifest_digest("ExecutionEnvironment", identity.environment_spec(raw))
+            recomputed = manifest_digest("ExecutionEnvironment", kernelindex.environment_spec(raw))
             # rows with a digest never had numeric library versions
             same_id = environment_id(hardware, raw["libs"], extra, numeric_libs=False) == stored_id
-        except (identity.IdentityError, CanonicalizationError):
+        except (kernelindex.IdentityError, CanonicalizationError):
             recomputed, same_id = None, False
         if recomputed != stored or not same_id:
             mismatched.append(stored_id)
@@ -161,8 +161,8 @@ def operation_digests_recompute(connection: duckdb.DuckDBPyConnection) -> Outcom
             # Only whether a reference exists enters the OperationSpec (§3.1).
             value["reference"] = "x" * reference_bytes
         try:
-            recomputed: str | None = identity.operation_digest(value)
-        except (identity.IdentityError, CanonicalizationError):
+            recomputed: str | None = kernelindex.operation_digest(value)
+        except (kernelindex.IdentityError, CanonicalizationError):
             recomputed = None
         if recomputed != stored:
             mismatched.append(name)

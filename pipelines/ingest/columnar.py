@@ -31,9 +31,10 @@ import orjson
 import polars as pl
 import pyarrow as pa
 
-from pipelines.transforms import identity
-from pipelines.transforms.canonical import canonical_number
-from pipelines.transforms.normalize import LOG_TRUNCATED_SUFFIX, NEEDS_CORRECTNESS, log_excerpt
+from pipelines import kernelindex
+from pipelines.kernelindex import canonical_number
+from pipelines.rejects import NEEDS_CORRECTNESS
+from pipelines.transforms.normalize import LOG_TRUNCATED_SUFFIX, log_excerpt
 
 # Members of a trace line, its evaluation, correctness and performance blocks this path takes;
 # any other member changes `extra_json` or the schema variant in ways the exact path owns.
@@ -44,7 +45,9 @@ EVALUATION_MEMBERS = frozenset(
 CORRECTNESS_MEMBERS = frozenset({"max_absolute_error", "max_relative_error", "extra"})
 PERFORMANCE_MEMBERS = frozenset({"latency_ms", "reference_latency_ms", "speedup_factor"})
 # Statuses spelled exactly as KernelIndex maps them; legacy spellings take the exact path.
-STATUSES_WITHOUT_CORRECTNESS = frozenset(identity.STATUS_MAP) - NEEDS_CORRECTNESS - {"REWARD_HACK"}
+STATUSES_WITHOUT_CORRECTNESS = (
+    frozenset(kernelindex.STATUS_MAP) - NEEDS_CORRECTNESS - {"REWARD_HACK"}
+)
 ERROR_BOUND_WORDS = frozenset({"NaN", "Infinity"})
 # `YYYY-MM-DDTHH:MM:SS[.fraction][Z]`: KernelIndex relabels it as UTC and truncates the fraction
 # to milliseconds (identity doc §9.5). Offsets and other spellings take the exact path.
@@ -90,7 +93,7 @@ def _clean_trace(value: Any, definitions: dict[str, Any]) -> bool:
     if not evaluation.keys() <= EVALUATION_MEMBERS:
         return False
     status = evaluation.get("status")
-    if type(status) is not str or status not in identity.STATUS_MAP:
+    if type(status) is not str or status not in kernelindex.STATUS_MAP:
         return False
     if type(evaluation.get("environment")) is not dict:
         return False
@@ -120,7 +123,7 @@ def _clean_trace(value: Any, definitions: dict[str, Any]) -> bool:
             return False
         for member in ("max_absolute_error", "max_relative_error"):
             bound = correctness.get(member)
-            if bound in ERROR_BOUND_WORDS:
+            if type(bound) is str and bound in ERROR_BOUND_WORDS:
                 continue
             number = _number(bound)
             if number is None or number < 0:
@@ -151,7 +154,7 @@ class _Combination:
     # line, e.g. outside its layout); the per-run identity columns are filled only then.
     identified: bool
     environment_row: dict[str, Any]
-    workload: dict[str, Any]  # normalised, for the workloads table
+    workload_row: dict[str, Any]  # its source columns are those of the representative line
     workload_key: str
     workload_variants: tuple[str, ...]
     environment_variants: tuple[str, ...]
@@ -174,53 +177,69 @@ COMBINATION_COLUMNS = (
     "identity_error",
     "identity_complete",
 )
-# Per-process: entities repeat across the files one worker parses.
-_COMBINATIONS: dict[tuple[Any, ...], _Combination | None] = {}
+# Per process and dataset context: entities repeat across the files one worker parses.
+_COMBINATIONS: dict[str, dict[tuple[Any, ...], Any]] = {}
+
+
+def _combination_cache(context: Any) -> dict[tuple[Any, ...], Any]:
+    cache = _COMBINATIONS.get(context.fingerprint)
+    if cache is None:
+        _COMBINATIONS.clear()  # a new context: earlier derivations may no longer hold
+        cache = _COMBINATIONS[context.fingerprint] = {}
+    return cache
 
 
 @dataclass
 class ColumnarBatch:
-    """The clean trace lines of one file gathered as columns until the next flush."""
+    """The clean trace lines of a group of files gathered as columns until the next flush."""
 
-    ingester: Any  # transforms.ingest.FileIngester: the file's exact path and its parts
+    context: Any  # transforms.ingest.DatasetContext
     combination_ids: dict[tuple[Any, ...], int] = field(default_factory=dict)
     combinations: list[_Combination] = field(default_factory=list)
+    # (source_file, kernelindex_scope, path_author) of each file seen, by position
+    files: list[tuple[str, bool, str | None]] = field(default_factory=list)
+    file_ids: dict[str, int] = field(default_factory=dict)
     columns: dict[str, list[Any]] = field(default_factory=dict)
-    runs: int = 0
+    derived: dict[tuple[Any, ...], Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.columns = {name: [] for name in _LOOP_COLUMNS}
+        self.derived = _combination_cache(self.context)
 
     def __len__(self) -> int:
         return len(self.columns["source_line"])
 
-    def take(self, record: Any) -> bool:
-        """Gather one record, or return False for the exact path to handle it."""
-        ingester = self.ingester
+    def take(self, record: Any, ingester: Any) -> bool:
+        """Gather one record of the file ``ingester`` reads (transforms.ingest.FileIngester),
+        or return False for that exact path to handle it."""
         value = record.value
-        if (
-            not record.strict
-            or record.index
-            or not _clean_trace(value, ingester.context.definitions)
-        ):
+        if not record.strict or record.index:
             return False
+        if not _clean_trace(value, ingester.context.definitions):
+            return self._take_workload(record, ingester)
         evaluation = value["evaluation"]
         workload_bytes = orjson.dumps(value["workload"])
         environment_bytes = orjson.dumps(evaluation["environment"])
         key = (value["definition"], workload_bytes, environment_bytes, ingester.in_scope)
         combination_id = self.combination_ids.get(key)
         if combination_id is None:
-            combination = _COMBINATIONS.get(key, _COMBINATION_UNKNOWN)
+            combination = self.derived.get(key, _COMBINATION_UNKNOWN)
             if combination is _COMBINATION_UNKNOWN:
-                combination = _COMBINATIONS[key] = _derive_combination(ingester, record)
+                combination = self.derived[key] = _derive_combination(ingester, record)
             if combination is None:
                 return False
             combination_id = self.combination_ids[key] = len(self.combinations)
             self.combinations.append(combination)
         combination = self.combinations[combination_id]
-        self._add_entities(combination, value["definition"], record)
+        self._add_entities(combination, value["definition"], record, ingester)
+        file_id = self.file_ids.get(ingester.rel)
+        if file_id is None:
+            file_id = self.file_ids[ingester.rel] = len(self.files)
+            author = ingester.rel.split("/")[1] if ingester.in_scope else None
+            self.files.append((ingester.rel, ingester.in_scope, author))
 
         columns = self.columns
+        columns["file"].append(file_id)
         raw = record.raw
         line_digest = hashlib.sha256(raw).hexdigest()
         columns["run_id"].append(
@@ -266,7 +285,7 @@ class ColumnarBatch:
                 ("max_relative_error", "relative"),
             ):
                 bound = correctness[member]
-                if bound in ERROR_BOUND_WORDS:
+                if type(bound) is str:  # "NaN" or "Infinity" (_clean_trace took no other)
                     columns[f"{prefix}_error"].append(None)
                     columns[f"{prefix}_special"].append(bound)
                 else:
@@ -275,9 +294,7 @@ class ColumnarBatch:
             extra = correctness.get("extra")
             ratio = extra.get("matched_ratio") if extra is not None else None
             columns["matched_ratio"].append(
-                float(ratio)
-                if isinstance(ratio, int | float) and not isinstance(ratio, bool)
-                else None
+                float(ratio) if isinstance(ratio, int | float) and type(ratio) is not bool else None
             )
             columns["correctness_extra_json"].append(
                 orjson.dumps({"extra": extra}).decode() if "extra" in correctness else None
@@ -303,22 +320,62 @@ class ColumnarBatch:
             columns["latency_ms"].append(None)
             columns["reference_latency_ms"].append(None)
             columns["speedup_factor"].append(None)
-        self.runs += 1
+        ingester.result.runs += 1
         return True
 
-    def _add_entities(self, combination: _Combination, definition: str, record: Any) -> None:
+    def _take_workload(self, record: Any, ingester: Any) -> bool:
+        """A workload-only record (no evaluation): one workloads row per (definition, key) and
+        file, derived once per distinct workload like a trace's entities."""
+        value = record.value
+        if type(value) is not dict or value.get("evaluation") not in (None, {}):
+            return False
+        definition = value.get("definition")
+        workload = value.get("workload")
+        if type(definition) is not str or definition not in ingester.context.definitions:
+            return False
+        if type(workload) is not dict:
+            return False
+        key = ("workload", definition, orjson.dumps(workload))
+        row = self.derived.get(key, _COMBINATION_UNKNOWN)
+        if row is _COMBINATION_UNKNOWN:
+            row = self.derived[key] = _derive_workload_row(ingester, record)
+        if row is None:
+            return False
+        seen_key = (definition, row.workload_key)
+        if seen_key not in ingester.workloads_seen:
+            ingester.workloads_seen.add(seen_key)
+            ingester.parts["workloads"].add(
+                {
+                    **row.workload_row,
+                    "source_file": ingester.rel,
+                    "source_line": record.line,
+                    "record_index": record.index,
+                }
+            )
+        ingester.result.workload_records += 1
+        return True
+
+    @staticmethod
+    def _add_entities(
+        combination: _Combination, definition: str, record: Any, ingester: Any
+    ) -> None:
         """The file's environment and workload rows, first occurrence first, as the exact path
         writes them (its `seen` sets are shared, so the two paths never write one twice)."""
-        ingester = self.ingester
         environment_id = combination.environment_row["environment_id"]
         if environment_id not in ingester.environments_seen:
             ingester.environments_seen.add(environment_id)
             ingester.parts["environments"].add(combination.environment_row)
-        workload_row = ingester._workload_row(
-            definition, combination.workload, combination.workload_key, record
-        )
-        if workload_row is not None:
-            ingester.parts["workloads"].add(workload_row)
+        seen_key = (definition, combination.workload_key)
+        if seen_key not in ingester.workloads_seen:
+            ingester.workloads_seen.add(seen_key)
+            ingester.parts["workloads"].add(
+                {
+                    **combination.workload_row,
+                    "source_file": ingester.rel,
+                    "source_line": record.line,
+                    "record_index": record.index,
+                }
+            )
 
     def frames(self) -> tuple[pa.Table, pa.Table]:
         """The gathered lines as staging runs and correctness tables; the batch is emptied."""
@@ -340,7 +397,23 @@ class ColumnarBatch:
             ],
             schema=_ENTITY_SCHEMA,
         )
-        runs = _run_columns(batch.join(entities, on="combination", how="left"), self.ingester)
+        files = pl.DataFrame(
+            {
+                "file": range(len(self.files)),
+                "source_file": [f[0] for f in self.files],
+                "kernelindex_scope": [f[1] for f in self.files],
+                "path_author": [f[2] for f in self.files],
+            },
+            schema={
+                "file": pl.Int64(),
+                "source_file": pl.String(),
+                "kernelindex_scope": pl.Boolean(),
+                "path_author": pl.String(),
+            },
+        )
+        runs = _run_columns(
+            batch.join(entities, on="combination", how="left").join(files, on="file", how="left")
+        )
         runs_table = runs.select(STAGING_RUNS.column_names).to_arrow()
         correctness_table = (
             runs.filter(pl.col("has_correctness"))
@@ -351,7 +424,7 @@ class ColumnarBatch:
                 pl.col("relative_error").alias("max_relative_error"),
                 pl.col("relative_special").alias("max_relative_error_special"),
                 "matched_ratio",
-                pl.lit(identity.RUN_COMPARATOR).alias("comparator"),
+                pl.lit(kernelindex.RUN_COMPARATOR).alias("comparator"),
                 "tolerance_max_atol",
                 "tolerance_max_rtol",
                 pl.col("correctness_extra_json").alias("extra_json"),
@@ -369,6 +442,7 @@ class ColumnarBatch:
 _COMBINATION_UNKNOWN: Any = object()
 
 _LOOP_SCHEMA: dict[str, pl.DataType] = {
+    "file": pl.Int64(),
     "run_id": pl.String(),
     "line_digest": pl.String(),
     "source_line": pl.Int64(),
@@ -419,7 +493,11 @@ def _derive_combination(ingester: Any, record: Any) -> _Combination | None:
         return None
     scratch = FileIngester(ingester.rel, ingester.context)
     scratch.record(record)
-    if len(scratch.parts["runs"]) != 1 or len(scratch.parts["environments"]) != 1:
+    if (
+        len(scratch.parts["runs"]) != 1
+        or len(scratch.parts["environments"]) != 1
+        or len(scratch.parts["workloads"]) != 1
+    ):
         return None
     row = scratch.parts["runs"].rows[0]
     workload_variants = tuple(v for v in trace.variants if v in ("legacy_format_key", "no_uuid"))
@@ -431,7 +509,7 @@ def _derive_combination(ingester: Any, record: Any) -> _Combination | None:
         columns={name: row.get(name) for name in COMBINATION_COLUMNS},
         identified=row.get("run_body_template") is not None,
         environment_row=scratch.parts["environments"].rows[0],
-        workload=trace.workload,
+        workload_row=scratch.parts["workloads"].rows[0],
         workload_key=row["workload_key"],
         workload_variants=workload_variants,
         environment_variants=environment_variants,
@@ -439,6 +517,24 @@ def _derive_combination(ingester: Any, record: Any) -> _Combination | None:
         tolerance_max_atol=_tolerance(tolerance.get("max_atol")),
         tolerance_max_rtol=_tolerance(tolerance.get("max_rtol")),
     )
+
+
+@dataclass(frozen=True)
+class _WorkloadRecord:
+    workload_row: dict[str, Any]
+    workload_key: str
+
+
+def _derive_workload_row(ingester: Any, record: Any) -> _WorkloadRecord | None:
+    """The exact path's workloads row for a workload-only record, or None when it rejects it."""
+    from pipelines.transforms.ingest import FileIngester
+
+    scratch = FileIngester(ingester.rel, ingester.context)
+    scratch.record(record)
+    if len(scratch.parts["workloads"]) != 1 or scratch.result.rejected:
+        return None
+    row = scratch.parts["workloads"].rows[0]
+    return _WorkloadRecord(row, row["workload_key"])
 
 
 def _tolerance(value: Any) -> float | None:
@@ -496,15 +592,15 @@ def _quoted(column: str) -> pl.Expr:
     return pl.lit('"') + pl.col(column) + pl.lit('"')
 
 
-RUN_ENVELOPE_PREFIX = identity._RUN_PREFIX
-TEMPLATE_SLOT = '"' + identity.RUN_TEMPLATE_SLOT + '"'
+RUN_ENVELOPE_PREFIX = kernelindex.RUN_ENVELOPE_PREFIX
+TEMPLATE_SLOT = '"' + kernelindex.RUN_TEMPLATE_SLOT + '"'
 
 
 def _run_body_template() -> pl.Expr:
-    """The canonical BenchmarkRun envelope (identity.run_body_template), member by member in
+    """The canonical BenchmarkRun envelope (kernelindex.run_body_template), member by member in
     JCS order, with the implementation and workload digests left as slots."""
     correctness = (
-        pl.lit('"correctness":{"comparator":"' + identity.RUN_COMPARATOR + '"')
+        pl.lit('"correctness":{"comparator":"' + kernelindex.RUN_COMPARATOR + '"')
         + pl.when(pl.col("absolute_error_text").is_not_null())
         .then(pl.lit(',"maximumAbsoluteError":') + pl.col("absolute_error_text"))
         .otherwise(pl.lit(""))
@@ -548,17 +644,25 @@ def _run_body_template() -> pl.Expr:
         + pl.lit(',"protocolDigest":')
         + _quoted("protocol_digest")
         + pl.lit(',"sourceNative":{"benchmark":')
-        + pl.col("definition").map_elements(identity._encode_string, return_dtype=pl.String)
+        + pl.col("definition_json")
         + pl.when(pl.col("latency_ms").is_not_null()).then(metrics).otherwise(pl.lit(""))
-        + pl.lit(',"source":"' + identity.HARNESS_NAME + '"},"status":')
+        + pl.lit(',"source":"' + kernelindex.HARNESS_NAME + '"},"status":')
         + _quoted("ki_status")
         + pl.when(pl.col("latency_ms").is_not_null()).then(timing).otherwise(pl.lit(""))
         + pl.lit(',"workloadDigest":' + TEMPLATE_SLOT + "}}")
     )
 
 
-def _run_columns(frame: pl.DataFrame, ingester: Any) -> pl.DataFrame:
-    in_scope = ingester.in_scope
+def _run_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    # The definition name as a JSON string, formatted once per distinct name.
+    names = frame.get_column("definition").unique().to_list()
+    frame = frame.with_columns(
+        pl.col("definition")
+        .replace_strict(
+            {name: kernelindex.canonical_string(name) for name in names}, return_dtype=pl.String
+        )
+        .alias("definition_json")
+    )
     scaled = pl.col("latency_ms") * 1e6
     whole = scaled.floor()
     fraction = pl.col("timestamp_raw").str.extract(r"\.([0-9]+)", 1)
@@ -569,7 +673,7 @@ def _run_columns(frame: pl.DataFrame, ingester: Any) -> pl.DataFrame:
         + pl.lit("Z")
     )
     frame = frame.with_columns(
-        pl.col("status").replace_strict(identity.STATUS_MAP).alias("ki_status"),
+        pl.col("status").replace_strict(kernelindex.STATUS_MAP).alias("ki_status"),
         (whole + (scaled - whole >= 0.5).cast(pl.Float64)).cast(pl.Int64).alias("latency_ns"),
         observed_text.alias("observed_text"),
         *(js_number_text(column).alias(f"{column}_text") for column in NUMBER_COLUMNS),
@@ -590,7 +694,6 @@ def _run_columns(frame: pl.DataFrame, ingester: Any) -> pl.DataFrame:
         pl.col("observed_text")
         .str.to_datetime("%Y-%m-%dT%H:%M:%S%.3fZ", time_unit="ms", time_zone="UTC")
         .alias("observed_at"),
-        pl.lit(in_scope).alias("kernelindex_scope"),
         pl.when(pl.col("log_digest").is_not_null())
         .then(pl.lit("reproducible"))
         .otherwise(pl.lit("reported"))
@@ -602,10 +705,6 @@ def _run_columns(frame: pl.DataFrame, ingester: Any) -> pl.DataFrame:
             + pl.col("workload_key")
         ).alias("external_id"),
         pl.when(variant == "").then(pl.lit("current")).otherwise(variant).alias("schema_variant"),
-        pl.lit(ingester.rel.split("/")[1] if in_scope else None, dtype=pl.String).alias(
-            "path_author"
-        ),
-        pl.lit(ingester.rel).alias("source_file"),
         pl.lit(0, dtype=pl.Int64).alias("record_index"),
         pl.col("latency_ms").is_not_null().alias("has_timing"),
     ).with_columns(

@@ -1,7 +1,7 @@
 """One JSONL file in, staging Parquet parts out: the unit of parallel and incremental work.
 
 ``ingest_file`` runs in a worker process. It streams one file, normalises each record, derives
-its KernelIndex identities (``identity.py``) and writes the rows it produced as small Parquet
+its KernelIndex identities (``pipelines/kernelindex/``) and writes the rows it produced as small Parquet
 parts. A part depends only on the file's bytes and on the dataset context (definitions,
 solutions, revision), so a rebuild reuses it while both are unchanged.
 """
@@ -19,9 +19,9 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines import schemas
-from pipelines.transforms import identity
-from pipelines.transforms.canonical import digest, manifest_digest, text_digest
+from pipelines import kernelindex, schemas
+from pipelines.files import sha256_file
+from pipelines.kernelindex import digest, manifest_digest, text_digest
 from pipelines.transforms.fib_lines import fib_trace_line, is_fib_trace_file
 from pipelines.transforms.normalize import (
     RecordError,
@@ -83,6 +83,8 @@ STAGING_WORKLOADS = schemas.Table(
     + (schemas.Column("record_index", pa.int64(), "Position inside the line.", False),),
 )
 
+MAX_SAFE_LATENCY_NS = 2**53 - 1
+
 # Rows a worker holds before writing them out: memory stays flat whatever the file size.
 CHUNK_ROWS = 20_000
 
@@ -98,18 +100,27 @@ PART_TABLES = {
 
 @dataclass
 class FileResult:
+    """What one file contributed to its group's parts."""
+
     rel: str
-    content_sha256: str
-    size: int
-    parts: dict[str, list[str]] = field(default_factory=dict)  # table -> part file names
+    # SHA-256 of the file's bytes (empty when it could not be read).
+    content_sha256: str = ""
     # One line KernelIndex's strict parser refuses makes it skip the whole file (§2.2).
     kernelindex_unreadable: bool = False
     records: int = 0
     runs: int = 0
     workload_records: int = 0
     rejected: int = 0
-    # Records and runs each path took (the rest of `records` took the exact path).
+    # Records the columnar path took; the rest of `records` took the exact per-line path.
     columnar_records: int = 0
+
+
+@dataclass
+class GroupResult:
+    """The staging parts written for one group of files, and each file's counts."""
+
+    parts: dict[str, list[str]] = field(default_factory=dict)  # table -> part file names
+    files: dict[str, FileResult] = field(default_factory=dict)
 
 
 def kernelindex_reads(rel: str, stems: frozenset[str]) -> bool:
@@ -181,25 +192,34 @@ def _environment_row(trace: Trace) -> dict[str, Any]:
         row["identity_error"] = "numeric_lib_version"
         return row
     try:
-        spec = identity.environment_spec(trace.canonical["evaluation"]["environment"])
+        spec = kernelindex.environment_spec(trace.canonical["evaluation"]["environment"])
         row["environment_digest"] = manifest_digest("ExecutionEnvironment", spec)
         row["ki_hardware_architecture"] = spec["hardware"]["architecture"]
-    except identity.IdentityError as error:
+    except kernelindex.IdentityError as error:
         row["identity_error"] = error.code
     return row
 
 
+def new_part_rows() -> dict[str, _Rows]:
+    return {name: _Rows(table) for name, table in PART_TABLES.items()}
+
+
 class FileIngester:
-    def __init__(self, rel: str, context: DatasetContext) -> None:
+    """The exact per-line path for one file; its rows go to ``parts``, which the files of one
+    group share."""
+
+    def __init__(
+        self, rel: str, context: DatasetContext, parts: dict[str, _Rows] | None = None
+    ) -> None:
         self.rel = rel
         self.context = context
         self.in_scope = kernelindex_reads(rel, context.definition_stems)
         self.fib_reads = is_fib_trace_file(rel)
         self.strict_file = True
-        self.parts = {name: _Rows(table) for name, table in PART_TABLES.items()}
+        self.parts = parts if parts is not None else new_part_rows()
         self.environments_seen: set[str] = set()
         self.workloads_seen: set[tuple[str, str]] = set()
-        self.result = FileResult(rel, "", 0)
+        self.result = FileResult(rel)
 
     def reject(self, line: int | None, reason: str, message: str, raw: bytes | None) -> None:
         self.parts["rejects"].add(
@@ -276,10 +296,10 @@ class FileIngester:
             )
             return row
         try:
-            case = identity.workload_case_spec(workload, definition_object, operation)
+            case = kernelindex.workload_case_spec(workload, definition_object, operation)
             row["workload_digest"] = manifest_digest("WorkloadCase", case)
-            row["correctness_key"] = identity.correctness_key(case)
-        except identity.IdentityError as error:
+            row["correctness_key"] = kernelindex.correctness_key(case)
+        except kernelindex.IdentityError as error:
             row["identity_error"] = error.code
         return row
 
@@ -293,7 +313,7 @@ class FileIngester:
                 "unknown_definition", f"definition {definition!r} is not in the dataset"
             )
         workload, _ = normalize_workload(value.get("workload"))
-        row = self._workload_row(definition, workload, identity.workload_key(workload), record)
+        row = self._workload_row(definition, workload, kernelindex.workload_key(workload), record)
         if row is not None:
             self.parts["workloads"].add(row)
         self.result.workload_records += 1
@@ -328,8 +348,8 @@ class FileIngester:
                 "unknown_definition", f"definition {trace.definition!r} is not in the dataset"
             )
         try:
-            observed_at = datetime.fromisoformat(identity.observed_at(trace.timestamp))
-        except (identity.IdentityError, ValueError) as error:
+            observed_at = datetime.fromisoformat(kernelindex.observed_at(trace.timestamp))
+        except (kernelindex.IdentityError, ValueError) as error:
             raise RecordError(
                 "invalid_timestamp", f"timestamp {trace.timestamp[:40]!r}: {error}"
             ) from None
@@ -367,7 +387,7 @@ class FileIngester:
         row["environment_id"] = self._environment(trace)
         row["hardware"] = normalize_hardware(trace.hardware)[1]
 
-        row["workload_key"] = identity.workload_key(trace.workload)
+        row["workload_key"] = kernelindex.workload_key(trace.workload)
         workload_row = self._workload_row(
             trace.definition, trace.workload, row["workload_key"], record
         )
@@ -379,14 +399,14 @@ class FileIngester:
         source_object = record.value if self.in_scope else trace.canonical
         skip_reason = None if self.in_scope else "outside_kernelindex_layout"
         try:
-            found = identity.identify_trace_line(
+            found = kernelindex.identify_trace_line(
                 source_object,
                 definition=definition_object,
                 operation_digest=operation,
                 implementation_digest=None,
                 run_body_template=True,
             )
-        except identity.IdentityError as error:
+        except kernelindex.IdentityError as error:
             skip_reason = error.code
             found = None
         if found is not None:
@@ -405,10 +425,13 @@ class FileIngester:
             )
             row["identity_complete"] = skip_reason is None
         else:
-            row["ki_status"] = identity.STATUS_MAP.get(trace.status_raw)
+            row["ki_status"] = kernelindex.STATUS_MAP.get(trace.status_raw)
             row["log_digest"] = text_digest(trace.log) if trace.log else None
             if trace.latency_ms is not None:
-                row["latency_ns"] = identity.latency_ns(trace.latency_ms)
+                nanoseconds = kernelindex.latency_ns(trace.latency_ms)
+                # Beyond 2**53 - 1 ns (104 days) KernelIndex refuses the number; beyond int64
+                # the column could not even hold it and the whole file used to fail.
+                row["latency_ns"] = nanoseconds if nanoseconds <= MAX_SAFE_LATENCY_NS else None
         row["identity_error"] = skip_reason
         self.parts["runs"].add(row)
         self.result.runs += 1
@@ -430,93 +453,111 @@ class FileIngester:
                     "max_relative_error": relative.value,
                     "max_relative_error_special": relative.special,
                     "matched_ratio": trace.matched_ratio,
-                    "comparator": identity.RUN_COMPARATOR,
+                    "comparator": kernelindex.RUN_COMPARATOR,
                     "tolerance_max_atol": _float_or_none(tolerance.get("max_atol")),
                     "tolerance_max_rtol": _float_or_none(tolerance.get("max_rtol")),
                     "extra_json": to_json(correctness_extra) if correctness_extra else None,
                 }
             )
 
-    def flush(self, staging_dir: Path, part_key: str) -> None:
-        """Write the rows gathered so far as the next chunk of parts, and forget them."""
-        for name, rows in self.parts.items():
-            if len(rows) == 0:
-                continue
-            self._write_part(staging_dir, part_key, name, rows.to_arrow())
-            rows.rows.clear()
-
-    def flush_columnar(self, batch: Any, staging_dir: Path, part_key: str) -> None:
-        """Write the columnar path's gathered lines as the next chunk of runs and correctness."""
-        if len(batch) == 0:
-            return
-        runs, correctness = batch.frames()
-        self._write_part(staging_dir, part_key, "runs", runs)
-        if correctness.num_rows:
-            self._write_part(staging_dir, part_key, "correctness", correctness)
-
-    def _write_part(self, staging_dir: Path, part_key: str, name: str, table: pa.Table) -> None:
-        staging_dir.mkdir(parents=True, exist_ok=True)
-        chunk = len(self.result.parts.get(name, []))
-        file_name = f"{part_key}.{name}.{chunk}.parquet"
-        temporary = staging_dir / f".{file_name}.{os.getpid()}.tmp"
-        pq.write_table(table, temporary, compression="zstd")
-        os.replace(temporary, staging_dir / file_name)
-        self.result.parts.setdefault(name, []).append(file_name)
-
-    def finish(self, staging_dir: Path, part_key: str) -> None:
-        self.flush(staging_dir, part_key)
-        self.result.kernelindex_unreadable = self.in_scope and not self.strict_file
-
 
 def _float_or_none(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def ingest_file(
-    path: Path,
-    rel: str,
+class PartWriter:
+    """Buffers the rows of a group of files and writes them as numbered Parquet parts."""
+
+    def __init__(self, staging_dir: Path, part_key: str) -> None:
+        self.staging_dir = staging_dir
+        self.part_key = part_key
+        self.rows = new_part_rows()
+        self.written: dict[str, list[str]] = {}
+
+    def write(self, name: str, table: pa.Table) -> None:
+        self.staging_dir.mkdir(parents=True, exist_ok=True)
+        chunk = len(self.written.get(name, []))
+        file_name = f"{self.part_key}.{name}.{chunk}.parquet"
+        temporary = self.staging_dir / f".{file_name}.{os.getpid()}.tmp"
+        # Staging parts are read whole, once, by the finalize step: no statistics to prune by,
+        # and no dictionary pages (most columns are digests, unique per row); a third cheaper.
+        pq.write_table(
+            table, temporary, compression="zstd", write_statistics=False, use_dictionary=False
+        )
+        os.replace(temporary, self.staging_dir / file_name)
+        self.written.setdefault(name, []).append(file_name)
+
+    def flush(self, columnar: Any) -> None:
+        """Write everything gathered so far (both paths) as the next chunk, and forget it."""
+        for name, rows in self.rows.items():
+            if len(rows):
+                self.write(name, rows.to_arrow())
+                rows.rows.clear()
+        if columnar is not None and len(columnar):
+            runs, correctness = columnar.frames()
+            self.write("runs", runs)
+            if correctness.num_rows:
+                self.write("correctness", correctness)
+
+
+def ingest_group(
+    files: list[tuple[Path, str]],
     context: DatasetContext,
     staging_dir: Path,
     part_key: str,
     *,
     exact: bool = False,
-) -> FileResult:
-    """Parse one JSONL file into staging parts. Never raises for bad content.
+    chunk_rows: int = CHUNK_ROWS,
+) -> GroupResult:
+    """Parse a group of JSONL files into one set of staging parts. Never raises for bad content.
 
     Clean trace lines take the columnar path (``pipelines.ingest.columnar``) unless ``exact``;
     every other record, and every record when ``exact``, takes the per-line reference path.
+    Grouping small files amortises the per-frame and per-Parquet-file costs.
     """
     from pipelines.ingest.columnar import ColumnarBatch
 
-    ingester = FileIngester(rel, context)
-    columnar = None if exact else ColumnarBatch(ingester)
+    writer = PartWriter(staging_dir, part_key)
+    columnar = None if exact else ColumnarBatch(context)
+    result = GroupResult()
+    for path, rel in files:
+        ingester = FileIngester(rel, context, writer.rows)
+        _ingest_lines(path, ingester, columnar, writer, chunk_rows)
+        ingester.result.kernelindex_unreadable = ingester.in_scope and not ingester.strict_file
+        result.files[rel] = ingester.result
+    writer.flush(columnar)
+    result.parts = writer.written
+    return result
+
+
+def _ingest_lines(
+    path: Path, ingester: FileIngester, columnar: Any, writer: PartWriter, chunk_rows: int
+) -> None:
+    counts = ingester.result
     try:
         if looks_binary(path):
+            counts.content_sha256 = sha256_file(path)
             ingester.reject(None, "binary_file", "the file holds binary data, not JSON lines", None)
-        else:
-            for item in iter_jsonl(path, rel):
-                if (
-                    len(ingester.parts["runs"]) >= CHUNK_ROWS
-                    or len(ingester.parts["trace_lines"]) >= CHUNK_ROWS
-                ):
-                    ingester.flush(staging_dir, part_key)
-                if columnar is not None and len(columnar) >= CHUNK_ROWS:
-                    ingester.flush_columnar(columnar, staging_dir, part_key)
-                if not isinstance(item, Reject):
-                    ingester.fib_line(item)
-                if isinstance(item, Reject):
-                    ingester.result.records += 1
-                    ingester.reject(item.line, item.reason, item.message, None)
-                    ingester.parts["rejects"].rows[-1]["raw_prefix"] = item.raw_prefix
-                elif columnar is not None and columnar.take(item):
-                    ingester.result.records += 1
-                    ingester.result.columnar_records += 1
-                    ingester.result.runs += 1
-                else:
-                    ingester.record(item)
+            return
+        content = hashlib.sha256()
+        for item in iter_jsonl(path, ingester.rel, content):
+            if (
+                len(writer.rows["runs"]) >= chunk_rows
+                or len(writer.rows["trace_lines"]) >= chunk_rows
+                or (columnar is not None and len(columnar) >= chunk_rows)
+            ):
+                writer.flush(columnar)
+            if not isinstance(item, Reject):
+                ingester.fib_line(item)
+            if isinstance(item, Reject):
+                counts.records += 1
+                ingester.reject(item.line, item.reason, item.message, None)
+                ingester.parts["rejects"].rows[-1]["raw_prefix"] = item.raw_prefix
+            elif columnar is not None and columnar.take(item, ingester):
+                counts.records += 1
+                counts.columnar_records += 1
+            else:
+                ingester.record(item)
+        counts.content_sha256 = content.hexdigest()
     except OSError as error:
         ingester.reject(None, "unreadable_file", f"cannot read: {error.strerror or error}", None)
-    if columnar is not None:
-        ingester.flush_columnar(columnar, staging_dir, part_key)
-    ingester.finish(staging_dir, part_key)
-    return ingester.result
