@@ -98,6 +98,14 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from pipelines.report import report_summary_line, write_report
+
+    result = write_report(_settings(args), Path(args.out))
+    print(report_summary_line(result))
+    return 0
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from pipelines import export
 
@@ -253,6 +261,13 @@ def build_parser() -> argparse.ArgumentParser:
     board.add_argument("--hardware", help="only this normalized hardware (e.g. B200)")
     board.add_argument("--format", choices=OUTPUT_FORMATS, default="table")
     board.set_defaults(handler=cmd_leaderboard)
+
+    report = add(
+        "report",
+        "Write the static HTML report (overview + one page per definition) for offline viewing.",
+    )
+    report.add_argument("--out", required=True, help="folder to write the report into")
+    report.set_defaults(handler=cmd_report)
 
     export = add("export", "Export a Parquet snapshot and/or KernelIndex-style JSON.")
     export.add_argument(

@@ -13,12 +13,15 @@ if TYPE_CHECKING:
     import duckdb
 
 LEADERBOARD_SQL = """
-SELECT hardware, solution, author, is_baseline, runs, workloads_covered, workloads_passed,
+SELECT hardware, leaderboard_rank AS rank, solution, author, is_baseline,
+       workloads_passed || '/' || workloads_in_slice AS passed, round(coverage, 3) AS coverage,
        workloads_compared, round(geomean_speedup, 3) AS geomean_speedup,
-       round(win_rate, 3) AS win_rate, round(fib_mean_speedup, 3) AS fib_mean_speedup
+       round(win_rate, 3) AS win_rate, speedup_reason,
+       round(latency_us_geomean, 2) AS latency_us, round(rerun_spread_median, 3) AS rerun_spread,
+       round(fib_all_gpus_avg_speedup, 3) AS fib_all_gpus_avg_speedup, fib_reason
 FROM leaderboard
 WHERE definition = $definition AND ($hardware IS NULL OR hardware = $hardware)
-ORDER BY hardware, geomean_speedup DESC NULLS LAST, workloads_passed DESC, solution
+ORDER BY hardware, leaderboard_rank
 """
 
 

@@ -455,6 +455,63 @@ RUN_RANKINGS = Table(
     ),
 )
 
+TRACE_LINES = Table(
+    "trace_lines",
+    "One row per traces/**/*.jsonl line FlashInfer-Bench reads as a trace (it has a solution or an evaluation), imported as a run or not: the fields its own leaderboard metrics read.",
+    ("source_file", "source_line", "record_index"),
+    (
+        _c("source_file", S, "Dataset-relative path of the trace file.", False),
+        _c("source_line", I64, "1-based line number.", False),
+        _c(
+            "record_index",
+            I64,
+            "Position inside the line (>0 for `}{`-concatenated objects).",
+            False,
+        ),
+        _c(
+            "json_parse_ok",
+            B,
+            "JavaScript's JSON.parse accepts the line (no bare NaN/Infinity, one object); the web leaderboard drops it otherwise.",
+            False,
+        ),
+        _c("definition", S, "The `definition` field as written."),
+        _c("solution", S, "The `solution` field; null when absent or empty."),
+        _c("workload_uuid", S, "workload.uuid as written."),
+        _c("has_evaluation", B, 'False for an `"evaluation": null` line.', False),
+        _c("status", S, "evaluation.status as written."),
+        _c("hardware", S, "evaluation.environment.hardware as written."),
+        _c("device", S, "evaluation.environment.device as written (the web reads it first)."),
+        _c("has_performance", B, "evaluation.performance is an object.", False),
+        _c(
+            "latency_ms",
+            F64,
+            "performance.latency_ms as FlashInfer-Bench's models read it (0, negative and infinite kept).",
+        ),
+        _c(
+            "latency_is_json_number",
+            B,
+            'latency_ms is a JSON number (the web ignores strings such as "Infinity").',
+            False,
+        ),
+        _c("speedup_factor", F64, "performance.speedup_factor (vs the PyTorch reference)."),
+        _c("max_absolute_error", F64, "correctness.max_absolute_error (NaN and infinity kept)."),
+        _c("max_relative_error", F64, "correctness.max_relative_error (NaN and infinity kept)."),
+        _c("timestamp", S, "evaluation.timestamp as written."),
+    ),
+)
+
+BASELINE_MAP = Table(
+    "baseline_map",
+    "The web leaderboard's baseline name map given to the build (--baselines): one row per (definition, key).",
+    ("definition", "device"),
+    (
+        _c("definition", S, "Definition name as the map's key.", False),
+        _c("device", S, "`default`, or the exact device string this entry applies to.", False),
+        _c("solution", S, "The baseline solution named for it.", False),
+        _c("position", I64, "Order of the key inside the definition's entry (0-based).", False),
+    ),
+)
+
 INGEST_PATHS = Table(
     "ingest_paths",
     "Per JSONL file: how many records the columnar path took and how many the exact per-line path.",
@@ -491,6 +548,8 @@ TABLES: dict[str, Table] = {
         REJECTS,
         SOURCE_SNAPSHOTS,
         RUN_RANKINGS,
+        TRACE_LINES,
+        BASELINE_MAP,
         INGEST_PATHS,
     )
 }
@@ -508,6 +567,8 @@ TABLE_ORDER = {
     "rejects": "file, line NULLS FIRST, reason, message, raw_prefix NULLS FIRST",
     "run_rankings": "run_id",
     "ingest_paths": "source_file",
+    "trace_lines": "source_file, source_line, record_index",
+    "baseline_map": "definition, position",
 }
 
 
@@ -597,26 +658,60 @@ RUN_SUMMARY_VIEW = View(
 
 LEADERBOARD_VIEW = View(
     "leaderboard",
-    "Per (definition, hardware, solution): coverage, and speed against the definition's baseline "
-    "on workloads both passed, each side at its best latency.",
+    "tracehouse's headline per (definition, hardware, solution): coverage and speed against the "
+    "slice's baseline on workloads both passed, with FlashInfer-Bench's own GPU-mixed score beside "
+    "it (sql/leaderboard.sql).",
     (
         _v("definition", "Definition name."),
         _v("hardware", "Normalized hardware product."),
         _v("solution", "Solution name."),
         _v("author", "Author of the solution file; null when the file is missing."),
-        _v("is_baseline", "True when the solution is its definition's baseline."),
-        _v("runs", "Runs of the solution on this definition and hardware, any status."),
-        _v("workloads_covered", "Distinct workloads with at least one run."),
+        _v("is_baseline", "True when the solution is this slice's baseline."),
+        _v("baseline_solution", "The baseline the speedups are against (leaderboard_baselines)."),
+        _v("baseline_choice", "Which rule chose the baseline, and why when several matched."),
+        _v("runs", "Runs of the solution in this slice, any status."),
+        _v(
+            "workloads_in_slice",
+            "Distinct workloads any solution ran on this definition and hardware.",
+        ),
+        _v("workloads_attempted", "Distinct workloads the solution ran."),
         _v("workloads_passed", "Distinct workloads with at least one PASSED run."),
+        _v("coverage", "workloads_passed / workloads_in_slice."),
         _v("workloads_compared", "Workloads both the solution and the baseline passed."),
         _v(
             "geomean_speedup",
-            "Geometric mean of baseline_ms / solution_ms over the compared workloads.",
+            "Geometric mean of baseline / solution best PASSED latency over the compared "
+            "workloads; null with speedup_reason.",
         ),
         _v("win_rate", "Share of compared workloads where the solution is strictly faster."),
         _v(
-            "fib_mean_speedup",
-            "FlashInfer-Bench's arithmetic mean of the same ratios; 0 when any run failed.",
+            "speedup_reason",
+            "Why geomean_speedup is null: is_baseline, no_baseline, no_common_workload.",
+        ),
+        _v(
+            "latency_us_geomean",
+            "Geometric mean over passed workloads of the median latency, in µs.",
+        ),
+        _v(
+            "rerun_spread_median",
+            "Median over re-run workloads of (max − min) / median latency: run-to-run spread.",
+        ),
+        _v(
+            "sort_tier",
+            "1 = passed every workload of the slice, 2 = more than half, 3 = half or fewer.",
+        ),
+        _v(
+            "fib_all_gpus_avg_speedup",
+            "FlashInfer-Bench's get_solution_score average speedup, every GPU mixed (null + fib_reason).",
+        ),
+        _v("fib_all_gpus_win_rate", "FlashInfer-Bench's win rate, every GPU mixed."),
+        _v("fib_all_gpus_success_rate", "FlashInfer-Bench's success rate, every GPU mixed."),
+        _v("fib_all_gpus_workloads", "Workloads FlashInfer-Bench's score counts, every GPU mixed."),
+        _v("fib_reason", "Why FlashInfer-Bench gives no score (it raises or returns None)."),
+        _v(
+            "leaderboard_rank",
+            "Position in the slice: sort_tier, then geomean_speedup descending (nulls last), "
+            "workloads_passed, solution.",
         ),
     ),
 )

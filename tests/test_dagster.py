@@ -35,6 +35,7 @@ GOLDEN_REVISION = "da915083d4c7c5e61aa3005e3d17ae488e0fc71c"
 REPO = "flashinfer-ai/flashinfer-trace"
 HUB_URI = f"hf://datasets/{REPO}"
 VIEWS = {"run_summary", "leaderboard", "record_events", "latency_history", "regressions"}
+REPORT = "report"
 
 # (asset, check name, blocking): the gate on runs, the cohort check, the identity samples.
 EXPECTED_CHECKS = {
@@ -94,7 +95,7 @@ def test_asset_keys_match_snapshot() -> None:
     assert text == SNAPSHOT.read_text(), (
         "asset keys changed; rerun with UPDATE_SNAPSHOTS=1 if intended"
     )
-    assert set(keys) == set(schemas.TABLES) | VIEWS
+    assert set(keys) == set(schemas.TABLES) | VIEWS | {REPORT}
 
 
 def test_asset_checks_and_which_block() -> None:
@@ -285,7 +286,15 @@ def test_materialize_everything_into_a_temporary_warehouse(
     assert all(e.passed for e in evaluations)
 
     materialized = _materialized(result)
-    assert set(materialized) == set(schemas.TABLES) | VIEWS
+    assert set(materialized) == set(schemas.TABLES) | VIEWS | {REPORT}
+    report_index = Path(str(materialized[REPORT]["path"].value))
+    assert report_index == warehouse / "report" / "index.html" and report_index.is_file()
+    assert (
+        materialized[REPORT]["pages"].value
+        == 1 + materialized["definitions"]["dagster/row_count"].value
+    )
+    overview = str(materialized[REPORT]["overview_top_rows"].value)
+    assert overview.startswith("| definition | hardware | solution |") and overview.count("\n") >= 3
     connection = connect_read_only(Warehouse(warehouse))
     try:
         for name in [*schemas.TABLES, *VIEWS]:
@@ -320,7 +329,7 @@ def test_a_failed_gate_check_stops_the_ranking_and_the_views(
     assert failed == {"unique_run_ids"}
     materialized = set(_materialized(result))
     assert "runs" in materialized
-    assert materialized.isdisjoint({"run_rankings", *VIEWS})
+    assert materialized.isdisjoint({"run_rankings", *VIEWS, REPORT})
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ materialized when the gate checks on ``runs`` (``checks.GATE_CHECKS``) pass.
 The views (``run_summary``, ``leaderboard``, ``record_events``, ``latency_history``,
 ``regressions``) live in the generation's DuckDB file; their assets read them through a
 read-only connection and record what they hold, with the column meanings of
-``schemas.VIEWS``.
+``schemas.VIEWS``. ``report`` writes the static HTML report (``pipelines.report``, as
+``tracehouse report``) into ``<warehouse>/report``.
 """
 
 from collections.abc import Iterator
@@ -183,10 +184,15 @@ def run_summary(warehouse: WarehouseResource) -> dg.MaterializeResult:
     return _view_result(warehouse, "run_summary")
 
 
-@dg.asset(group_name=GROUP, kinds={"duckdb"}, deps=["runs", "implementations"])
+@dg.asset(
+    group_name=GROUP,
+    kinds={"duckdb"},
+    deps=["runs", "implementations", "environments", "baseline_map", "trace_lines"],
+)
 def leaderboard(warehouse: WarehouseResource) -> dg.MaterializeResult:
-    """Per (definition, hardware, solution): coverage and geometric-mean speedup against the
-    definition's baseline (sql/leaderboard.sql)."""
+    """Per (definition, hardware, solution): tracehouse's geometric-mean speedup over the
+    hardware's baseline with coverage, and FlashInfer-Bench's own score beside it
+    (sql/leaderboard.sql)."""
     return _view_result(warehouse, "leaderboard")
 
 
@@ -209,3 +215,36 @@ def regressions(warehouse: WarehouseResource) -> dg.MaterializeResult:
     """Results significantly slower than the same solution's earlier results on the same
     comparison key, by the lookback z-score method (sql/regressions.sql)."""
     return _view_result(warehouse, "regressions")
+
+
+REPORT_FOLDER = "report"
+OVERVIEW_ROWS_IN_METADATA = 10
+
+
+@dg.asset(group_name=GROUP, kinds={"html"}, deps=["leaderboard", "run_summary", "rejects"])
+def report(warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """The static HTML report of the warehouse (overview + one page per definition), written
+    into <warehouse>/report; opens offline (pipelines/report.py, `tracehouse report`)."""
+    from pipelines.report import write_report
+
+    settings = warehouse.settings()
+    result = write_report(settings, settings.warehouse / REPORT_FOLDER)
+    top = result.overview_rows[:OVERVIEW_ROWS_IN_METADATA]
+    columns = ("definition", "hardware", "solution", "geomean_speedup", "coverage")
+    table = "\n".join(
+        [
+            "| " + " | ".join(columns) + " |",
+            "|" + "---|" * len(columns),
+            *(
+                "| " + " | ".join("–" if row[c] is None else str(row[c]) for c in columns) + " |"
+                for row in top
+            ),
+        ]
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "path": dg.MetadataValue.path(str(result.index)),
+            "pages": len(result.pages),
+            "overview_top_rows": dg.MetadataValue.md(table),
+        }
+    )

@@ -183,3 +183,13 @@ def read_baseline_map(path: Path | None) -> dict[str, dict[str, str]]:
         for definition, entry in data.items()
         if isinstance(entry, dict)
     }
+
+
+def baseline_map_rows(path: Path | None) -> list[dict[str, Any]]:
+    """The baseline map as ``baseline_map`` rows, keys in file order (the web's kernel page
+    falls back to the first device entry when a definition has no ``default``)."""
+    return [
+        {"definition": definition, "device": device, "solution": solution, "position": position}
+        for definition, entry in read_baseline_map(path).items()
+        for position, (device, solution) in enumerate(entry.items())
+    ]

@@ -27,6 +27,7 @@ from pipelines.changes import store_regression_thresholds
 from pipelines.schemas import TABLE_ORDER
 from pipelines.settings import Settings
 from pipelines.sql_files import VIEW_ORDER, sql_text
+from pipelines.transforms.context import baseline_map_rows
 from pipelines.transforms.ingest import PART_TABLES, DatasetContext
 from pipelines.transforms.records import Reject
 from pipelines.warehouse import (
@@ -333,13 +334,24 @@ def finalize(
             _ingest_path_rows(file_entries),
             generation / "_ingest_paths.parquet",
         )
+        _write_arrow(
+            schemas.BASELINE_MAP,
+            baseline_map_rows(settings.baselines_file),
+            generation / "_baseline_map.parquet",
+        )
         # History keeps its append order (two builds can share a millisecond).
         _write_arrow(
             schemas.SOURCE_SNAPSHOTS,
             _snapshot_history(warehouse, snapshot),
             generation / "source_snapshots.parquet",
         )
-        for table in ("definitions", "implementations", "protocols", "ingest_paths"):
+        for table in (
+            "definitions",
+            "implementations",
+            "protocols",
+            "ingest_paths",
+            "baseline_map",
+        ):
             staged = generation / f"_{table}.parquet"
             copy(table, f"SELECT * FROM read_parquet({sql_literal(staged)}) s")  # noqa: S608
             staged.unlink()
@@ -364,6 +376,10 @@ def finalize(
                 f"SELECT {_projection(schemas.TABLES[table])} "  # noqa: S608  (own names)
                 f"FROM ({sql_text(f'assemble/{table}')}) s",
             )
+        copy(
+            "trace_lines",
+            f"SELECT {_projection(schemas.TRACE_LINES)} FROM staged_trace_lines s",  # noqa: S608  (own names)
+        )
         parts = _write_parts(connection, warehouse, groups, _resolution_digest(connection))
         # Records refused before the ingest (discovery, fetch, definitions, solutions): one
         # more rejects part, of this generation only.

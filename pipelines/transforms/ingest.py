@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from pipelines import kernelindex, schemas
 from pipelines.files import sha256_file
 from pipelines.kernelindex import digest, manifest_digest, text_digest
+from pipelines.transforms.fib_lines import fib_trace_line, is_fib_trace_file
 from pipelines.transforms.normalize import (
     RecordError,
     Trace,
@@ -93,6 +94,7 @@ PART_TABLES = {
     "workloads": STAGING_WORKLOADS,
     "environments": schemas.ENVIRONMENTS,
     "rejects": schemas.REJECTS,
+    "trace_lines": schemas.TRACE_LINES,
 }
 
 
@@ -212,6 +214,7 @@ class FileIngester:
         self.rel = rel
         self.context = context
         self.in_scope = kernelindex_reads(rel, context.definition_stems)
+        self.fib_reads = is_fib_trace_file(rel)
         self.strict_file = True
         self.parts = parts if parts is not None else new_part_rows()
         self.environments_seen: set[str] = set()
@@ -229,6 +232,13 @@ class FileIngester:
             }
         )
         self.result.rejected += 1
+
+    def fib_line(self, record: Record) -> None:
+        """FlashInfer-Bench's own view of a trace line, whichever path imports it (or none)."""
+        if self.fib_reads:
+            line = fib_trace_line(self.rel, record)
+            if line is not None:
+                self.parts["trace_lines"].add(line)
 
     def record(self, record: Record) -> None:
         self.result.records += 1
@@ -531,10 +541,14 @@ def _ingest_lines(
             return
         content = hashlib.sha256()
         for item in iter_jsonl(path, ingester.rel, content):
-            if len(writer.rows["runs"]) >= chunk_rows or (
-                columnar is not None and len(columnar) >= chunk_rows
+            if (
+                len(writer.rows["runs"]) >= chunk_rows
+                or len(writer.rows["trace_lines"]) >= chunk_rows
+                or (columnar is not None and len(columnar) >= chunk_rows)
             ):
                 writer.flush(columnar)
+            if not isinstance(item, Reject):
+                ingester.fib_line(item)
             if isinstance(item, Reject):
                 counts.records += 1
                 ingester.reject(item.line, item.reason, item.message, None)
