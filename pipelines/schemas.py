@@ -260,6 +260,13 @@ RUNS = Table(
         ),
         _c("status_raw", S, "Status as written.", False),
         _c(
+            "evaluated",
+            B,
+            "False for records FlashInfer-Bench wrote without running the solution (its "
+            "`Solution skipped after N failures` COMPILE_ERROR entries); true otherwise.",
+            False,
+        ),
+        _c(
             "ki_status",
             S,
             "KernelIndex status (lower case) or null when KernelIndex rejects the status.",
@@ -269,6 +276,12 @@ RUNS = Table(
             "latency_ns",
             I64,
             "latency_ms in integer nanoseconds, rounded half up (KernelIndex §9.4).",
+        ),
+        _c(
+            "latency_special",
+            S,
+            "`NaN`, `Infinity`, `-Infinity` or `absent` when a PASSED run's latency_ms is not a "
+            "finite number: the run is kept, never ranked (MISSING_PRIMARY_METRIC); null otherwise.",
         ),
         _c(
             "reference_latency_ms",
@@ -283,14 +296,15 @@ RUNS = Table(
         _c(
             "timestamp_raw",
             S,
-            "evaluation.timestamp as written (naive local time in current files).",
+            "evaluation.timestamp as written (naive local time in current files; any text kept).",
             False,
         ),
         _c(
             "observed_at",
             UTC_MS,
-            "Timestamp as KernelIndex reads it: zone-less taken as UTC, truncated to ms.",
-            False,
+            "timestamp_raw as KernelIndex reads it (zone-less taken as UTC, truncated to ms); for "
+            "text that is not an ISO date-time, midnight UTC of a bare date or the instant of "
+            "epoch seconds/milliseconds (identity_error `bad_timestamp`), else null.",
         ),
         _c("environment_id", S, "Key into environments.", False),
         _c("hardware", S, "Normalized hardware product (environments.hardware_product).", False),
@@ -471,6 +485,122 @@ TABLES: dict[str, Table] = {
     )
 }
 
+
+def _same(table: Table, *names: str) -> tuple[Column, ...]:
+    """Columns a view passes through unchanged, with their declaration in ``table``."""
+    by_name = {c.name: c for c in table.columns}
+    return tuple(by_name[name] for name in names)
+
+
+# The SQL views of tracehouse.duckdb (sql/<name>.sql), each column documented: the Dagster view
+# assets and `tracehouse tables` show these, and a test keeps them equal to the SQL's columns.
+VIEWS: dict[str, Table] = {
+    t.name: t
+    for t in (
+        Table(
+            "run_summary",
+            "One row per run with what, who, where, how fast and its rank (sql/run_summary.sql).",
+            ("run_id",),
+            (
+                *_same(RUNS, "definition"),
+                *_same(DEFINITIONS, "op_type"),
+                *_same(RUNS, "solution"),
+                _c("author", S, "The solution's author (from its file), when known."),
+                _c(
+                    "is_baseline",
+                    B,
+                    "True when the solution is the baseline of this run's definition.",
+                    False,
+                ),
+                *_same(RUNS, "workload_uuid", "workload_key", "status", "ki_status", "evaluated"),
+                *_same(RUNS, "latency_ns", "latency_ms", "latency_special"),
+                *_same(RUNS, "reference_latency_ms", "speedup_factor", "observed_at"),
+                *_same(RUNS, "timestamp_raw", "hardware"),
+                *_same(ENVIRONMENTS, "hardware_raw"),
+                *_same(RUNS, "comparison_key"),
+                *_same(RUN_RANKINGS, "eligible", "ineligible_reasons", "cohort_size", "rank"),
+                *_same(CORRECTNESS, "max_absolute_error", "max_relative_error"),
+                *_same(RUNS, "evidence_level", "external_id", "run_id", "run_digest"),
+                *_same(RUNS, "operation_digest", "workload_digest", "environment_digest"),
+                *_same(RUNS, "protocol_digest", "correctness_key", "implementation_digest"),
+                *_same(RUNS, "identity_error", "snapshot_id", "source_file", "source_line"),
+            ),
+        ),
+        Table(
+            "leaderboard",
+            "Per (definition, hardware, solution): coverage and speed against the definition's "
+            "baseline (sql/leaderboard.sql).",
+            ("definition", "hardware", "solution"),
+            (
+                *_same(RUNS, "definition", "hardware"),
+                _c("solution", S, "Solution name.", False),
+                _c("author", S, "The solution's author (from its file), when known."),
+                _c(
+                    "is_baseline", B, "True when the solution is this definition's baseline.", False
+                ),
+                _c("runs", I64, "Runs of the solution on this definition and hardware.", False),
+                _c(
+                    "runs_not_evaluated",
+                    I64,
+                    "Of those, records FlashInfer-Bench wrote without evaluating (runs.evaluated).",
+                    False,
+                ),
+                _c("workloads_covered", I64, "Distinct workloads attempted.", False),
+                _c("workloads_passed", I64, "Distinct workloads with a PASSED run.", False),
+                _c(
+                    "workloads_compared",
+                    I64,
+                    "Workloads both the solution and the baseline passed (the ratios' basis).",
+                    False,
+                ),
+                _c(
+                    "geomean_speedup",
+                    F64,
+                    "Geometric mean of baseline_ms / solution_ms over the compared workloads, "
+                    "each side's best latency.",
+                ),
+                _c("win_rate", F64, "Share of compared workloads where the solution is faster."),
+                _c(
+                    "fib_mean_speedup",
+                    F64,
+                    "Arithmetic mean of the same ratios; 0 when the solution has any failed run "
+                    "(FlashInfer-Bench's report summary rule, within one hardware).",
+                ),
+            ),
+        ),
+        Table(
+            "solution_latency",
+            "Per (definition, hardware, solution): typical best latency and its spread over "
+            "re-runs (sql/solution_latency.sql).",
+            ("definition", "hardware", "solution"),
+            (
+                *_same(RUNS, "definition", "hardware"),
+                _c("solution", S, "Solution name.", False),
+                _c("workloads_timed", I64, "Workloads with a PASSED run and a latency.", False),
+                _c(
+                    "best_latency_us",
+                    F64,
+                    "Median over those workloads of the solution's best latency there, in µs.",
+                ),
+                _c("workloads_rerun", I64, "Of those, workloads run more than once.", False),
+                _c(
+                    "rerun_spread",
+                    F64,
+                    "Median over re-run workloads of (max - min) / min latency; null without "
+                    "re-runs.",
+                ),
+            ),
+        ),
+        Table(
+            "baseline_solutions",
+            "The baseline solution(s) of each definition, as decided at import "
+            "(sql/baseline_solutions.sql).",
+            ("definition", "solution"),
+            _same(IMPLEMENTATIONS, "definition", "solution", "author", "baseline_rule"),
+        ),
+    )
+}
+
 # Reason codes of the rejects table. One place; tests and the README read it.
 REJECT_REASONS: dict[str, str] = {
     "invalid_json": "The text is not JSON (syntax error, truncated line).",
@@ -484,7 +614,6 @@ REJECT_REASONS: dict[str, str] = {
     "status_field_mismatch": "correctness/performance presence contradicts the status (e.g. PASSED without performance).",
     "invalid_latency": "A latency is not a finite positive number (bool, string, zero, negative, NaN, overflow).",
     "invalid_error_bound": "A correctness error bound is negative, boolean or not a number.",
-    "invalid_timestamp": "evaluation.timestamp cannot be parsed.",
     "unknown_definition": "The record names a definition that is not in the dataset.",
     "duplicate_definition": "A second definition file with an already-seen name (first in path order wins).",
     "duplicate_solution": "A second solution file with an already-seen name (first in path order wins).",

@@ -6,7 +6,7 @@ from functools import cache
 from pathlib import Path
 
 # Views created in tracehouse.duckdb, in dependency order (run_rankings is materialized).
-VIEW_ORDER = ("baseline_solutions", "run_summary", "leaderboard")
+VIEW_ORDER = ("baseline_solutions", "run_summary", "leaderboard", "solution_latency")
 
 
 def sql_dir() -> Path:

@@ -30,12 +30,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pipelines import interrupts
+from pipelines.settings import Settings
+
 if TYPE_CHECKING:
     import duckdb
 
 DUCKDB_FILE = "tracehouse.duckdb"
 DUCKDB_SPILL_DIR = "duckdb_tmp"  # finalize's DuckDB temp_directory, below cache/
-KEEP_GENERATIONS = 2  # the current one and the one before, for readers still using it
+# Completed generations kept by default (the current one included): readers still using the
+# one before, and `tracehouse rollback` targets. The setting is keep_generations.
+KEEP_GENERATIONS: int = Settings.keep_generations
+COMPLETE_MARKER = ".complete"
 
 
 class WarehouseBusy(RuntimeError):
@@ -49,6 +55,7 @@ class WarehouseMissing(FileNotFoundError):
 @dataclass(frozen=True)
 class Warehouse:
     root: Path
+    keep_generations: int = KEEP_GENERATIONS
 
     @property
     def current(self) -> Path:
@@ -107,11 +114,13 @@ class Warehouse:
         """Make ``generation`` the current state in one atomic rename, then tidy up."""
         _fsync_tree(generation)
         link = self.root / f".current.{os.getpid()}.tmp"
-        with contextlib.suppress(FileNotFoundError):
-            link.unlink()
-        os.symlink(os.path.relpath(generation, self.root), link)
-        os.replace(link, self.current)
-        _fsync_dir(self.root)
+        with interrupts.deferred():  # Ctrl-C now would leave the user guessing: finish first
+            with contextlib.suppress(FileNotFoundError):
+                link.unlink()
+            os.symlink(os.path.relpath(generation, self.root), link)
+            os.replace(link, self.current)
+            interrupts.note_published(generation.name)
+            _fsync_dir(self.root)
         if not self.duckdb_path.is_symlink():
             with contextlib.suppress(FileNotFoundError):
                 self.duckdb_path.unlink()
@@ -130,13 +139,56 @@ class Warehouse:
             return
         current = self.current_generation()
         folders = sorted(self.generations.iterdir(), key=lambda p: p.name)
-        completed = [p for p in folders if p == current or (p / ".complete").exists()]
-        keep = set(completed[-KEEP_GENERATIONS:])
+        completed = [p for p in folders if p == current or (p / COMPLETE_MARKER).exists()]
+        keep = set(completed[-self.keep_generations :])
         if current is not None:
             keep.add(current)
         for folder in folders:
             if folder not in keep:
                 shutil.rmtree(folder, ignore_errors=True)
+
+    def completed_generations(self) -> list[Path]:
+        """Every generation folder a build finished, oldest first."""
+        if not self.generations.exists():
+            return []
+        return sorted(
+            (p for p in self.generations.iterdir() if (p / COMPLETE_MARKER).exists()),
+            key=lambda p: p.name,
+        )
+
+    def find_generation(self, wanted: str | None) -> Path:
+        """A completed generation by folder name or number (``3`` = ``000003-...``); without
+        one, the newest completed generation older than the current one."""
+        completed = self.completed_generations()
+        current = self.current_generation()
+        if wanted is None:
+            older = [p for p in completed if current is None or p.name < current.name]
+            if not older:
+                raise LookupError(
+                    f"no generation older than the current one in {self.root}; "
+                    "`tracehouse generations` lists what is kept"
+                )
+            return older[-1]
+        matches = [
+            p
+            for p in completed
+            if p.name == wanted or (wanted.isdigit() and int(p.name.split("-")[0]) == int(wanted))
+        ]
+        if len(matches) != 1:
+            kept = ", ".join(p.name for p in completed) or "none"
+            raise LookupError(f"no completed generation {wanted!r} in {self.root} (kept: {kept})")
+        return matches[0]
+
+    def rollback(self, generation: Path) -> None:
+        """Make an earlier completed generation current again, atomically (under the lock)."""
+        link = self.root / f".current.{os.getpid()}.tmp"
+        with interrupts.deferred():
+            with contextlib.suppress(FileNotFoundError):
+                link.unlink()
+            os.symlink(os.path.relpath(generation, self.root), link)
+            os.replace(link, self.current)
+            interrupts.note_published(generation.name)
+            _fsync_dir(self.root)
 
     def _remove_temporary_files(self) -> None:
         # Every file a build writes is first written as `.<name>.<pid>.tmp` and then renamed;
@@ -245,7 +297,10 @@ def check_read_only(connection: duckdb.DuckDBPyConnection, sql: str) -> None:
     ``EXPLAIN ANALYZE COPY ... TO '<generation>/runs.parquet'`` would otherwise overwrite the
     warehouse (the generation folder is the one place the connection may touch files).
     """
-    for statement in connection.extract_statements(sql):
+    statements = connection.extract_statements(sql)
+    if not statements:
+        raise ReadOnlyViolation("refused: the SQL is empty; give one SELECT statement")
+    for statement in statements:
         kind = statement.type.name
         if kind not in READ_ONLY_STATEMENTS:
             raise ReadOnlyViolation(
@@ -255,6 +310,11 @@ def check_read_only(connection: duckdb.DuckDBPyConnection, sql: str) -> None:
             )
         if kind == "EXPLAIN":
             _check_explain(connection, statement.query)
+    if len(statements) > 1:
+        raise ReadOnlyViolation(
+            f"refused: {len(statements)} statements given; `tracehouse query` runs exactly one "
+            "statement at a time (only the last result would show)"
+        )
 
 
 def _words(sql: str) -> list[tuple[int, str]]:
@@ -313,3 +373,26 @@ def _check_explain(connection: duckdb.DuckDBPyConnection, sql: str) -> None:
             "refused: EXPLAIN ANALYZE runs the statement it explains, and only "
             "EXPLAIN ANALYZE SELECT is allowed; `tracehouse query` is read-only."
         )
+
+
+def describe_generation(folder: Path, current: bool) -> dict[str, object]:
+    """One line of `tracehouse generations`: when it was built, from what, how many runs."""
+    import pyarrow.parquet as pq
+
+    snapshot: dict[str, object] = {}
+    try:
+        history = pq.read_table(folder / "source_snapshots.parquet").to_pylist()
+        snapshot = history[-1] if history else {}  # the build's own snapshot is appended last
+        runs: object = pq.read_metadata(folder / "runs.parquet").num_rows
+    except OSError:
+        runs = None
+    built_at = snapshot.get("built_at")
+    return {
+        "generation": folder.name,
+        "current": "*" if current else "",
+        "built_at": built_at.strftime("%Y-%m-%d %H:%M:%S") if built_at else None,  # type: ignore[attr-defined]
+        "runs": runs,
+        "source": snapshot.get("source"),
+        "revision": snapshot.get("resolved_sha"),
+        "snapshot_id": snapshot.get("snapshot_id"),
+    }

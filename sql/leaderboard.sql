@@ -12,6 +12,8 @@ WITH attempts AS (
         count(DISTINCT workload_key) AS workloads_covered,
         count(DISTINCT workload_key) FILTER (WHERE status = 'PASSED') AS workloads_passed,
         count(*) AS runs,
+        -- issue 10: records FlashInfer-Bench wrote without evaluating ("skipped after N failures")
+        count(*) FILTER (WHERE NOT evaluated) AS runs_not_evaluated,
         bool_or(status <> 'PASSED') AS any_failure
     FROM runs
     WHERE solution IS NOT NULL
@@ -51,8 +53,10 @@ SELECT
     a.hardware,
     a.solution,
     i.author,
-    coalesce(i.is_baseline, false) AS is_baseline,
+    -- issue 10: a solution is a baseline of its own definition only
+    coalesce(i.is_baseline AND i.definition = a.definition, false) AS is_baseline,
     a.runs,
+    a.runs_not_evaluated,
     a.workloads_covered,
     a.workloads_passed,
     coalesce(s.workloads_compared, 0) AS workloads_compared,

@@ -51,6 +51,7 @@ class FinalizeOutcome:
     table_counts: dict[str, int]
     rejects_by_reason: dict[str, int]
     snapshot_id: str
+    checks: dict[str, invariants.Outcome]  # every invariant evaluated before publishing
 
 
 def _write_arrow(table: schemas.Table, rows: list[dict[str, Any]], path: Path) -> None:
@@ -202,8 +203,13 @@ def finalize(
     file_entries: dict[str, Any],
     discovery_rejects: list[Reject],
     progress: Callable[[str, int, int], None] | None,
+    before_publish: Callable[[Path, dict[str, int], dict[str, invariants.Outcome]], None]
+    | None = None,
 ) -> FinalizeOutcome:
+    """``before_publish(generation, table_counts, outcomes)`` runs the publish guards last;
+    it may add outcomes, and raises to keep the generation unpublished."""
     generation = warehouse.new_generation()
+    checks: dict[str, invariants.Outcome] = {}
     if progress:
         progress("finalize", 0, 1)
     parts: dict[str, list[str]] = {name: [] for name in PART_TABLES}
@@ -303,13 +309,13 @@ def finalize(
         )
 
         _create_table_views(connection, generation)
-        invariants.enforce(connection, invariants.RUN_INVARIANTS)
+        invariants.enforce(connection, invariants.RUN_INVARIANTS, checks)
         copy("run_rankings", f"SELECT * FROM ({sql_text('run_rankings')}) s")  # noqa: S608
         connection.execute("DROP VIEW IF EXISTS run_rankings")
         connection.execute(
             f"CREATE VIEW run_rankings AS SELECT * FROM read_parquet({sql_literal(generation / 'run_rankings.parquet')})"  # noqa: S608
         )
-        invariants.enforce(connection, invariants.RANKING_INVARIANTS)
+        invariants.enforce(connection, invariants.RANKING_INVARIANTS, checks)
         counts = {
             name: connection.execute(f"SELECT count(*) FROM {name}").fetchone()[0]  # type: ignore[index]  # noqa: S608
             for name in schemas.TABLES
@@ -319,11 +325,13 @@ def finalize(
         connection.close()
 
     _write_duckdb_file(generation)
+    if before_publish is not None:
+        before_publish(generation, counts, checks)
     (generation / ".complete").write_text(f"{IMPORTER_VERSION}\n")
     warehouse.publish(generation)
     if progress:
         progress("finalize", 1, 1)
-    return FinalizeOutcome(generation, counts, rejects_by_reason, snapshot["snapshot_id"])
+    return FinalizeOutcome(generation, counts, rejects_by_reason, snapshot["snapshot_id"], checks)
 
 
 def _rows_to_arrow(table: schemas.Table, rows: list[dict[str, Any]]) -> pa.Table:

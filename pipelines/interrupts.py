@@ -1,0 +1,114 @@
+"""Ctrl-C and SIGTERM for the ``tracehouse`` command: stop at once, leave nothing behind.
+
+``install`` (called by the CLI only, never on import) turns SIGINT and SIGTERM into an
+``Interrupted`` exception in the main thread and remembers the signal. Whatever the exception
+becomes on its way up (DuckDB reports an interrupted query as its own error, a process pool as
+a broken pool), the CLI asks ``received()`` and prints one line instead of a traceback.
+
+Nothing a build writes is visible before the atomic publish (``Warehouse.publish``), so an
+interrupt anywhere else leaves the published warehouse as it was. The publish itself runs
+``deferred()``: a signal that arrives during the switch is held until the switch is done, and
+``published()`` then tells the CLI that the new warehouse is in place, so the message says so.
+
+Parser workers ignore SIGINT (a terminal sends it to the whole process group; the parent
+decides) and die on SIGTERM; the parent kills its remaining children with ``stop_children``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Iterator
+from types import FrameType
+
+HANDLED = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(KeyboardInterrupt):
+    """The command received SIGINT or SIGTERM."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+_received: int | None = None
+_deferred_depth = 0
+_pending: int | None = None
+_published: str | None = None
+
+
+def _handler(signum: int, _frame: FrameType | None) -> None:
+    global _received, _pending
+    if _received is None:
+        _received = signum
+    if _deferred_depth:
+        _pending = _pending or signum
+        return
+    raise Interrupted(signum)
+
+
+def stop_listening() -> None:
+    """Ignore further signals: the command is already stopping (a second Ctrl-C must not turn
+    the one-line report into a traceback)."""
+    for signum in HANDLED:
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def install() -> None:
+    """Turn SIGINT and SIGTERM into ``Interrupted`` (main thread of the CLI only)."""
+    for signum in HANDLED:
+        signal.signal(signum, _handler)
+
+
+def received() -> int | None:
+    """The first signal received since ``install``, or None."""
+    return _received
+
+
+def published() -> str | None:
+    """The generation this process made current, if it got that far."""
+    return _published
+
+
+def note_published(generation: str) -> None:
+    global _published
+    _published = generation
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """Run a block that must not be cut in half; a signal meanwhile is raised at its end."""
+    global _deferred_depth, _pending
+    _deferred_depth += 1
+    try:
+        yield
+    finally:
+        _deferred_depth -= 1
+    if _deferred_depth == 0 and _pending is not None:
+        signum, _pending = _pending, None
+        raise Interrupted(signum)
+
+
+def ignore_in_worker() -> None:
+    """Initializer of parser worker processes: the parent handles Ctrl-C and stops them."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def stop_children(timeout_s: float = 2.0) -> None:
+    """Kill every child process this process started (parser workers), and reap them."""
+    import multiprocessing
+
+    children = multiprocessing.active_children()
+    for child in children:
+        with contextlib.suppress(Exception):
+            child.kill()
+    for child in children:
+        with contextlib.suppress(Exception):
+            child.join(timeout_s)
+
+
+def exit_code(signum: int) -> int:
+    """The shell's convention: 128 + signal number (130 for SIGINT, 143 for SIGTERM)."""
+    return 128 + signum
