@@ -10,14 +10,23 @@ error).
 
 from __future__ import annotations
 
-import argparse
+import contextlib
 import os
 import sys
+
+from pipelines import interrupts
+
+# First thing when this module is the program (`tracehouse` or `python -m pipelines.cli`), so
+# Ctrl-C while the rest is imported is also one line, not a traceback.
+if __name__ == "__main__" or os.path.basename(sys.argv[0]) == "tracehouse":
+    interrupts.install_early()
+
+import argparse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from pipelines import IMPORTER_VERSION, interrupts
+from pipelines import IMPORTER_VERSION
 from pipelines.settings import SETTINGS, Settings, describe, load_settings
 
 OUTPUT_FORMATS = ("table", "csv", "json")
@@ -257,11 +266,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if not (source / "traces").exists():
         # Written beside the target and renamed into place, so an interrupted demo never
         # leaves half a dataset that the next `tracehouse demo` would build as if complete.
+        import shutil
+
         staging = source.with_name(f".{source.name}.{os.getpid()}.tmp")
-        generated = generate_dataset(staging, seed=args.seed, overwrite=True)
-        if source.exists():
-            source.rmdir()  # an empty folder (generate_dataset refuses a non-empty one)
-        os.replace(staging, source)
+        try:
+            generated = generate_dataset(staging, seed=args.seed, overwrite=True)
+            if source.exists():
+                source.rmdir()  # only an empty folder; anything else is not ours to replace
+            os.replace(staging, source)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
         print(
             f"generated a demo dataset in {source}: {generated.definitions} definitions, "
             f"{generated.solutions} solutions, {generated.trace_lines} trace lines (seed {args.seed})"
@@ -475,39 +489,45 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
+_reported: list[int] = []  # the exit code, once the interrupt line is printed
+
+
 def _report_interrupt(signum: int) -> int:
     interrupts.stop_listening()
-    generation = interrupts.published()
-    if generation is None:
-        print("interrupted; warehouse unchanged", file=sys.stderr)
-    else:
-        print(
-            f"interrupted after generation {generation} was published; the warehouse is complete",
-            file=sys.stderr,
-        )
-    return interrupts.exit_code(signum)
+    if not _reported:
+        generation = interrupts.published()
+        if generation is None:
+            print(interrupts.UNCHANGED, file=sys.stderr)
+        else:
+            print(interrupts.published_line(generation), file=sys.stderr)
+        _reported.append(interrupts.exit_code(signum))
+    return _reported[0]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     import threading
 
-    if threading.current_thread() is threading.main_thread():
-        interrupts.install()
+    if threading.current_thread() is not threading.main_thread():
+        return _run(argv)  # signals belong to whoever owns the main thread
+    interrupts.install()
     try:
-        code = _run(argv)
-    except BaseException as error:  # only what _run could not classify, e.g. SystemExit
-        if interrupts.received() is None:
-            raise
-        del error
-        code = _report_interrupt(interrupts.received() or 2)
-    if interrupts.received() is not None:
-        # Stop at once: kill parser workers, and do not wait for threads (Hub downloads)
-        # that would otherwise keep the process alive until they time out.
-        interrupts.stop_children()
+        try:
+            code = _run(argv)
+        finally:
+            interrupts.stop_listening()  # from here on the command is ending anyway
+    except KeyboardInterrupt:  # arrived between _run's last line and the one above
+        code = 1
+    signum = interrupts.received()
+    if signum is None:
+        return code
+    code = _report_interrupt(signum)
+    # Stop at once: kill parser workers, and do not wait for threads (Hub downloads) that
+    # would otherwise keep the process alive until they time out.
+    interrupts.stop_children()
+    with contextlib.suppress(Exception):
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(code)
-    return code
+    os._exit(code)
 
 
 def _run(argv: Sequence[str] | None) -> int:

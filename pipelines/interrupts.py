@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import weakref
 from collections.abc import Iterator
 from types import FrameType
+from typing import Any
 
 HANDLED = (signal.SIGINT, signal.SIGTERM)
 
@@ -56,9 +58,80 @@ def stop_listening() -> None:
 
 
 def install() -> None:
-    """Turn SIGINT and SIGTERM into ``Interrupted`` (main thread of the CLI only)."""
+    """Turn SIGINT and SIGTERM into ``Interrupted`` (main thread of the CLI only), and start the
+    watchdog that stops the process even while the main thread is inside C code."""
+    import os
+    import threading
+
     for signum in HANDLED:
         signal.signal(signum, _handler)
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    signal.set_wakeup_fd(write_end)
+    threading.Thread(
+        target=_watchdog, args=(read_end,), name="interrupt-watchdog", daemon=True
+    ).start()
+
+
+# Python runs a signal handler only between bytecodes: a DuckDB query or a Parquet write in C
+# may hold the main thread for longer than anyone waits. The watchdog wakes on the signal,
+# interrupts the DuckDB connections in use, and if the main thread has still not ended the
+# process after GRACE_S (outside the atomic switch), it ends it itself with the same line.
+GRACE_S = 2.5
+_connections: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def watch_connection(connection: Any) -> Any:
+    """Let an interrupt cancel the queries of ``connection`` (a DuckDB connection)."""
+    _connections.add(connection)
+    return connection
+
+
+def _watchdog(read_end: int) -> None:
+    import os
+    import time
+
+    while not os.read(read_end, 1):
+        pass
+    for connection in list(_connections):
+        with contextlib.suppress(Exception):
+            connection.interrupt()
+    time.sleep(GRACE_S)
+    while _deferred_depth:  # never stop in the middle of the atomic switch
+        time.sleep(0.01)
+    signum = _received or signal.SIGINT
+    stop_children()
+    import sys
+
+    with contextlib.suppress(Exception):
+        line = UNCHANGED if _published is None else published_line(_published)
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    os._exit(exit_code(signum))
+
+
+def published_line(generation: str) -> str:
+    return f"interrupted after generation {generation} was published; the warehouse is complete"
+
+
+def _exit_at_once(signum: int, _frame: FrameType | None) -> None:
+    import os
+    import sys
+
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(UNCHANGED + "\n")
+        sys.stderr.flush()
+    os._exit(exit_code(signum))
+
+
+def install_early() -> None:
+    """While the command is still importing its modules nothing has been touched: a signal
+    then ends the process at once, with the usual one line. ``install`` takes over in main."""
+    for signum in HANDLED:
+        signal.signal(signum, _exit_at_once)
+
+
+UNCHANGED = "interrupted; warehouse unchanged"
 
 
 def received() -> int | None:

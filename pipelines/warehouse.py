@@ -271,6 +271,7 @@ def connect_read_only(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
         read_only=True,
         config={"autoinstall_known_extensions": False, "autoload_known_extensions": False},
     )
+    interrupts.watch_connection(connection)  # Ctrl-C cancels a long query
     # Temporary views over this folder's files shadow the stored ones, whose absolute paths
     # would break once the warehouse folder is moved or restored elsewhere.
     for table in sorted(generation.glob("*.parquet")):

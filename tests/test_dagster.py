@@ -27,9 +27,9 @@ from pipelines.defs import assets, checks
 from pipelines.defs.resources import WarehouseResource
 from pipelines.defs.schedules import build_warehouse_job, daily_warehouse_build
 from pipelines.defs.sensors import hub_revision_sensor
+from pipelines.demo import generate_dataset
 from pipelines.invariants import RANKING_INVARIANTS, RUN_INVARIANTS
 from pipelines.settings import SETTINGS
-from pipelines.demo import generate_dataset
 from pipelines.warehouse import Warehouse, connect_read_only
 from tests.hub_server import FakeHub
 from tests.shared_data import GOLDEN_DIR, SAMPLES_DIR, SHARED, requires_shared
@@ -376,9 +376,7 @@ def test_materialize_everything_into_a_temporary_warehouse(
         BUILD_CHECKS
     )
     assert all(e.passed for e in reported.values())
-    assert all(
-        e.metadata["generation"].value == generation.name for e in reported.values()
-    )
+    assert all(e.metadata["generation"].value == generation.name for e in reported.values())
     assert Warehouse(warehouse).require_current() == generation
 
 
