@@ -174,6 +174,10 @@ def build_warehouse(
     source = source or settings.source
     if source is None:
         raise SettingsError(NO_SOURCE)
+    if settings.baselines_file is not None:  # a bad map is an error even when nothing changed
+        from pipelines.transforms.context import read_baseline_map
+
+        read_baseline_map(settings.baselines_file)
     warehouse = Warehouse(settings.warehouse, settings.keep_generations)
     with warehouse.build_lock(settings.lock_timeout_s):
         try:

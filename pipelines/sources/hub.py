@@ -413,8 +413,18 @@ def _get_json(
     while True:
         attempt += 1
         retry_after: float | None = None
+        # No attempt may run past the deadline: an unanswered request ends with it.
+        remaining = max(0.1, policy.deadline_s - (time.monotonic() - started))
+        timeout = httpx.Timeout(
+            connect=min(policy.connect_timeout_s, remaining),
+            read=min(policy.read_timeout_s, remaining),
+            write=min(policy.read_timeout_s, remaining),
+            pool=remaining,
+        )
         try:
-            response = client.get(url, headers=headers, params=params, follow_redirects=True)
+            response = client.get(
+                url, headers=headers, params=params, follow_redirects=True, timeout=timeout
+            )
             if response.status_code == 200:
                 try:
                     return response, orjson.loads(response.content)
