@@ -15,7 +15,6 @@ from typing import Any
 
 from pipelines import IMPORTER_VERSION
 from pipelines.files import sha256_file, write_atomically
-from pipelines.schemas import TABLES
 from pipelines.settings import Settings
 from pipelines.transforms import identity
 from pipelines.transforms.canonical import canonical_json, manifest_digest
@@ -277,6 +276,8 @@ def export_snapshot(settings: Settings, out: Path) -> dict[str, Any]:
     """Every table as Parquet plus manifest.json (rows, bytes, sha256). Byte-identical for an
     unchanged warehouse: files are copied as they are and the manifest holds no export time."""
     import pyarrow.parquet as pq
+
+    from pipelines.schemas import TABLES  # Arrow declarations: only this export needs them
 
     generation = Warehouse(settings.warehouse).require_current()
     out.mkdir(parents=True, exist_ok=True)

@@ -73,9 +73,7 @@ def text(value: Any, *, null: str = "null") -> str:
         return value
     if isinstance(value, dict | list | tuple):
         return json_text(value)
-    if isinstance(value, dt.datetime):
-        return value.isoformat(sep=" ")
-    if isinstance(value, dt.date | dt.time):
+    if isinstance(value, dt.datetime | dt.date | dt.time):
         return value.isoformat()
     if isinstance(value, bytes):
         return value.hex()
@@ -177,10 +175,6 @@ def write_csv(stream: IO[str], headers: Sequence[str], batches: Iterable[Sequenc
 
 
 def _csv_cell(value: Any) -> str:
-    if isinstance(value, dict | list | tuple):
-        return json_text(value)
-    if isinstance(value, dt.datetime):
-        return value.isoformat()
     return text(value, null="")
 
 
