@@ -318,9 +318,12 @@ def cmd_generations(args: argparse.Namespace) -> int:
     if not rows:
         raise LookupError(f"no completed generation in {settings.warehouse}")
     columns = list(rows[0])
-    print(
-        "\n".join(render.table(columns, [list(r.values()) for r in rows], width=10**9)),
-    )
+    values = [list(r.values()) for r in rows]
+    if args.format == "table":
+        print("\n".join(render.table(columns, values, width=10**9)))
+    else:
+        writer = render.write_csv if args.format == "csv" else render.write_json
+        writer(sys.stdout, columns, [values])
     return 0
 
 
@@ -448,6 +451,7 @@ def build_parser() -> argparse.ArgumentParser:
     tables.set_defaults(handler=cmd_tables)
 
     generations = add("generations", "List the kept generations (completed builds).")
+    generations.add_argument("--format", choices=OUTPUT_FORMATS, default="table")
     generations.set_defaults(handler=cmd_generations)
 
     rollback = add(
