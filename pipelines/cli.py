@@ -150,6 +150,14 @@ LEADERBOARD_LAYOUT: dict[str, tuple[str, str]] = {
 }
 
 
+LEADERBOARD_LEGEND = (
+    "geo× geometric-mean speedup over the baseline on workloads both passed · win share of "
+    "those workloads faster · fib× FlashInfer-Bench's mean · best µs median over workloads of "
+    "the best run · spread median (max-min)/min over re-runs · skip records FlashInfer-Bench "
+    "wrote without evaluating · --wide for full names and columns"
+)
+
+
 def _leaderboard_cell(kind: str, value: Any) -> str:
     from pipelines import render
 
@@ -190,12 +198,9 @@ def _print_leaderboard(result: Any, wide: bool) -> None:
     print(
         "\n".join(render.fitted_table(headers, cells, width=width, right=right, elidable=elidable))
     )
-    print(
-        "geo× geometric-mean speedup over the baseline on workloads both passed · win share of "
-        "those workloads faster · fib× FlashInfer-Bench's mean · best µs median over workloads "
-        "of the best run · spread median (max-min)/min over re-runs · skip records FlashInfer-Bench "
-        "wrote without evaluating · --wide for full names and columns"
-    )
+    import textwrap
+
+    print(textwrap.fill(LEADERBOARD_LEGEND, width=width))
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
