@@ -60,6 +60,8 @@ class BuildResult:
     records_read: int
     snapshot_id: str | None
     source: ResolvedSource | None = None
+    # JSONL records by the path that took them ({"columnar": n, "exact": m}); see ingest_paths.
+    records_by_path: dict[str, int] = field(default_factory=dict)
     generation: str | None = None
     # Every invariant and publish guard evaluated before publishing, by name (empty when
     # nothing was built: the current generation's are in its checks.json).
@@ -72,6 +74,13 @@ class BuildResult:
         lines.append(
             f"  files parsed {self.files_parsed}, reused {self.files_reused}, records read {self.records_read}"
         )
+        if self.records_by_path:
+            total = sum(self.records_by_path.values()) or 1
+            shares = ", ".join(
+                f"{path} {count:,} ({100 * count / total:.1f}%)"
+                for path, count in self.records_by_path.items()
+            )
+            lines.append(f"  records by path: {shares}")
         for table, count in self.table_counts.items():
             lines.append(f"  {table:<17} {count:>10,}")
         if self.rejects_by_reason:
@@ -151,12 +160,38 @@ def _read_manifest(warehouse: Warehouse) -> dict[str, Any]:
 # Worker processes inherit the context through fork instead of receiving it per task.
 _WORKER_CONTEXT: Any = None
 
+# Files are parsed and stored in groups: one Polars frame and one set of Parquet parts per group
+# instead of per file (most trace files hold a few dozen lines). A file's group depends only on
+# its path, so adding or changing a file re-parses its group alone, about 1/FILE_GROUPS of the
+# dataset.
+FILE_GROUPS = 64
 
-def _ingest_task(task: tuple[str, str, str, str]) -> Any:
-    from pipelines.transforms.ingest import ingest_file
 
-    path, rel, staging, part_key = task
-    return ingest_file(Path(path), rel, _WORKER_CONTEXT, Path(staging), part_key)
+def file_group(rel: str) -> int:
+    return int(hashlib.sha256(rel.encode()).hexdigest()[:8], 16) % FILE_GROUPS
+
+
+@dataclass(frozen=True)
+class IngestTask:
+    """One group of files to parse into the staging parts named by part_key."""
+
+    files: tuple[tuple[str, str], ...]  # (absolute path, dataset-relative path)
+    staging: str
+    part_key: str
+    exact: bool
+    size: int
+
+
+def _ingest_task(task: IngestTask) -> Any:
+    from pipelines.transforms.ingest import ingest_group
+
+    return ingest_group(
+        [(Path(path), rel) for path, rel in task.files],
+        _WORKER_CONTEXT,
+        Path(task.staging),
+        task.part_key,
+        exact=task.exact,
+    )
 
 
 def build_warehouse(
@@ -359,45 +394,65 @@ def _full_build(
     previous: dict[str, Any] = (
         manifest.get("files", {}) if manifest.get("context") == context.fingerprint else {}
     )
+    if manifest.get("exact") != settings.exact:
+        previous = {}
     warehouse.staging.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {}
     file_entries: dict[str, Any] = {}
-    tasks: list[tuple[str, str, str, str]] = []
-    sizes: dict[str, int] = {}
+    tasks: list[IngestTask] = []
+    groups: dict[int, list[SourceFile]] = {}
     for source_file in line_files:
-        entry = previous.get(source_file.rel)
-        if (
-            entry
-            and entry["fingerprint"] == source_file.fingerprint
-            and _parts_exist(warehouse, entry)
+        groups.setdefault(file_group(source_file.rel), []).append(source_file)
+    for members in groups.values():
+        entries: dict[str, Any] = {}
+        for source_file in members:
+            entry = previous.get(source_file.rel)
+            content_sha = (
+                entry["sha256"]
+                if entry and entry["fingerprint"] == source_file.fingerprint
+                else sha256_file(source_file.path)
+            )
+            entries[source_file.rel] = {
+                "fingerprint": source_file.fingerprint,
+                "sha256": content_sha,
+            }
+        listing = "".join(f"{rel}\0{e['sha256']}\n" for rel, e in sorted(entries.items()))
+        part_key = hashlib.sha256(
+            f"{context.fingerprint}\n{settings.exact}\n{listing}".encode()
+        ).hexdigest()[:32]
+        reusable = [previous.get(rel) for rel in entries]
+        if all(e and e.get("part_key") == part_key for e in reusable) and all(
+            _parts_exist(warehouse, e) for e in reusable if e
         ):
-            file_entries[source_file.rel] = {**entry}
+            for rel, entry in entries.items():
+                file_entries[rel] = {**previous[rel], **entry}
             continue
-        content_sha = sha256_file(source_file.path)
-        part_key = hashlib.sha256(f"{content_sha}\n{context.fingerprint}".encode()).hexdigest()[:32]
-        if entry and entry["part_key"] == part_key and _parts_exist(warehouse, entry):
-            file_entries[source_file.rel] = {**entry, "fingerprint": source_file.fingerprint}
-            continue
-        file_entries[source_file.rel] = {
-            "fingerprint": source_file.fingerprint,
-            "sha256": content_sha,
-            "part_key": part_key,
-        }
-        tasks.append((str(source_file.path), source_file.rel, str(warehouse.staging), part_key))
-        sizes[source_file.rel] = source_file.size
-    tasks.sort(key=lambda t: -sizes[t[1]])  # biggest first keeps both cores busy to the end
+        for rel, entry in entries.items():
+            file_entries[rel] = {**entry, "part_key": part_key}
+        tasks.append(
+            IngestTask(
+                tuple((str(f.path), f.rel) for f in members),
+                str(warehouse.staging),
+                part_key,
+                settings.exact,
+                sum(f.size for f in members),
+            )
+        )
+    tasks.sort(key=lambda t: -t.size)  # biggest first keeps both cores busy to the end
 
     _WORKER_CONTEXT = context
+    results: list[Any] = []
     if tasks:
         _run_tasks(tasks, settings.workers, progress, results)
-    for rel, result in results.items():
-        file_entries[rel].update(
-            parts=result.parts,
-            records=result.records,
-            runs=result.runs,
-            rejected=result.rejected,
-            kernelindex_unreadable=result.kernelindex_unreadable,
-        )
+    for result in results:
+        for rel, counts in result.files.items():
+            file_entries[rel].update(
+                parts=result.parts,
+                records=counts.records,
+                runs=counts.runs,
+                rejected=counts.rejected,
+                columnar_records=counts.columnar_records,
+                kernelindex_unreadable=counts.kernelindex_unreadable,
+            )
 
     outcome = finalize.finalize(
         warehouse=warehouse,
@@ -416,6 +471,7 @@ def _full_build(
             {
                 "state": state,
                 "context": context.fingerprint,
+                "exact": settings.exact,
                 "fingerprints": {f.rel: f.fingerprint for f in files},
                 "files": file_entries,
                 "generation": outcome.generation.name,
@@ -426,17 +482,19 @@ def _full_build(
     )
     _remove_unreferenced_parts(warehouse, file_entries)
     records_read = sum(e.get("records", 0) for e in file_entries.values())
+    files_parsed = sum(len(task.files) for task in tasks)
     return BuildResult(
         warehouse.root,
         False,
         time.perf_counter() - started,
         outcome.table_counts,
         dict(sorted(Counter(outcome.rejects_by_reason).items())),
-        len(tasks),
-        len(line_files) - len(tasks),
+        files_parsed,
+        len(line_files) - files_parsed,
         records_read + len(json_files),
         outcome.snapshot_id,
         resolved,
+        outcome.records_by_path,
         generation=outcome.generation.name,
         checks=outcome.checks,
     )
@@ -450,31 +508,33 @@ def _parts_exist(warehouse: Warehouse, entry: dict[str, Any]) -> bool:
 
 
 def _run_tasks(
-    tasks: list[tuple[str, str, str, str]],
+    tasks: list[IngestTask],
     workers: int,
     progress: ProgressFn | None,
-    results: dict[str, Any],
+    results: list[Any],
 ) -> None:
+    """Parse every task; results come back in task order."""
     if progress:
         progress("parse", 0, len(tasks))
     if workers <= 1 or len(tasks) == 1:
         for done, task in enumerate(tasks, start=1):
-            results[task[1]] = _ingest_task(task)
+            results.append(_ingest_task(task))
             if progress:
                 progress("parse", done, len(tasks))
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
+    gathered: dict[int, Any] = {}
     pool = ProcessPoolExecutor(
         max_workers=min(workers, len(tasks)),
         mp_context=multiprocessing.get_context("fork"),
         initializer=interrupts.ignore_in_worker,
     )
     try:
-        futures = {pool.submit(_ingest_task, task): task[1] for task in tasks}
+        futures = {pool.submit(_ingest_task, task): index for index, task in enumerate(tasks)}
         for done, future in enumerate(as_completed(futures), start=1):
-            results[futures[future]] = future.result()
+            gathered[futures[future]] = future.result()
             if progress:
                 progress("parse", done, len(tasks))
     except BaseException:  # Ctrl-C or a failed task: stop the workers now, wait for none
@@ -482,6 +542,7 @@ def _run_tasks(
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown()
+    results.extend(gathered[index] for index in range(len(tasks)))
 
 
 def _remove_unreferenced_parts(warehouse: Warehouse, file_entries: dict[str, Any]) -> None:

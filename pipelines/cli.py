@@ -37,6 +37,7 @@ BUILD_SETTINGS = (
     "source",
     "revision",
     "baselines_file",
+    "exact",
     "workers",
     "lock_timeout_s",
     "include_blobs",

@@ -469,6 +469,29 @@ RUN_RANKINGS = Table(
     ),
 )
 
+INGEST_PATHS = Table(
+    "ingest_paths",
+    "Per JSONL file: how many records the columnar path took and how many the exact per-line path.",
+    ("source_file",),
+    (
+        _c("source_file", S, "Dataset-relative path of the JSONL file.", False),
+        _c("records", I64, "Non-blank records read from the file (imported or rejected).", False),
+        _c("runs", I64, "Records imported as runs.", False),
+        _c(
+            "columnar_records",
+            I64,
+            "Records the columnar path (Polars expressions) took; always runs.",
+            False,
+        ),
+        _c(
+            "exact_records",
+            I64,
+            "Records the exact per-line reference path took (every record under --exact).",
+            False,
+        ),
+    ),
+)
+
 TABLES: dict[str, Table] = {
     t.name: t
     for t in (
@@ -482,6 +505,7 @@ TABLES: dict[str, Table] = {
         REJECTS,
         SOURCE_SNAPSHOTS,
         RUN_RANKINGS,
+        INGEST_PATHS,
     )
 }
 

@@ -39,6 +39,7 @@ TABLE_ORDER = {
     "correctness": "run_id",
     "rejects": "file, line NULLS FIRST, reason, message",
     "run_rankings": "run_id",
+    "ingest_paths": "source_file",
 }
 
 
@@ -51,6 +52,7 @@ class FinalizeOutcome:
     table_counts: dict[str, int]
     rejects_by_reason: dict[str, int]
     snapshot_id: str
+    records_by_path: dict[str, int]
     checks: dict[str, invariants.Outcome]  # every invariant evaluated before publishing
 
 
@@ -177,22 +179,6 @@ COMPARISON_PARTS = (
 )
 
 
-def _comparison_keys(connection: duckdb.DuckDBPyConnection) -> pa.Table:
-    """Comparison keys per distinct component tuple, each computed by identity.comparison_key."""
-    combos = connection.execute(
-        "SELECT DISTINCT operation_digest, workload_digest, environment_digest, correctness_key, "
-        "has_timing FROM resolved_runs WHERE workload_digest IS NOT NULL AND "
-        "environment_digest IS NOT NULL AND operation_digest IS NOT NULL AND correctness_key IS NOT NULL"
-    ).fetchall()
-    columns: dict[str, list[Any]] = {name: [] for name in (*COMPARISON_PARTS, "comparison_key")}
-    for combo in combos:
-        for name, value in zip(COMPARISON_PARTS, combo, strict=True):
-            columns[name].append(value)
-        columns["comparison_key"].append(identity.comparison_key(*combo))
-    schema = pa.schema([(k, pa.bool_() if k == "has_timing" else pa.string()) for k in columns])
-    return pa.table(columns, schema=schema)
-
-
 def finalize(
     *,
     warehouse: Warehouse,
@@ -212,10 +198,15 @@ def finalize(
     checks: dict[str, invariants.Outcome] = {}
     if progress:
         progress("finalize", 0, 1)
-    parts: dict[str, list[str]] = {name: [] for name in PART_TABLES}
+    # The files of one group share their parts.
+    part_names: dict[str, set[str]] = {name: set() for name in PART_TABLES}
     for entry in file_entries.values():
         for table, names in entry.get("parts", {}).items():
-            parts[table].extend(str(warehouse.staging / name) for name in names)
+            part_names[table].update(names)
+    parts = {
+        table: [str(warehouse.staging / name) for name in names]
+        for table, names in part_names.items()
+    }
 
     temp_dir = warehouse.cache / DUCKDB_SPILL_DIR
     connection = duckdb.connect(
@@ -257,13 +248,18 @@ def finalize(
             generation / "_implementations.parquet",
         )
         _write_arrow(schemas.PROTOCOLS, [_protocol_row()], generation / "_protocols.parquet")
+        _write_arrow(
+            schemas.INGEST_PATHS,
+            _ingest_path_rows(file_entries),
+            generation / "_ingest_paths.parquet",
+        )
         # History keeps its append order (two builds can share a millisecond).
         _write_arrow(
             schemas.SOURCE_SNAPSHOTS,
             _snapshot_history(warehouse, snapshot),
             generation / "source_snapshots.parquet",
         )
-        for table in ("definitions", "implementations", "protocols"):
+        for table in ("definitions", "implementations", "protocols", "ingest_paths"):
             staged = generation / f"_{table}.parquet"
             copy(table, f"SELECT * FROM read_parquet({sql_literal(staged)}) s")  # noqa: S608
             staged.unlink()
@@ -277,7 +273,10 @@ def finalize(
             pa.table({"source_file": pa.array(unreadable, type=pa.string())}),
         )
         connection.execute(RESOLVED_RUNS_SQL)
-        connection.register("comparison_keys", _comparison_keys(connection))
+        connection.execute(
+            f"CREATE TEMP TABLE comparison_keys AS {sql_text('comparison_keys')}",
+            {"protocol_digest": identity.PROTOCOL_DIGEST},
+        )
         copy(
             "runs",
             f"SELECT {_select_list(schemas.RUNS, RUN_REPLACEMENTS)} FROM resolved_runs s "  # noqa: S608
@@ -331,7 +330,27 @@ def finalize(
     warehouse.publish(generation)
     if progress:
         progress("finalize", 1, 1)
-    return FinalizeOutcome(generation, counts, rejects_by_reason, snapshot["snapshot_id"], checks)
+    path_rows = _ingest_path_rows(file_entries)
+    records_by_path = {
+        "columnar": sum(r["columnar_records"] for r in path_rows),
+        "exact": sum(r["exact_records"] for r in path_rows),
+    }
+    return FinalizeOutcome(
+        generation, counts, rejects_by_reason, snapshot["snapshot_id"], records_by_path, checks
+    )
+
+
+def _ingest_path_rows(file_entries: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "source_file": rel,
+            "records": entry.get("records", 0),
+            "runs": entry.get("runs", 0),
+            "columnar_records": entry.get("columnar_records", 0),
+            "exact_records": entry.get("records", 0) - entry.get("columnar_records", 0),
+        }
+        for rel, entry in sorted(file_entries.items())
+    ]
 
 
 def _rows_to_arrow(table: schemas.Table, rows: list[dict[str, Any]]) -> pa.Table:

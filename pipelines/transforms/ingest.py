@@ -83,6 +83,8 @@ STAGING_WORKLOADS = schemas.Table(
     + (schemas.Column("record_index", pa.int64(), "Position inside the line.", False),),
 )
 
+MAX_SAFE_LATENCY_NS = 2**53 - 1
+
 # Rows a worker holds before writing them out: memory stays flat whatever the file size.
 CHUNK_ROWS = 20_000
 
@@ -97,16 +99,25 @@ PART_TABLES = {
 
 @dataclass
 class FileResult:
+    """What one file contributed to its group's parts."""
+
     rel: str
-    content_sha256: str
-    size: int
-    parts: dict[str, list[str]] = field(default_factory=dict)  # table -> part file names
     # One line KernelIndex's strict parser refuses makes it skip the whole file (§2.2).
     kernelindex_unreadable: bool = False
     records: int = 0
     runs: int = 0
     workload_records: int = 0
     rejected: int = 0
+    # Records the columnar path took; the rest of `records` took the exact per-line path.
+    columnar_records: int = 0
+
+
+@dataclass
+class GroupResult:
+    """The staging parts written for one group of files, and each file's counts."""
+
+    parts: dict[str, list[str]] = field(default_factory=dict)  # table -> part file names
+    files: dict[str, FileResult] = field(default_factory=dict)
 
 
 def kernelindex_reads(rel: str, stems: frozenset[str]) -> bool:
@@ -186,16 +197,25 @@ def _environment_row(trace: Trace) -> dict[str, Any]:
     return row
 
 
+def new_part_rows() -> dict[str, _Rows]:
+    return {name: _Rows(table) for name, table in PART_TABLES.items()}
+
+
 class FileIngester:
-    def __init__(self, rel: str, context: DatasetContext) -> None:
+    """The exact per-line path for one file; its rows go to ``parts``, which the files of one
+    group share."""
+
+    def __init__(
+        self, rel: str, context: DatasetContext, parts: dict[str, _Rows] | None = None
+    ) -> None:
         self.rel = rel
         self.context = context
         self.in_scope = kernelindex_reads(rel, context.definition_stems)
         self.strict_file = True
-        self.parts = {name: _Rows(table) for name, table in PART_TABLES.items()}
+        self.parts = parts if parts is not None else new_part_rows()
         self.environments_seen: set[str] = set()
         self.workloads_seen: set[tuple[str, str]] = set()
-        self.result = FileResult(rel, "", 0)
+        self.result = FileResult(rel)
 
     def reject(self, line: int | None, reason: str, message: str, raw: bytes | None) -> None:
         self.parts["rejects"].add(
@@ -393,7 +413,10 @@ class FileIngester:
             row["ki_status"] = identity.STATUS_MAP.get(trace.status_raw)
             row["log_digest"] = text_digest(trace.log) if trace.log else None
             if trace.latency_ms is not None:
-                row["latency_ns"] = identity.latency_ns(trace.latency_ms)
+                nanoseconds = identity.latency_ns(trace.latency_ms)
+                # Beyond 2**53 - 1 ns (104 days) KernelIndex refuses the number; beyond int64
+                # the column could not even hold it and the whole file used to fail.
+                row["latency_ns"] = nanoseconds if nanoseconds <= MAX_SAFE_LATENCY_NS else None
         row["identity_error"] = skip_reason
         self.parts["runs"].add(row)
         self.result.runs += 1
@@ -422,48 +445,91 @@ class FileIngester:
                 }
             )
 
-    def flush(self, staging_dir: Path, part_key: str) -> None:
-        """Write the rows gathered so far as the next chunk of parts, and forget them."""
-        staging_dir.mkdir(parents=True, exist_ok=True)
-        for name, rows in self.parts.items():
-            if len(rows) == 0:
-                continue
-            chunk = len(self.result.parts.get(name, []))
-            file_name = f"{part_key}.{name}.{chunk}.parquet"
-            temporary = staging_dir / f".{file_name}.{os.getpid()}.tmp"
-            pq.write_table(rows.to_arrow(), temporary, compression="zstd")
-            os.replace(temporary, staging_dir / file_name)
-            self.result.parts.setdefault(name, []).append(file_name)
-            rows.rows.clear()
-
-    def finish(self, staging_dir: Path, part_key: str) -> None:
-        self.flush(staging_dir, part_key)
-        self.result.kernelindex_unreadable = self.in_scope and not self.strict_file
-
 
 def _float_or_none(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def ingest_file(
-    path: Path, rel: str, context: DatasetContext, staging_dir: Path, part_key: str
-) -> FileResult:
-    """Parse one JSONL file into staging parts. Never raises for bad content."""
-    ingester = FileIngester(rel, context)
+class PartWriter:
+    """Buffers the rows of a group of files and writes them as numbered Parquet parts."""
+
+    def __init__(self, staging_dir: Path, part_key: str) -> None:
+        self.staging_dir = staging_dir
+        self.part_key = part_key
+        self.rows = new_part_rows()
+        self.written: dict[str, list[str]] = {}
+
+    def write(self, name: str, table: pa.Table) -> None:
+        self.staging_dir.mkdir(parents=True, exist_ok=True)
+        chunk = len(self.written.get(name, []))
+        file_name = f"{self.part_key}.{name}.{chunk}.parquet"
+        temporary = self.staging_dir / f".{file_name}.{os.getpid()}.tmp"
+        pq.write_table(table, temporary, compression="zstd")
+        os.replace(temporary, self.staging_dir / file_name)
+        self.written.setdefault(name, []).append(file_name)
+
+    def flush(self, columnar: Any) -> None:
+        """Write everything gathered so far (both paths) as the next chunk, and forget it."""
+        for name, rows in self.rows.items():
+            if len(rows):
+                self.write(name, rows.to_arrow())
+                rows.rows.clear()
+        if columnar is not None and len(columnar):
+            runs, correctness = columnar.frames()
+            self.write("runs", runs)
+            if correctness.num_rows:
+                self.write("correctness", correctness)
+
+
+def ingest_group(
+    files: list[tuple[Path, str]],
+    context: DatasetContext,
+    staging_dir: Path,
+    part_key: str,
+    *,
+    exact: bool = False,
+) -> GroupResult:
+    """Parse a group of JSONL files into one set of staging parts. Never raises for bad content.
+
+    Clean trace lines take the columnar path (``pipelines.ingest.columnar``) unless ``exact``;
+    every other record, and every record when ``exact``, takes the per-line reference path.
+    Grouping small files amortises the per-frame and per-Parquet-file costs.
+    """
+    from pipelines.ingest.columnar import ColumnarBatch
+
+    writer = PartWriter(staging_dir, part_key)
+    columnar = None if exact else ColumnarBatch(context)
+    result = GroupResult()
+    for path, rel in files:
+        ingester = FileIngester(rel, context, writer.rows)
+        _ingest_lines(path, ingester, columnar, writer)
+        ingester.result.kernelindex_unreadable = ingester.in_scope and not ingester.strict_file
+        result.files[rel] = ingester.result
+    writer.flush(columnar)
+    result.parts = writer.written
+    return result
+
+
+def _ingest_lines(path: Path, ingester: FileIngester, columnar: Any, writer: PartWriter) -> None:
+    counts = ingester.result
     try:
         if looks_binary(path):
             ingester.reject(None, "binary_file", "the file holds binary data, not JSON lines", None)
-        else:
-            for item in iter_jsonl(path, rel):
-                if len(ingester.parts["runs"]) >= CHUNK_ROWS:
-                    ingester.flush(staging_dir, part_key)
-                if isinstance(item, Reject):
-                    ingester.result.records += 1
-                    ingester.reject(item.line, item.reason, item.message, None)
-                    ingester.parts["rejects"].rows[-1]["raw_prefix"] = item.raw_prefix
-                else:
-                    ingester.record(item)
+            return
+        for item in iter_jsonl(path, ingester.rel):
+            if len(writer.rows["runs"]) >= CHUNK_ROWS or (
+                columnar is not None and len(columnar) >= CHUNK_ROWS
+            ):
+                writer.flush(columnar)
+            if isinstance(item, Reject):
+                counts.records += 1
+                ingester.reject(item.line, item.reason, item.message, None)
+                ingester.parts["rejects"].rows[-1]["raw_prefix"] = item.raw_prefix
+            elif columnar is not None and columnar.take(item, ingester):
+                counts.records += 1
+                counts.columnar_records += 1
+                counts.runs += 1
+            else:
+                ingester.record(item)
     except OSError as error:
         ingester.reject(None, "unreadable_file", f"cannot read: {error.strerror or error}", None)
-    ingester.finish(staging_dir, part_key)
-    return ingester.result

@@ -39,7 +39,8 @@ FORBIDS_CORRECTNESS = frozenset(
     {"INCORRECT_SHAPE", "INCORRECT_DTYPE", "RUNTIME_ERROR", "COMPILE_ERROR", "TIMEOUT"}
 )
 LOG_TRUNCATED_SUFFIX = "[log truncated]"
-ERROR_LINE = re.compile(r"error|exception|traceback|failed", re.IGNORECASE)
+ERROR_WORDS = ("error", "exception", "traceback", "failed")
+ERROR_LINE = re.compile("|".join(ERROR_WORDS), re.IGNORECASE)
 
 TRACE_KEYS = frozenset({"definition", "solution", "workload", "evaluation"})
 EVALUATION_KEYS = frozenset(
@@ -470,11 +471,24 @@ def log_excerpt(log: str) -> str | None:
     if not log:
         return None
     head = log[:65536]
-    match = ERROR_LINE.search(head)
-    if match is None:
-        return None
-    start = head.rfind("\n", 0, match.start()) + 1
-    end = head.find("\n", match.end())
+    if head.isascii():
+        # Same answer as ERROR_LINE without the regex engine (a quarter of a failed line's
+        # cost): in ASCII text case-folding is `lower()`, position for position, and every
+        # alternative found at the earliest position lies on the same line.
+        lowered = head.lower()
+        found = [p for p in (lowered.find(word) for word in ERROR_WORDS) if p >= 0]
+        if not found:
+            return None
+        first = min(found)
+        line_end = head.find("\n", first)
+    else:
+        match = ERROR_LINE.search(head)
+        if match is None:
+            return None
+        first = match.start()
+        line_end = head.find("\n", match.end())
+    start = head.rfind("\n", 0, first) + 1
+    end = line_end
     return head[start : end if end >= 0 else len(head)].strip()[:300]
 
 

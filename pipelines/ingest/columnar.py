@@ -1,0 +1,659 @@
+"""The columnar path: a file's clean trace lines as columns, normalised by Polars expressions.
+
+Reading stays shared with the exact path (``records.iter_jsonl``: line numbers, offsets, BOM,
+strictness), so both paths see the same records. For each record ``ColumnarBatch.take``
+decides in a handful of type checks whether the line has one of the shapes this path handles
+exactly (``_clean_trace``); anything else — legacy spellings that need per-record judgement,
+concatenated or lenient lines, unknown members, values outside the ranges proved safe below —
+goes to the exact per-line path (``transforms.ingest.FileIngester``), which stays the reference.
+
+What varies only per entity is computed once per distinct entity: a trace's identity outside
+its per-run fields depends only on (definition, workload, environment, scope), so the first
+line of every such combination is run through the exact path in a scratch ingester and its
+entity columns are reused for every later line (``_Combination``). Per-run columns (status,
+latency, timestamps, numbers, the canonical run body) are Polars expressions over the whole
+batch; only byte hashing (line, log) and small JSON re-encodings stay in the reading loop.
+
+The differential tests (tests/test_columnar.py) build the same data both ways and compare
+every column; ``tracehouse build --exact`` turns this path off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import orjson
+import polars as pl
+import pyarrow as pa
+
+from pipelines.transforms import identity
+from pipelines.transforms.canonical import canonical_number
+from pipelines.transforms.evaluation_rules import was_evaluated
+from pipelines.transforms.normalize import LOG_TRUNCATED_SUFFIX, NEEDS_CORRECTNESS, log_excerpt
+
+# Members of a trace line, its evaluation, correctness and performance blocks this path takes;
+# any other member changes `extra_json` or the schema variant in ways the exact path owns.
+TRACE_MEMBERS = frozenset({"definition", "solution", "workload", "evaluation"})
+EVALUATION_MEMBERS = frozenset(
+    {"status", "environment", "timestamp", "log", "correctness", "performance", "log_file"}
+)
+CORRECTNESS_MEMBERS = frozenset({"max_absolute_error", "max_relative_error", "extra"})
+PERFORMANCE_MEMBERS = frozenset({"latency_ms", "reference_latency_ms", "speedup_factor"})
+# Statuses spelled exactly as KernelIndex maps them; legacy spellings take the exact path.
+STATUSES_WITHOUT_CORRECTNESS = frozenset(identity.STATUS_MAP) - NEEDS_CORRECTNESS - {"REWARD_HACK"}
+ERROR_BOUND_WORDS = frozenset({"NaN", "Infinity"})
+# `YYYY-MM-DDTHH:MM:SS[.fraction][Z]`: KernelIndex relabels it as UTC and truncates the fraction
+# to milliseconds (identity doc §9.5). Offsets and other spellings take the exact path.
+CLEAN_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?Z?")
+MAX_SAFE_INTEGER = 2**53 - 1
+# latency_ns = round(latency_ms × 1e6) must stay a safe integer; far below, so no rounding edge.
+MAX_LATENCY_MS = 9.0e6
+# Polars writes a Float64 as the shortest round-trip digits, in plain decimal notation from 1e-4
+# up to 1e16 (`1.0`, `0.0001`, `123.456`), the same digits ECMAScript's Number::toString chooses;
+# ECMAScript prints that whole range in plain notation too, without a trailing `.0`. So inside it
+# the canonical text is Polars' text less any `.0`; other values are formatted by the exact
+# ``canonical_number`` (tests/test_columnar.py checks both claims with Hypothesis).
+PLAIN_FLOAT_MIN = 1e-4
+PLAIN_FLOAT_MAX = 1e16
+
+
+def _number(value: Any) -> float | None:
+    """A finite JSON number as a float, or None when this path must not take it."""
+    kind = type(value)
+    if kind is float:
+        return value if math.isfinite(value) else None
+    if kind is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+        return float(value)
+    return None
+
+
+def _clean_trace(value: Any, definitions: dict[str, Any]) -> bool:
+    """True when a parsed line is an evaluated trace of a shape this path reproduces exactly.
+
+    Lines it refuses are not wrong: they take the exact path, which imports or rejects them.
+    """
+    if type(value) is not dict or not value.keys() <= TRACE_MEMBERS:
+        return False
+    definition = value.get("definition")
+    if type(definition) is not str or definition not in definitions:
+        return False
+    solution = value.get("solution")
+    if solution is not None and (type(solution) is not str or not solution):
+        return False
+    evaluation = value.get("evaluation")
+    if type(value.get("workload")) is not dict or type(evaluation) is not dict or not evaluation:
+        return False
+    if not evaluation.keys() <= EVALUATION_MEMBERS:
+        return False
+    status = evaluation.get("status")
+    if type(status) is not str or status not in identity.STATUS_MAP:
+        return False
+    if type(evaluation.get("environment")) is not dict:
+        return False
+    timestamp = evaluation.get("timestamp")
+    if type(timestamp) is not str or CLEAN_TIMESTAMP.fullmatch(timestamp) is None:
+        return False
+    try:
+        datetime.fromisoformat(timestamp[:19])
+    except ValueError:
+        return False
+    log = evaluation.get("log")
+    if log is not None and type(log) is not str:
+        return False
+    correctness = evaluation.get("correctness")
+    performance = evaluation.get("performance")
+    if status == "PASSED":
+        if performance is None or correctness is None:
+            return False
+    elif performance is not None:
+        return False
+    if status == "INCORRECT_NUMERICAL" and correctness is None:
+        return False
+    if status in STATUSES_WITHOUT_CORRECTNESS and correctness is not None:
+        return False
+    if correctness is not None:
+        if type(correctness) is not dict or not correctness.keys() <= CORRECTNESS_MEMBERS:
+            return False
+        for member in ("max_absolute_error", "max_relative_error"):
+            bound = correctness.get(member)
+            if bound in ERROR_BOUND_WORDS:
+                continue
+            number = _number(bound)
+            if number is None or number < 0:
+                return False
+        extra = correctness.get("extra")
+        if extra is not None and type(extra) is not dict:
+            return False
+    if performance is not None:
+        if type(performance) is not dict or not performance.keys() <= PERFORMANCE_MEMBERS:
+            return False
+        latency = _number(performance.get("latency_ms"))
+        if latency is None or not 0 < latency <= MAX_LATENCY_MS:
+            return False
+        for member in ("reference_latency_ms", "speedup_factor"):
+            other = performance.get(member)
+            if other is not None and (_number(other) is None or other < 0):
+                return False
+    return True
+
+
+@dataclass
+class _Combination:
+    """What every line sharing (definition, workload, environment, scope) has in common: the
+    entity columns the exact path derived for the first such line."""
+
+    columns: dict[str, Any]
+    # KernelIndex's derivation succeeded (identity_error may still say it would not carry the
+    # line, e.g. outside its layout); the per-run identity columns are filled only then.
+    identified: bool
+    environment_row: dict[str, Any]
+    workload_row: dict[str, Any]  # its source columns are those of the representative line
+    workload_key: str
+    workload_variants: tuple[str, ...]
+    environment_variants: tuple[str, ...]
+    environment_extra: dict[str, Any]
+    tolerance_max_atol: float | None
+    tolerance_max_rtol: float | None
+
+
+# Entity columns copied from the representative line's exact row.
+COMBINATION_COLUMNS = (
+    "environment_id",
+    "hardware",
+    "workload_key",
+    "workload_uuid",
+    "operation_digest",
+    "workload_digest",
+    "environment_digest",
+    "protocol_digest",
+    "correctness_key",
+    "identity_error",
+    "identity_complete",
+)
+# Per process and dataset context: entities repeat across the files one worker parses.
+_COMBINATIONS: dict[str, dict[tuple[Any, ...], _Combination | None]] = {}
+
+
+def _combination_cache(context: Any) -> dict[tuple[Any, ...], _Combination | None]:
+    cache = _COMBINATIONS.get(context.fingerprint)
+    if cache is None:
+        _COMBINATIONS.clear()  # a new context: earlier derivations may no longer hold
+        cache = _COMBINATIONS[context.fingerprint] = {}
+    return cache
+
+
+@dataclass
+class ColumnarBatch:
+    """The clean trace lines of a group of files gathered as columns until the next flush."""
+
+    context: Any  # transforms.ingest.DatasetContext
+    combination_ids: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    combinations: list[_Combination] = field(default_factory=list)
+    # (source_file, kernelindex_scope, path_author) of each file seen, by position
+    files: list[tuple[str, bool, str | None]] = field(default_factory=list)
+    file_ids: dict[str, int] = field(default_factory=dict)
+    columns: dict[str, list[Any]] = field(default_factory=dict)
+    derived: dict[tuple[Any, ...], _Combination | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.columns = {name: [] for name in _LOOP_COLUMNS}
+        self.derived = _combination_cache(self.context)
+
+    def __len__(self) -> int:
+        return len(self.columns["source_line"])
+
+    def take(self, record: Any, ingester: Any) -> bool:
+        """Gather one record of the file ``ingester`` reads (transforms.ingest.FileIngester),
+        or return False for that exact path to handle it."""
+        value = record.value
+        if (
+            not record.strict
+            or record.index
+            or not _clean_trace(value, ingester.context.definitions)
+        ):
+            return False
+        evaluation = value["evaluation"]
+        workload_bytes = orjson.dumps(value["workload"])
+        environment_bytes = orjson.dumps(evaluation["environment"])
+        key = (value["definition"], workload_bytes, environment_bytes, ingester.in_scope)
+        combination_id = self.combination_ids.get(key)
+        if combination_id is None:
+            combination = self.derived.get(key, _COMBINATION_UNKNOWN)
+            if combination is _COMBINATION_UNKNOWN:
+                combination = self.derived[key] = _derive_combination(ingester, record)
+            if combination is None:
+                return False
+            combination_id = self.combination_ids[key] = len(self.combinations)
+            self.combinations.append(combination)
+        combination = self.combinations[combination_id]
+        self._add_entities(combination, value["definition"], record, ingester)
+        file_id = self.file_ids.get(ingester.rel)
+        if file_id is None:
+            file_id = self.file_ids[ingester.rel] = len(self.files)
+            author = ingester.rel.split("/")[1] if ingester.in_scope else None
+            self.files.append((ingester.rel, ingester.in_scope, author))
+
+        columns = self.columns
+        columns["file"].append(file_id)
+        raw = record.raw
+        line_digest = hashlib.sha256(raw).hexdigest()
+        columns["run_id"].append(
+            hashlib.sha256(
+                f"{ingester.rel}\n{record.line}\n{record.index}\n{line_digest}".encode()
+            ).hexdigest()[:32]
+        )
+        columns["line_digest"].append(line_digest)
+        columns["source_line"].append(record.line)
+        columns["source_offset"].append(record.offset)
+        columns["combination"].append(combination_id)
+        columns["definition"].append(value["definition"])
+        columns["solution"].append(value.get("solution"))
+        status = evaluation["status"]
+        columns["status"].append(status)
+        columns["timestamp_raw"].append(evaluation["timestamp"])
+        log = evaluation.get("log")
+        columns["evaluated"].append(was_evaluated(status, log or ""))
+        if log:
+            encoded = log.encode("utf-8")
+            columns["log_bytes"].append(len(encoded))
+            columns["log_digest"].append("sha256:" + hashlib.sha256(encoded).hexdigest())
+            columns["log_truncated"].append(log[-64:].rstrip().endswith(LOG_TRUNCATED_SUFFIX))
+            columns["log_excerpt"].append(log_excerpt(log) if status != "PASSED" else None)
+        else:
+            columns["log_bytes"].append(0)
+            columns["log_digest"].append(None)
+            columns["log_truncated"].append(False)
+            columns["log_excerpt"].append(None)
+        has_log_file = "log_file" in evaluation
+        columns["has_log_file"].append(has_log_file)
+        record_extra: dict[str, Any] = {}
+        if combination.environment_extra:
+            record_extra["environment"] = combination.environment_extra
+        if has_log_file:
+            record_extra["log_file"] = evaluation["log_file"]
+        columns["extra_json"].append(orjson.dumps(record_extra).decode() if record_extra else None)
+
+        correctness = evaluation.get("correctness")
+        columns["has_correctness"].append(correctness is not None)
+        if correctness is not None:
+            for member, prefix in (
+                ("max_absolute_error", "absolute"),
+                ("max_relative_error", "relative"),
+            ):
+                bound = correctness[member]
+                if bound in ERROR_BOUND_WORDS:
+                    columns[f"{prefix}_error"].append(None)
+                    columns[f"{prefix}_special"].append(bound)
+                else:
+                    columns[f"{prefix}_error"].append(float(bound))
+                    columns[f"{prefix}_special"].append(None)
+            extra = correctness.get("extra")
+            ratio = extra.get("matched_ratio") if extra is not None else None
+            columns["matched_ratio"].append(
+                float(ratio) if isinstance(ratio, int | float) and type(ratio) is not bool else None
+            )
+            columns["correctness_extra_json"].append(
+                orjson.dumps({"extra": extra}).decode() if "extra" in correctness else None
+            )
+        else:
+            for name in (
+                "absolute_error",
+                "absolute_special",
+                "relative_error",
+                "relative_special",
+                "matched_ratio",
+                "correctness_extra_json",
+            ):
+                columns[name].append(None)
+
+        performance = evaluation.get("performance")
+        if performance is not None:
+            columns["latency_ms"].append(float(performance["latency_ms"]))
+            for member in ("reference_latency_ms", "speedup_factor"):
+                other = performance.get(member)
+                columns[member].append(None if other is None else float(other))
+        else:
+            columns["latency_ms"].append(None)
+            columns["reference_latency_ms"].append(None)
+            columns["speedup_factor"].append(None)
+        return True
+
+    @staticmethod
+    def _add_entities(
+        combination: _Combination, definition: str, record: Any, ingester: Any
+    ) -> None:
+        """The file's environment and workload rows, first occurrence first, as the exact path
+        writes them (its `seen` sets are shared, so the two paths never write one twice)."""
+        environment_id = combination.environment_row["environment_id"]
+        if environment_id not in ingester.environments_seen:
+            ingester.environments_seen.add(environment_id)
+            ingester.parts["environments"].add(combination.environment_row)
+        seen_key = (definition, combination.workload_key)
+        if seen_key not in ingester.workloads_seen:
+            ingester.workloads_seen.add(seen_key)
+            ingester.parts["workloads"].add(
+                {
+                    **combination.workload_row,
+                    "source_file": ingester.rel,
+                    "source_line": record.line,
+                    "record_index": record.index,
+                }
+            )
+
+    def frames(self) -> tuple[pa.Table, pa.Table]:
+        """The gathered lines as staging runs and correctness tables; the batch is emptied."""
+        from pipelines import schemas
+        from pipelines.transforms.ingest import STAGING_RUNS
+
+        batch = pl.DataFrame(self.columns, schema=_LOOP_SCHEMA)
+        entities = pl.DataFrame(
+            [
+                {
+                    "combination": index,
+                    **{name: c.columns.get(name) for name in COMBINATION_COLUMNS},
+                    "identified": c.identified,
+                    "variants_before_log": ",".join(c.workload_variants + c.environment_variants),
+                    "tolerance_max_atol": c.tolerance_max_atol,
+                    "tolerance_max_rtol": c.tolerance_max_rtol,
+                }
+                for index, c in enumerate(self.combinations)
+            ],
+            schema=_ENTITY_SCHEMA,
+        )
+        files = pl.DataFrame(
+            {
+                "file": range(len(self.files)),
+                "source_file": [f[0] for f in self.files],
+                "kernelindex_scope": [f[1] for f in self.files],
+                "path_author": [f[2] for f in self.files],
+            },
+            schema={
+                "file": pl.Int64(),
+                "source_file": pl.String(),
+                "kernelindex_scope": pl.Boolean(),
+                "path_author": pl.String(),
+            },
+        )
+        runs = _run_columns(
+            batch.join(entities, on="combination", how="left").join(files, on="file", how="left")
+        )
+        runs_table = runs.select(STAGING_RUNS.column_names).to_arrow()
+        correctness_table = (
+            runs.filter(pl.col("has_correctness"))
+            .select(
+                "run_id",
+                pl.col("absolute_error").alias("max_absolute_error"),
+                pl.col("absolute_special").alias("max_absolute_error_special"),
+                pl.col("relative_error").alias("max_relative_error"),
+                pl.col("relative_special").alias("max_relative_error_special"),
+                "matched_ratio",
+                pl.lit(identity.RUN_COMPARATOR).alias("comparator"),
+                "tolerance_max_atol",
+                "tolerance_max_rtol",
+                pl.col("correctness_extra_json").alias("extra_json"),
+            )
+            .to_arrow()
+        )
+        for values in self.columns.values():
+            values.clear()
+        return (
+            runs_table.cast(STAGING_RUNS.arrow_schema),
+            correctness_table.cast(schemas.CORRECTNESS.arrow_schema),
+        )
+
+
+_COMBINATION_UNKNOWN: Any = object()
+
+_LOOP_SCHEMA: dict[str, pl.DataType] = {
+    "file": pl.Int64(),
+    "run_id": pl.String(),
+    "line_digest": pl.String(),
+    "source_line": pl.Int64(),
+    "source_offset": pl.Int64(),
+    "combination": pl.Int64(),
+    "definition": pl.String(),
+    "solution": pl.String(),
+    "status": pl.String(),
+    "timestamp_raw": pl.String(),
+    "evaluated": pl.Boolean(),
+    "log_bytes": pl.Int64(),
+    "log_digest": pl.String(),
+    "log_truncated": pl.Boolean(),
+    "log_excerpt": pl.String(),
+    "has_log_file": pl.Boolean(),
+    "extra_json": pl.String(),
+    "has_correctness": pl.Boolean(),
+    "absolute_error": pl.Float64(),
+    "absolute_special": pl.String(),
+    "relative_error": pl.Float64(),
+    "relative_special": pl.String(),
+    "matched_ratio": pl.Float64(),
+    "correctness_extra_json": pl.String(),
+    "latency_ms": pl.Float64(),
+    "reference_latency_ms": pl.Float64(),
+    "speedup_factor": pl.Float64(),
+}
+_LOOP_COLUMNS = tuple(_LOOP_SCHEMA)
+_ENTITY_SCHEMA: dict[str, pl.DataType] = {
+    "combination": pl.Int64(),
+    **{name: pl.String() for name in COMBINATION_COLUMNS},
+    "identity_complete": pl.Boolean(),
+    "identified": pl.Boolean(),
+    "variants_before_log": pl.String(),
+    "tolerance_max_atol": pl.Float64(),
+    "tolerance_max_rtol": pl.Float64(),
+}
+
+
+def _derive_combination(ingester: Any, record: Any) -> _Combination | None:
+    """Run the exact path on a representative line in a scratch ingester and keep what every
+    line of its combination shares; None when the exact path would not import it."""
+    from pipelines.transforms.ingest import FileIngester
+    from pipelines.transforms.normalize import RecordError, normalize_trace
+
+    try:
+        trace = normalize_trace(record.value)
+    except RecordError:
+        return None
+    scratch = FileIngester(ingester.rel, ingester.context)
+    scratch.record(record)
+    if (
+        len(scratch.parts["runs"]) != 1
+        or len(scratch.parts["environments"]) != 1
+        or len(scratch.parts["workloads"]) != 1
+    ):
+        return None
+    row = scratch.parts["runs"].rows[0]
+    workload_variants = tuple(v for v in trace.variants if v in ("legacy_format_key", "no_uuid"))
+    environment_variants = tuple(
+        v for v in trace.variants if v in ("device_key", "numeric_lib_version")
+    )
+    tolerance = trace.workload.get("tolerance") or {}
+    return _Combination(
+        columns={name: row.get(name) for name in COMBINATION_COLUMNS},
+        identified=row.get("run_body_template") is not None,
+        environment_row=scratch.parts["environments"].rows[0],
+        workload_row=scratch.parts["workloads"].rows[0],
+        workload_key=row["workload_key"],
+        workload_variants=workload_variants,
+        environment_variants=environment_variants,
+        environment_extra=trace.environment_extra,
+        tolerance_max_atol=_tolerance(tolerance.get("max_atol")),
+        tolerance_max_rtol=_tolerance(tolerance.get("max_rtol")),
+    )
+
+
+def _tolerance(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+# --- per-run expressions -----------------------------------------------------------------------
+
+
+def js_number_text(column: str) -> pl.Expr:
+    """ECMAScript Number::toString of a Float64 column inside the plain-notation range proved
+    above; null outside it (filled by ``_fill_number_texts``)."""
+    value = pl.col(column)
+    text = value.cast(pl.String)
+    plain = (value.abs() >= PLAIN_FLOAT_MIN) & (value.abs() < PLAIN_FLOAT_MAX)
+    return (
+        pl.when(value == 0)
+        .then(pl.lit("0"))
+        .when(plain)
+        .then(pl.when(text.str.ends_with(".0")).then(text.str.head(-2)).otherwise(text))
+        .otherwise(None)
+    )
+
+
+NUMBER_COLUMNS = (
+    "latency_ms",
+    "reference_latency_ms",
+    "speedup_factor",
+    "absolute_error",
+    "relative_error",
+)
+
+
+def _fill_number_texts(frame: pl.DataFrame) -> pl.DataFrame:
+    """Number texts outside the plain range, from the exact formatter, once per distinct value."""
+    replacements = []
+    for column in NUMBER_COLUMNS:
+        text = f"{column}_text"
+        missing = frame.filter(pl.col(column).is_not_null() & pl.col(text).is_null())
+        if missing.height == 0:
+            continue
+        values = missing.get_column(column).unique().to_list()
+        mapping = {value: canonical_number(value) for value in values}
+        replacements.append(
+            pl.when(pl.col(text).is_null() & pl.col(column).is_not_null())
+            .then(pl.col(column).replace_strict(mapping, default=None, return_dtype=pl.String))
+            .otherwise(pl.col(text))
+            .alias(text)
+        )
+    return frame.with_columns(replacements) if replacements else frame
+
+
+def _quoted(column: str) -> pl.Expr:
+    """A JSON string of ASCII-safe text (digests, statuses, timestamps): quotes only."""
+    return pl.lit('"') + pl.col(column) + pl.lit('"')
+
+
+RUN_ENVELOPE_PREFIX = identity._RUN_PREFIX
+TEMPLATE_SLOT = '"' + identity.RUN_TEMPLATE_SLOT + '"'
+
+
+def _run_body_template() -> pl.Expr:
+    """The canonical BenchmarkRun envelope (identity.run_body_template), member by member in
+    JCS order, with the implementation and workload digests left as slots."""
+    correctness = (
+        pl.lit('"correctness":{"comparator":"' + identity.RUN_COMPARATOR + '"')
+        + pl.when(pl.col("absolute_error_text").is_not_null())
+        .then(pl.lit(',"maximumAbsoluteError":') + pl.col("absolute_error_text"))
+        .otherwise(pl.lit(""))
+        + pl.when(pl.col("relative_error_text").is_not_null())
+        .then(pl.lit(',"maximumRelativeError":') + pl.col("relative_error_text"))
+        .otherwise(pl.lit(""))
+        + pl.lit("},")
+    )
+    evidence = (
+        pl.lit('"evidence":{"logs":{"digest":')
+        + _quoted("log_digest")
+        + pl.lit(',"uri":"kernelindex:artifact/')
+        + pl.col("log_digest")
+        + pl.lit('"}},')
+    )
+    metrics = (
+        pl.lit(',"metrics":{"latency_ms":')
+        + pl.col("latency_ms_text")
+        + pl.when(pl.col("reference_latency_ms_text").is_not_null())
+        .then(pl.lit(',"reference_latency_ms":') + pl.col("reference_latency_ms_text"))
+        .otherwise(pl.lit(""))
+        + pl.when(pl.col("speedup_factor_text").is_not_null())
+        .then(pl.lit(',"speedup_factor":') + pl.col("speedup_factor_text"))
+        .otherwise(pl.lit(""))
+        + pl.lit("}")
+    )
+    timing = (
+        pl.lit(',"timing":{"latencyNs":{"mean":')
+        + pl.col("latency_ns").cast(pl.String)
+        + pl.lit('},"primaryStatistic":"mean"}')
+    )
+    return (
+        pl.lit(RUN_ENVELOPE_PREFIX)
+        + pl.when(pl.col("has_correctness")).then(correctness).otherwise(pl.lit(""))
+        + pl.lit('"environmentDigest":')
+        + _quoted("environment_digest")
+        + pl.lit(",")
+        + pl.when(pl.col("log_digest").is_not_null()).then(evidence).otherwise(pl.lit(""))
+        + pl.lit('"implementationDigest":' + TEMPLATE_SLOT + ',"observedAt":')
+        + _quoted("observed_text")
+        + pl.lit(',"protocolDigest":')
+        + _quoted("protocol_digest")
+        + pl.lit(',"sourceNative":{"benchmark":')
+        + pl.col("definition").map_elements(identity._encode_string, return_dtype=pl.String)
+        + pl.when(pl.col("latency_ms").is_not_null()).then(metrics).otherwise(pl.lit(""))
+        + pl.lit(',"source":"' + identity.HARNESS_NAME + '"},"status":')
+        + _quoted("ki_status")
+        + pl.when(pl.col("latency_ms").is_not_null()).then(timing).otherwise(pl.lit(""))
+        + pl.lit(',"workloadDigest":' + TEMPLATE_SLOT + "}}")
+    )
+
+
+def _run_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    scaled = pl.col("latency_ms") * 1e6
+    whole = scaled.floor()
+    fraction = pl.col("timestamp_raw").str.extract(r"\.([0-9]+)", 1)
+    observed_text = (
+        pl.col("timestamp_raw").str.head(19)
+        + pl.lit(".")
+        + fraction.fill_null("").str.head(3).str.pad_end(3, "0")
+        + pl.lit("Z")
+    )
+    frame = frame.with_columns(
+        pl.col("status").replace_strict(identity.STATUS_MAP).alias("ki_status"),
+        (whole + (scaled - whole >= 0.5).cast(pl.Float64)).cast(pl.Int64).alias("latency_ns"),
+        observed_text.alias("observed_text"),
+        *(js_number_text(column).alias(f"{column}_text") for column in NUMBER_COLUMNS),
+    )
+    frame = _fill_number_texts(frame)
+    identified = pl.col("identified")
+    variant = (
+        pl.when(pl.col("has_log_file"))
+        .then(
+            pl.when(pl.col("variants_before_log") == "")
+            .then(pl.lit("log_file"))
+            .otherwise(pl.col("variants_before_log") + pl.lit(",log_file"))
+        )
+        .otherwise(pl.col("variants_before_log"))
+    )
+    return frame.with_columns(
+        pl.col("status").alias("status_raw"),
+        pl.col("observed_text")
+        .str.to_datetime("%Y-%m-%dT%H:%M:%S%.3fZ", time_unit="ms", time_zone="UTC")
+        .alias("observed_at"),
+        pl.when(pl.col("log_digest").is_not_null())
+        .then(pl.lit("reproducible"))
+        .otherwise(pl.lit("reported"))
+        .alias("evidence_level"),
+        (
+            pl.lit("trace/")
+            + pl.col("solution").fill_null("unknown")
+            + pl.lit("/")
+            + pl.col("workload_key")
+        ).alias("external_id"),
+        pl.when(variant == "").then(pl.lit("current")).otherwise(variant).alias("schema_variant"),
+        pl.lit(0, dtype=pl.Int64).alias("record_index"),
+        pl.col("latency_ms").is_not_null().alias("has_timing"),
+        # Clean lines have a finite positive latency; the other kinds take the exact path.
+        pl.lit(None, dtype=pl.String()).alias("latency_special"),
+    ).with_columns(
+        # Lines KernelIndex cannot identify keep only what the exact path keeps without one.
+        pl.when(identified).then(pl.col("evidence_level")).otherwise(None).alias("evidence_level"),
+        pl.when(identified).then(pl.col("external_id")).otherwise(None).alias("external_id"),
+        pl.when(identified).then(_run_body_template()).otherwise(None).alias("run_body_template"),
+    )
