@@ -215,14 +215,15 @@ def build_warehouse(
         read_baseline_map(settings.baselines_file)
     warehouse = Warehouse(settings.warehouse, settings.keep_generations)
     with warehouse.build_lock(settings.lock_timeout_s):
+        published_before = interrupts.published()
         try:
             return _build_locked(
                 settings, warehouse, source, progress, force, require_fact_rows, started
             )
         except BaseException:
             # An interrupt or a refusal: drop the unfinished generation and temporary files
-            # now (the published one is untouched), unless the switch already happened.
-            if interrupts.published() is None:
+            # now (the published one is untouched), unless this build's switch happened.
+            if interrupts.published() == published_before:
                 warehouse.remove_stale_generations()
             raise
 
