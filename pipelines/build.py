@@ -157,8 +157,22 @@ def _read_manifest(warehouse: Warehouse) -> dict[str, Any]:
         return {}
 
 
-# Worker processes inherit the context through fork instead of receiving it per task.
+# The dataset context, set once per worker process (by _set_worker_context) rather than sent
+# with every task.
 _WORKER_CONTEXT: Any = None
+
+
+def _set_worker_context(context: Any) -> None:
+    global _WORKER_CONTEXT
+    _WORKER_CONTEXT = context
+
+
+def _start_worker(context: Any) -> None:
+    """Initializer of a parser worker: the parent handles Ctrl-C and stops it; the context
+    arrives once per worker."""
+    interrupts.ignore_in_worker()
+    _set_worker_context(context)
+
 
 # Files are parsed and stored in groups: one Polars frame and one set of Parquet parts per group
 # instead of per file (most trace files hold a few dozen lines). A file's group depends only on
@@ -180,6 +194,7 @@ class IngestTask:
     part_key: str
     exact: bool
     size: int
+    chunk_rows: int  # rows buffered before a part is written (memory stays flat)
 
 
 def _ingest_task(task: IngestTask) -> Any:
@@ -191,6 +206,7 @@ def _ingest_task(task: IngestTask) -> Any:
         Path(task.staging),
         task.part_key,
         exact=task.exact,
+        chunk_rows=task.chunk_rows,
     )
 
 
@@ -280,10 +296,13 @@ def _build_locked(
 
 def table_counts(generation: Path) -> dict[str, int]:
     """Rows of every table of a generation, from the Parquet footers (no data read)."""
-    import pyarrow.parquet as pq
+    from pipelines.schemas import TABLES
+    from pipelines.warehouse import table_row_count
 
     return {
-        path.stem: pq.read_metadata(path).num_rows for path in sorted(generation.glob("*.parquet"))
+        table: table_row_count(generation, table)
+        for table in TABLES
+        if (generation / f"{table}.parquet").exists()
     }
 
 
@@ -384,7 +403,7 @@ def _full_build(
     guard: GuardFn | None = None,
 ) -> BuildResult:
     global _WORKER_CONTEXT
-    from pipelines.transforms import finalize
+    from pipelines.transforms import finalize, ingest
 
     warehouse.remove_stale_generations()
     json_files = [f for f in files if f.kind == "json"]
@@ -403,32 +422,19 @@ def _full_build(
     groups: dict[int, list[SourceFile]] = {}
     for source_file in line_files:
         groups.setdefault(file_group(source_file.rel), []).append(source_file)
+    group_mode = f"{context.fingerprint}\n{settings.exact}"
     for members in groups.values():
-        entries: dict[str, Any] = {}
-        for source_file in members:
-            entry = previous.get(source_file.rel)
-            content_sha = (
-                entry["sha256"]
-                if entry and entry["fingerprint"] == source_file.fingerprint
-                else sha256_file(source_file.path)
-            )
-            entries[source_file.rel] = {
-                "fingerprint": source_file.fingerprint,
-                "sha256": content_sha,
-            }
-        listing = "".join(f"{rel}\0{e['sha256']}\n" for rel, e in sorted(entries.items()))
-        part_key = hashlib.sha256(
-            f"{context.fingerprint}\n{settings.exact}\n{listing}".encode()
-        ).hexdigest()[:32]
-        reusable = [previous.get(rel) for rel in entries]
-        if all(e and e.get("part_key") == part_key for e in reusable) and all(
-            _parts_exist(warehouse, e) for e in reusable if e
-        ):
-            for rel, entry in entries.items():
-                file_entries[rel] = {**previous[rel], **entry}
+        reused = _reusable_group(warehouse, members, previous, group_mode)
+        if reused is not None:
+            file_entries.update(reused)
             continue
-        for rel, entry in entries.items():
-            file_entries[rel] = {**entry, "part_key": part_key}
+        # Parts are named by what the group looked like on disk; the content digests come
+        # back from the workers, which hash each file as they read it.
+        part_key = hashlib.sha256(
+            json.dumps([group_mode, [[f.rel, f.fingerprint] for f in members]]).encode()
+        ).hexdigest()[:32]
+        for source_file in members:
+            file_entries[source_file.rel] = {"fingerprint": source_file.fingerprint}
         tasks.append(
             IngestTask(
                 tuple((str(f.path), f.rel) for f in members),
@@ -436,6 +442,7 @@ def _full_build(
                 part_key,
                 settings.exact,
                 sum(f.size for f in members),
+                ingest.CHUNK_ROWS,
             )
         )
     tasks.sort(key=lambda t: -t.size)  # biggest first keeps both cores busy to the end
@@ -445,8 +452,13 @@ def _full_build(
     if tasks:
         _run_tasks(tasks, settings.workers, progress, results)
     for result in results:
+        group_key = _group_key(
+            group_mode, {rel: counts.content_sha256 for rel, counts in result.files.items()}
+        )
         for rel, counts in result.files.items():
             file_entries[rel].update(
+                sha256=counts.content_sha256,
+                group_key=group_key,
                 parts=result.parts,
                 records=counts.records,
                 runs=counts.runs,
@@ -501,6 +513,42 @@ def _full_build(
     )
 
 
+def _group_key(group_mode: str, shas: dict[str, str]) -> str:
+    """What a group's parts depend on: the dataset context, the path mode, each file's bytes."""
+    listing = "".join(f"{rel}\0{sha}\n" for rel, sha in sorted(shas.items()))
+    return hashlib.sha256(f"{group_mode}\n{listing}".encode()).hexdigest()
+
+
+def _reusable_group(
+    warehouse: Warehouse,
+    members: list[SourceFile],
+    previous: dict[str, Any],
+    group_mode: str,
+) -> dict[str, Any] | None:
+    """The previous entries of a group whose files all have the same bytes as last time, or None.
+
+    Only files whose size, mtime or inode changed are hashed again; a new file means a parse.
+    """
+    entries = [previous.get(f.rel) for f in members]
+    if not all(e and e.get("group_key") and e.get("sha256") for e in entries):
+        return None
+    shas = {}
+    for source_file, entry in zip(members, entries, strict=True):
+        assert entry is not None
+        same = entry["fingerprint"] == source_file.fingerprint
+        shas[source_file.rel] = entry["sha256"] if same else sha256_file(source_file.path)
+    group_key = _group_key(group_mode, shas)
+    if any(e["group_key"] != group_key for e in entries if e) or not all(
+        _parts_exist(warehouse, e) for e in entries if e
+    ):
+        return None
+    return {
+        f.rel: {**e, "fingerprint": f.fingerprint}
+        for f, e in zip(members, entries, strict=True)
+        if e
+    }
+
+
 def _parts_exist(warehouse: Warehouse, entry: dict[str, Any]) -> bool:
     parts = entry.get("parts")
     if parts is None:
@@ -527,10 +575,16 @@ def _run_tasks(
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     gathered: dict[int, Any] = {}
+    # Workers start from a clean server process, not by forking this one: a fork copies a
+    # process whose Polars/DuckDB thread pools may hold locks (in Dagster, tests, a notebook),
+    # and the child then hangs on its first frame.
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["pipelines.transforms.ingest", "pipelines.ingest.columnar"])
     pool = ProcessPoolExecutor(
         max_workers=min(workers, len(tasks)),
-        mp_context=multiprocessing.get_context("fork"),
-        initializer=interrupts.ignore_in_worker,
+        mp_context=context,
+        initializer=_start_worker,
+        initargs=(_WORKER_CONTEXT,),
     )
     try:
         futures = {pool.submit(_ingest_task, task): index for index, task in enumerate(tasks)}

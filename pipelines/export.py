@@ -18,7 +18,7 @@ from pipelines.files import sha256_file, write_atomically
 from pipelines.settings import Settings
 from pipelines.transforms import identity
 from pipelines.transforms.canonical import canonical_json, manifest_digest
-from pipelines.warehouse import Warehouse, connect_read_only
+from pipelines.warehouse import Warehouse, connect_read_only, table_view_sql
 
 RUN_COLUMNS_SQL = """
 SELECT r.*, e.hardware_raw, e.libs_json,
@@ -272,6 +272,23 @@ def export_kernelindex(settings: Settings, definition: str, out: Path) -> int:
     return len(results)
 
 
+def _write_sorted(generation: Path, table: str, target: Path) -> None:
+    """A table stored as parts, as one Parquet file in the table's order: the same bytes for
+    the same rows however the parts were cut."""
+    import duckdb
+
+    from pipelines.schemas import TABLE_ORDER
+
+    connection = duckdb.connect(config={"preserve_insertion_order": True, "threads": 1})
+    try:
+        connection.sql(
+            f"SELECT * FROM ({table_view_sql(generation, table)}) s "  # noqa: S608  (own names)
+            f"ORDER BY {TABLE_ORDER[table]}"
+        ).write_parquet(str(target), compression="zstd")
+    finally:
+        connection.close()
+
+
 def export_snapshot(settings: Settings, out: Path) -> dict[str, Any]:
     """Every table as Parquet plus manifest.json (rows, bytes, sha256). Byte-identical for an
     unchanged warehouse: files are copied as they are and the manifest holds no export time."""
@@ -286,7 +303,10 @@ def export_snapshot(settings: Settings, out: Path) -> dict[str, Any]:
         source = generation / f"{name}.parquet"
         target = out / f"{name}.parquet"
         temporary = out / f".{name}.parquet.{os.getpid()}.tmp"
-        shutil.copyfile(source, temporary)
+        if source.is_dir():
+            _write_sorted(generation, name, temporary)
+        else:
+            shutil.copyfile(source, temporary)
         os.replace(temporary, target)
         tables[name] = {
             "file": target.name,

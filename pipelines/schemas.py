@@ -625,6 +625,22 @@ VIEWS: dict[str, Table] = {
     )
 }
 
+# Row order of every table as written or exported, so two builds of the same data give
+# byte-identical files.
+TABLE_ORDER = {
+    "definitions": "definition",
+    "implementations": "solution",
+    "workloads": "definition, workload_key",
+    "environments": "environment_id",
+    "protocols": "protocol_digest",
+    "runs": "source_file, source_line, run_id",
+    "correctness": "run_id",
+    "rejects": "file, line NULLS FIRST, reason, message, raw_prefix NULLS FIRST",
+    "run_rankings": "run_id",
+    "ingest_paths": "source_file",
+}
+
+
 # Reason codes of the rejects table. One place; tests and the README read it.
 REJECT_REASONS: dict[str, str] = {
     "invalid_json": "The text is not JSON (syntax error, truncated line).",

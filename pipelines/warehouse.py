@@ -6,9 +6,13 @@ Layout::
     <warehouse>/
       current -> generations/<id>          the one complete state readers see (symlink)
       tracehouse.duckdb -> current/tracehouse.duckdb
-      generations/<id>/<table>.parquet      one folder per completed build
+      generations/<id>/<table>.parquet      one folder per completed build; the large tables
+                                            (PARTED_TABLES) are folders of part files there,
+                                            hard links into cache/parts/, not copies
+      generations/<id>/snapshot_id          the snapshot the generation shows
       generations/<id>/tracehouse.duckdb    views over that folder's Parquet files and sql/
-      cache/                                staging parts and the build manifest (reusable)
+      cache/                                staging parts, resolved table parts and the build
+                                            manifest (reusable)
       .build.lock                           held by the running build
 
 A build writes a new generation folder beside the current one and only then swaps the
@@ -35,6 +39,7 @@ from pipelines.settings import Settings
 
 if TYPE_CHECKING:
     import duckdb
+    import pyarrow as pa
 
 DUCKDB_FILE = "tracehouse.duckdb"
 DUCKDB_SPILL_DIR = "duckdb_tmp"  # finalize's DuckDB temp_directory, below cache/
@@ -68,6 +73,11 @@ class Warehouse:
     @property
     def cache(self) -> Path:
         return self.root / "cache"
+
+    @property
+    def parts(self) -> Path:
+        """Resolved parts of the large tables, shared by generations through hard links."""
+        return self.cache / "parts"
 
     @property
     def staging(self) -> Path:
@@ -251,7 +261,75 @@ def _fsync_tree(folder: Path) -> None:
     _fsync_dir(folder)
 
 
-def sql_literal(path: Path) -> str:
+# Tables stored as a folder of parts, one per group of source files (cache/parts/<table>/),
+# so that a build re-writes only the parts of the files that changed. Their rows are in no
+# particular order across parts; exports sort them. runs.snapshot_id is not stored in the parts
+# (it would change every part on every build): the views add it from the generation.
+PARTED_TABLES = ("runs", "correctness", "rejects")
+SNAPSHOT_FILE = "snapshot_id"
+
+
+def table_files(generation: Path, table: str) -> list[Path]:
+    """The Parquet files holding one table of a generation."""
+    path = generation / f"{table}.parquet"
+    return sorted(path.glob("*.parquet")) if path.is_dir() else [path]
+
+
+def table_row_count(generation: Path, table: str) -> int:
+    import pyarrow.parquet as pq
+
+    return sum(pq.read_metadata(path).num_rows for path in table_files(generation, table))
+
+
+def table_view_sql(generation: Path, table: str) -> str:
+    """The SELECT a view of ``table`` runs: its files, columns in schema order."""
+    from pipelines import schemas
+
+    files = "[" + ", ".join(sql_literal(path) for path in table_files(generation, table)) + "]"
+    columns = []
+    for name in schemas.TABLES[table].column_names:
+        if table == "runs" and name == "snapshot_id":
+            snapshot = (generation / SNAPSHOT_FILE).read_text().strip()
+            columns.append(f'{sql_literal(snapshot)} AS "snapshot_id"')
+        else:
+            columns.append(f'"{name}"')
+    # Names and paths are our own (schemas.py, the generation folder); the snapshot id is hex.
+    return f"SELECT {', '.join(columns)} FROM read_parquet({files})"  # noqa: S608
+
+
+def read_table(generation: Path, table: str) -> pa.Table:
+    """One table of a generation as Arrow, exactly as its view shows it, in table order."""
+    import duckdb
+
+    from pipelines import schemas
+
+    # source_snapshots has no sort order: its rows keep the order they were appended in.
+    order = schemas.TABLE_ORDER.get(table)
+    connection = duckdb.connect(config={"threads": 1, "preserve_insertion_order": True})
+    try:
+        return connection.sql(
+            f"SELECT * FROM ({table_view_sql(generation, table)}) s "  # noqa: S608  (own names)
+            + (f"ORDER BY {order}" if order else "")
+        ).to_arrow_table()
+    finally:
+        connection.close()
+
+
+def create_table_views(
+    connection: duckdb.DuckDBPyConnection, generation: Path, *, temporary: bool = False
+) -> None:
+    """One view per table of the generation (tables whose files exist)."""
+    from pipelines import schemas
+
+    kind = "TEMP VIEW" if temporary else "VIEW"
+    for table in schemas.TABLES:
+        if (generation / f"{table}.parquet").exists():
+            connection.execute(
+                f"CREATE OR REPLACE {kind} {table} AS {table_view_sql(generation, table)}"
+            )
+
+
+def sql_literal(path: Path | str) -> str:
     """A file path as an SQL string literal. Views cannot take bound parameters, so the one
     value formatted into DDL is a path we chose, with its quotes doubled."""
     return "'" + str(path).replace("'", "''") + "'"
@@ -274,10 +352,7 @@ def connect_read_only(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
     interrupts.watch_connection(connection)  # Ctrl-C cancels a long query
     # Temporary views over this folder's files shadow the stored ones, whose absolute paths
     # would break once the warehouse folder is moved or restored elsewhere.
-    for table in sorted(generation.glob("*.parquet")):
-        connection.execute(
-            f"CREATE TEMP VIEW {table.stem} AS SELECT * FROM read_parquet({sql_literal(table)})"  # noqa: S608  (own file names)
-        )
+    create_table_views(connection, generation, temporary=True)
     connection.execute("SET allowed_directories = $dirs", {"dirs": [str(generation) + "/"]})
     connection.execute("SET enable_external_access = false")
     connection.execute("SET lock_configuration = true")
@@ -384,7 +459,7 @@ def describe_generation(folder: Path, current: bool) -> dict[str, object]:
     try:
         history = pq.read_table(folder / "source_snapshots.parquet").to_pylist()
         snapshot = history[-1] if history else {}  # the build's own snapshot is appended last
-        runs: object = pq.read_metadata(folder / "runs.parquet").num_rows
+        runs: object = table_row_count(folder, "runs")
     except OSError:
         runs = None
     built_at = snapshot.get("built_at")

@@ -709,10 +709,10 @@ def build(
 
 def current_tables(warehouse: Path) -> dict[str, Any]:
     """Every table of the published generation as a pyarrow Table (read straight from Parquet)."""
-    import pyarrow.parquet as pq
+    from pipelines.warehouse import read_table
 
     folder = (warehouse / "current").resolve()
-    return {name: pq.read_table(folder / f"{name}.parquet") for name in TABLE_NAMES}
+    return {name: read_table(folder, name) for name in TABLE_NAMES}
 
 
 # Table names are our own constants, never data.

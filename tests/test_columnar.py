@@ -83,6 +83,8 @@ bounds = st.one_of(
     plain_numbers, st.just(0), st.just(0.0), st.sampled_from(["NaN", "Infinity", "nan", "inf", -1])
 )
 timestamps = st.one_of(
+    st.just("2026-03-17T14:20:40.993273"),
+    st.just("2026-03-18T01:02:03"),
     st.sampled_from(
         [
             "2026-03-17T14:20:40.993273",
@@ -165,7 +167,7 @@ def trace_lines(draw: st.DrawFn) -> dict[str, Any]:
         "environment": environment,
         "timestamp": draw(timestamps),
     }
-    log_member = draw(st.sampled_from(["log", "log", "log_file", "error", None]))
+    log_member = draw(st.sampled_from(["log", "log", "log", "log_file", "error", None]))
     if log_member == "log_file":
         evaluation["log_file"] = "logs/run.log"
     elif log_member is not None:
@@ -199,9 +201,9 @@ def trace_lines(draw: st.DrawFn) -> dict[str, Any]:
     else:
         evaluation["performance"] = None
     line: dict[str, Any] = {
-        "definition": draw(st.sampled_from([DEFINITION, DEFINITION, "no_such_definition"])),
+        "definition": draw(st.sampled_from([DEFINITION] * 4 + ["no_such_definition"])),
         "workload": workload,
-        "solution": draw(st.sampled_from([SOLUTION, SOLUTION, "unknown_solution", "", None])),
+        "solution": draw(st.sampled_from([SOLUTION] * 4 + ["unknown_solution", "", None])),
         "evaluation": evaluation,
     }
     if draw(st.booleans()) and draw(st.booleans()):

@@ -17,7 +17,6 @@ from typing import Any
 
 import dagster as dg
 import duckdb
-import pyarrow.parquet as pq
 import pytest
 
 from pipelines import schemas
@@ -30,7 +29,7 @@ from pipelines.defs.sensors import hub_revision_sensor
 from pipelines.demo import generate_dataset
 from pipelines.invariants import RANKING_INVARIANTS, RUN_INVARIANTS
 from pipelines.settings import SETTINGS
-from pipelines.warehouse import Warehouse, connect_read_only
+from pipelines.warehouse import Warehouse, connect_read_only, read_table, table_files
 from tests.hub_server import FakeHub
 from tests.shared_data import GOLDEN_DIR, SAMPLES_DIR, SHARED, requires_shared
 
@@ -251,13 +250,18 @@ def rewrite_table(warehouse: Path, table: str, select: str) -> None:
     """Replace one Parquet file of the current generation with ``select`` over its old rows
     (exposed as the view ``old``), keeping the column schema."""
     path = Warehouse(warehouse).table_path(table)
+    files = table_files(path.parent, table)
     temporary = path.with_name(f".{table}.corrupt.parquet")
     connection = duckdb.connect()
     try:
-        connection.read_parquet(str(path)).create_view("old")
+        connection.read_parquet([str(f) for f in files]).create_view("old")
         connection.sql(select).write_parquet(str(temporary))
     finally:
         connection.close()
+    if path.is_dir():  # a table stored as parts: one corrupted part replaces them all
+        for part in files:
+            part.unlink()
+        path = path / "corrupted.parquet"
     os.replace(temporary, path)
 
 
@@ -298,7 +302,7 @@ def test_a_corrupted_warehouse_fails_its_check(failing: str, demo_copy: Path) ->
     if failing == "unique_run_ids":
         assert metadata["duplicated_run_ids"] == 1
         assert metadata["rows_involved"] == 2
-        first = pq.read_table(Warehouse(demo_copy).table_path("runs"), columns=["run_id"]).column(0)
+        first = read_table(Warehouse(demo_copy).require_current(), "runs").column("run_id")
         assert metadata["sample_run_ids"] == [min(first.to_pylist())]
 
 

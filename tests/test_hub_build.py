@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.warehouse import Warehouse
+from pipelines.warehouse import Warehouse, read_table
 from tests.conftest import build, run_cli
 from tests.hub_server import FakeHub, Fault
 from tests.shared_data import GOLDEN_DIR, requires_shared
@@ -36,7 +36,7 @@ def hub() -> Iterator[FakeHub]:
 
 
 def rows(warehouse: Path, table: str) -> list[dict]:
-    result = pq.read_table(Warehouse(warehouse).table_path(table)).to_pylist()
+    result = read_table(Warehouse(warehouse).require_current(), table).to_pylist()
     for row in result:
         row.pop("snapshot_id", None)  # names the source, which differs by design
     return result

@@ -20,7 +20,7 @@ from pipelines.schemas import REJECT_REASONS
 from pipelines.sources.local import discover
 from pipelines.transforms import normalize
 from pipelines.transforms.context import load_context
-from pipelines.transforms.ingest import DatasetContext, FileIngester
+from pipelines.transforms.ingest import DatasetContext, FileIngester, PartWriter, ingest_group
 from pipelines.transforms.normalize import RecordError
 from pipelines.transforms.records import Record, parse_line
 from tests.hostile_corpus import (
@@ -288,7 +288,18 @@ def _ingest(context: DatasetContext, raws: list[bytes]) -> None:
     # every record is either a run, a workload record or a reject: nothing silently dropped
     assert result.runs + result.workload_records + result.rejected == expected_records
     with tempfile.TemporaryDirectory() as staging:
-        ingester.finish(Path(staging), "part")
+        writer = PartWriter(Path(staging), "part")
+        writer.rows = ingester.parts
+        writer.flush(None)
+        # The same lines as a file, through the columnar path and its exact fallback.
+        path = Path(staging) / "lines.jsonl"
+        path.write_bytes(b"\n".join(raws) + b"\n")
+        group = ingest_group([(path, rel)], context, Path(staging) / "group", "group")
+        counts = group.files[rel]
+        if b"\x00" in path.read_bytes()[:8192]:  # refused whole, as a binary file
+            assert (counts.records, counts.rejected) == (0, 1)
+        else:
+            assert counts.runs + counts.workload_records + counts.rejected == counts.records
 
 
 # -- properties ---------------------------------------------------------------------------------

@@ -8,11 +8,10 @@ import shutil
 from pathlib import Path
 
 import duckdb
-import pyarrow.parquet as pq
 import pytest
 
 from pipelines.schemas import TABLES
-from pipelines.warehouse import Warehouse
+from pipelines.warehouse import Warehouse, read_table, table_files, table_row_count
 from tests.conftest import GOLDEN_REVISION, build, run_cli
 from tests.shared_data import GOLDEN_DIR, SAMPLES_DIR, requires_shared
 
@@ -87,7 +86,7 @@ SAMPLE_COUNTS = {
 
 
 def table_rows(warehouse: Path, table: str) -> list[dict]:
-    rows = pq.read_table(Warehouse(warehouse).table_path(table)).to_pylist()
+    rows = read_table(Warehouse(warehouse).require_current(), table).to_pylist()
     if table == "source_snapshots":
         for row in rows:
             row.pop("built_at")
@@ -95,7 +94,7 @@ def table_rows(warehouse: Path, table: str) -> list[dict]:
 
 
 def count(warehouse: Path, table: str) -> int:
-    return pq.ParquetFile(Warehouse(warehouse).table_path(table)).metadata.num_rows
+    return table_row_count(Warehouse(warehouse).require_current(), table)
 
 
 @requires_shared
@@ -124,7 +123,11 @@ def test_every_sample_layout_builds_with_exact_counts(folder: str, tmp_path: Pat
     connection = duckdb.connect()
     imported = connection.execute(
         "SELECT (SELECT count(*) FROM read_parquet($runs)) + 0",
-        {"runs": str(Warehouse(tmp_path / "w").table_path("runs"))},
+        {
+            "runs": [
+                str(p) for p in table_files(Warehouse(tmp_path / "w").require_current(), "runs")
+            ]
+        },
     ).fetchone()[0]
     workload_lines = expected["lines"] - expected["runs"] - len(line_rejects)
     assert imported + workload_lines + len(line_rejects) == expected["lines"]
@@ -360,7 +363,7 @@ def test_files_written_in_small_chunks_give_the_same_tables(
 
     source = GOLDEN_DIR / "dataset"
     build(source, tmp_path / "whole", revision=GOLDEN_REVISION)
-    monkeypatch.setattr(ingest, "CHUNK_ROWS", 7)  # workers are forked, so they see it too
+    monkeypatch.setattr(ingest, "CHUNK_ROWS", 7)  # read when the build makes its tasks
     build(source, tmp_path / "chunked", revision=GOLDEN_REVISION)
     assert any(
         ".runs.3.parquet" in p.name for p in (tmp_path / "chunked" / "cache" / "staging").iterdir()

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import pyarrow.parquet as pq
 from pydantic import Field
 
 from pipelines import render, schemas
@@ -37,7 +36,7 @@ from pipelines.defs.checks import BUILD_CHECKS
 from pipelines.defs.resources import WarehouseResource
 from pipelines.invariants import InvariantViolation, Outcome
 from pipelines.sql_files import sql_dir
-from pipelines.warehouse import Warehouse
+from pipelines.warehouse import Warehouse, table_row_count
 
 GROUP = "warehouse"
 SOURCE_ASSET = "source_dataset"
@@ -184,7 +183,7 @@ def _materialized(
         asset_key=table,
         data_version=dg.DataVersion(snapshot_id) if snapshot_id else None,
         metadata={
-            "dagster/row_count": pq.read_metadata(path).num_rows,
+            "dagster/row_count": table_row_count(generation, table),
             "path": dg.MetadataValue.path(str(path)),
             **metadata,
         },

@@ -121,7 +121,7 @@ def _clean_trace(value: Any, definitions: dict[str, Any]) -> bool:
             return False
         for member in ("max_absolute_error", "max_relative_error"):
             bound = correctness.get(member)
-            if bound in ERROR_BOUND_WORDS:
+            if type(bound) is str and bound in ERROR_BOUND_WORDS:
                 continue
             number = _number(bound)
             if number is None or number < 0:
@@ -176,10 +176,10 @@ COMBINATION_COLUMNS = (
     "identity_complete",
 )
 # Per process and dataset context: entities repeat across the files one worker parses.
-_COMBINATIONS: dict[str, dict[tuple[Any, ...], _Combination | None]] = {}
+_COMBINATIONS: dict[str, dict[tuple[Any, ...], Any]] = {}
 
 
-def _combination_cache(context: Any) -> dict[tuple[Any, ...], _Combination | None]:
+def _combination_cache(context: Any) -> dict[tuple[Any, ...], Any]:
     cache = _COMBINATIONS.get(context.fingerprint)
     if cache is None:
         _COMBINATIONS.clear()  # a new context: earlier derivations may no longer hold
@@ -198,7 +198,7 @@ class ColumnarBatch:
     files: list[tuple[str, bool, str | None]] = field(default_factory=list)
     file_ids: dict[str, int] = field(default_factory=dict)
     columns: dict[str, list[Any]] = field(default_factory=dict)
-    derived: dict[tuple[Any, ...], _Combination | None] = field(default_factory=dict)
+    derived: dict[tuple[Any, ...], Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.columns = {name: [] for name in _LOOP_COLUMNS}
@@ -211,12 +211,10 @@ class ColumnarBatch:
         """Gather one record of the file ``ingester`` reads (transforms.ingest.FileIngester),
         or return False for that exact path to handle it."""
         value = record.value
-        if (
-            not record.strict
-            or record.index
-            or not _clean_trace(value, ingester.context.definitions)
-        ):
+        if not record.strict or record.index:
             return False
+        if not _clean_trace(value, ingester.context.definitions):
+            return self._take_workload(record, ingester)
         evaluation = value["evaluation"]
         workload_bytes = orjson.dumps(value["workload"])
         environment_bytes = orjson.dumps(evaluation["environment"])
@@ -286,7 +284,7 @@ class ColumnarBatch:
                 ("max_relative_error", "relative"),
             ):
                 bound = correctness[member]
-                if bound in ERROR_BOUND_WORDS:
+                if type(bound) is str:  # "NaN" or "Infinity" (_clean_trace took no other)
                     columns[f"{prefix}_error"].append(None)
                     columns[f"{prefix}_special"].append(bound)
                 else:
@@ -321,6 +319,39 @@ class ColumnarBatch:
             columns["latency_ms"].append(None)
             columns["reference_latency_ms"].append(None)
             columns["speedup_factor"].append(None)
+        ingester.result.runs += 1
+        return True
+
+    def _take_workload(self, record: Any, ingester: Any) -> bool:
+        """A workload-only record (no evaluation): one workloads row per (definition, key) and
+        file, derived once per distinct workload like a trace's entities."""
+        value = record.value
+        if type(value) is not dict or value.get("evaluation") not in (None, {}):
+            return False
+        definition = value.get("definition")
+        workload = value.get("workload")
+        if type(definition) is not str or definition not in ingester.context.definitions:
+            return False
+        if type(workload) is not dict:
+            return False
+        key = ("workload", definition, orjson.dumps(workload))
+        row = self.derived.get(key, _COMBINATION_UNKNOWN)
+        if row is _COMBINATION_UNKNOWN:
+            row = self.derived[key] = _derive_workload_row(ingester, record)
+        if row is None:
+            return False
+        seen_key = (definition, row.workload_key)
+        if seen_key not in ingester.workloads_seen:
+            ingester.workloads_seen.add(seen_key)
+            ingester.parts["workloads"].add(
+                {
+                    **row.workload_row,
+                    "source_file": ingester.rel,
+                    "source_line": record.line,
+                    "record_index": record.index,
+                }
+            )
+        ingester.result.workload_records += 1
         return True
 
     @staticmethod
@@ -488,6 +519,24 @@ def _derive_combination(ingester: Any, record: Any) -> _Combination | None:
     )
 
 
+@dataclass(frozen=True)
+class _WorkloadRecord:
+    workload_row: dict[str, Any]
+    workload_key: str
+
+
+def _derive_workload_row(ingester: Any, record: Any) -> _WorkloadRecord | None:
+    """The exact path's workloads row for a workload-only record, or None when it rejects it."""
+    from pipelines.transforms.ingest import FileIngester
+
+    scratch = FileIngester(ingester.rel, ingester.context)
+    scratch.record(record)
+    if len(scratch.parts["workloads"]) != 1 or scratch.result.rejected:
+        return None
+    row = scratch.parts["workloads"].rows[0]
+    return _WorkloadRecord(row, row["workload_key"])
+
+
 def _tolerance(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
@@ -595,7 +644,7 @@ def _run_body_template() -> pl.Expr:
         + pl.lit(',"protocolDigest":')
         + _quoted("protocol_digest")
         + pl.lit(',"sourceNative":{"benchmark":')
-        + pl.col("definition").map_elements(identity._encode_string, return_dtype=pl.String)
+        + pl.col("definition_json")
         + pl.when(pl.col("latency_ms").is_not_null()).then(metrics).otherwise(pl.lit(""))
         + pl.lit(',"source":"' + identity.HARNESS_NAME + '"},"status":')
         + _quoted("ki_status")
@@ -605,6 +654,15 @@ def _run_body_template() -> pl.Expr:
 
 
 def _run_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    # The definition name as a JSON string, formatted once per distinct name.
+    names = frame.get_column("definition").unique().to_list()
+    frame = frame.with_columns(
+        pl.col("definition")
+        .replace_strict(
+            {name: identity._encode_string(name) for name in names}, return_dtype=pl.String
+        )
+        .alias("definition_json")
+    )
     scaled = pl.col("latency_ms") * 1e6
     whole = scaled.floor()
     fraction = pl.col("timestamp_raw").str.extract(r"\.([0-9]+)", 1)

@@ -9,6 +9,8 @@ DuckDB file of views; publish by swapping the ``current`` symlink.
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,27 +23,22 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines import IMPORTER_VERSION, invariants, schemas
+from pipelines.schemas import TABLE_ORDER
 from pipelines.settings import Settings
 from pipelines.sql_files import VIEW_ORDER, sql_text
 from pipelines.transforms import identity
 from pipelines.transforms.ingest import PART_TABLES, DatasetContext
 from pipelines.transforms.records import Reject
-from pipelines.warehouse import DUCKDB_FILE, DUCKDB_SPILL_DIR, Warehouse, sql_literal
-
-# Sort order of every table file, so two builds of the same data are byte-identical.
-TABLE_ORDER = {
-    "definitions": "definition",
-    "implementations": "solution",
-    "workloads": "definition, workload_key",
-    "environments": "environment_id",
-    "protocols": "protocol_digest",
-    "runs": "source_file, source_line, run_id",
-    "correctness": "run_id",
-    "rejects": "file, line NULLS FIRST, reason, message",
-    "run_rankings": "run_id",
-    "ingest_paths": "source_file",
-}
-
+from pipelines.warehouse import (
+    DUCKDB_FILE,
+    DUCKDB_SPILL_DIR,
+    PARTED_TABLES,
+    SNAPSHOT_FILE,
+    Warehouse,
+    create_table_views,
+    sql_literal,
+    table_files,
+)
 
 FINALIZE_MEMORY_LIMIT = "400MB"
 
@@ -113,70 +110,171 @@ def _snapshot_row(
     }
 
 
-def _select_list(table: schemas.Table, replacements: dict[str, str]) -> str:
+# Temp tables built once per build over every file, in dependency order, each the SELECT in
+# sql/assemble/<name>.sql; resolved_runs and comparison_keys are then built per group.
+GLOBAL_RELATIONS = ("known_solutions", "first_case")
+
+
+def _projection(table: schemas.Table) -> str:
     # Column names come from our own schema declarations, never from data.
-    return ", ".join(
-        f'{replacements[name]} AS "{name}"' if name in replacements else f's."{name}"'
-        for name in table.column_names
-    )
+    return ", ".join(f'"{name}"' for name in table.column_names)
 
 
-RESOLVED_RUNS_SQL = """
--- Join what staging could not know: the solution (author, implementation digest) and the
--- KernelIndex workload cache (identity doc §2.4 step 4: the first accepted trace line of the
--- import with a workload key fixes its case, even for lines of another definition).
-CREATE TEMP TABLE known_solutions AS
-    SELECT i.solution, i.author, i.implementation_digest
-    FROM implementations AS i JOIN definitions AS d USING (definition);
-CREATE TEMP TABLE first_case AS
-    SELECT s.workload_key,
-           arg_min({'wd': s.workload_digest, 'op': s.operation_digest, 'ck': s.correctness_key},
-                   {'f': s.source_file, 'l': s.source_line, 'i': s.record_index}) AS first
-    FROM staged_runs AS s JOIN known_solutions AS k USING (solution)
-    WHERE s.identity_complete
-      AND s.source_file NOT IN (SELECT source_file FROM kernelindex_unreadable_files)
-    GROUP BY s.workload_key;
-CREATE TEMP VIEW resolved_runs AS
-    SELECT s.* REPLACE (
-               CASE WHEN s.workload_digest IS NULL THEN NULL
-                    ELSE coalesce(f.first.wd, s.workload_digest) END AS workload_digest,
-               CASE WHEN s.workload_digest IS NULL THEN s.operation_digest
-                    ELSE coalesce(f.first.op, s.operation_digest) END AS operation_digest,
-               CASE WHEN s.workload_digest IS NULL THEN s.correctness_key
-                    ELSE coalesce(f.first.ck, s.correctness_key) END AS correctness_key,
-               coalesce(
-                   s.identity_error,
-                   CASE WHEN u.source_file IS NOT NULL THEN 'file_not_strict_json' END,
-                   CASE WHEN k.solution IS NULL THEN 'unknown_solution' END
-               ) AS identity_error
-           ),
-           k.author,
-           k.implementation_digest,
-           string_split(s.run_body_template, chr(0)) AS run_body_parts
-    FROM staged_runs AS s
-    LEFT JOIN known_solutions AS k USING (solution)
-    LEFT JOIN first_case AS f USING (workload_key)
-    LEFT JOIN kernelindex_unreadable_files AS u USING (source_file);
-"""
+def _staged_view(
+    connection: duckdb.DuckDBPyConnection,
+    name: str,
+    table: schemas.Table,
+    paths: list[str],
+    *,
+    with_filename: bool = False,
+) -> None:
+    """(Re)point the view staged_<name> at some staging parts (none: an empty relation);
+    ``with_filename`` adds the part file each row came from."""
+    if paths:
+        connection.read_parquet(sorted(paths), filename=with_filename).create_view(
+            f"staged_{name}", replace=True
+        )
+    else:
+        empty = table.arrow_schema.empty_table()
+        if with_filename:
+            empty = empty.append_column("filename", pa.array([], type=pa.string()))
+        connection.register(f"staged_{name}_empty", empty)
+        connection.execute(
+            f"CREATE OR REPLACE VIEW staged_{name} AS SELECT * FROM staged_{name}_empty"  # noqa: S608  (own names)
+        )
 
-RUN_REPLACEMENTS = {
-    "comparison_key": "c.comparison_key",
-    # The body text is identity.py's canonical run envelope; only the two digests staging could
-    # not know are spliced in here.
-    "run_digest": (
-        "CASE WHEN s.implementation_digest IS NOT NULL AND s.run_body_template IS NOT NULL "
-        "THEN 'sha256:' || sha256(s.run_body_parts[1] || s.implementation_digest || "
-        "s.run_body_parts[2] || s.workload_digest || s.run_body_parts[3]) END"
-    ),
-    "snapshot_id": "$snapshot_id",
+
+@dataclass(frozen=True)
+class _Group:
+    """The staging parts of one group of source files, keyed by the group's content."""
+
+    key: str
+    parts: dict[str, list[str]]  # table -> staging part paths
+
+
+def _groups(warehouse: Warehouse, file_entries: dict[str, Any]) -> list[_Group]:
+    found: dict[str, dict[str, list[str]]] = {}
+    for entry in file_entries.values():
+        if "group_key" in entry:  # the files of one group share their parts
+            found[entry["group_key"]] = {
+                table: [str(warehouse.staging / name) for name in names]
+                for table, names in entry.get("parts", {}).items()
+            }
+    return [_Group(key, parts) for key, parts in sorted(found.items())]
+
+
+# Stored columns of the parted tables (runs.snapshot_id comes from the generation) and the
+# order of rows inside each part.
+PART_COLUMNS = {
+    name: [c for c in schemas.TABLES[name].column_names if (name, c) != ("runs", "snapshot_id")]
+    for name in PARTED_TABLES
 }
-COMPARISON_PARTS = (
-    "operation_digest",
-    "workload_digest",
-    "environment_digest",
-    "correctness_key",
-    "has_timing",
-)
+
+
+def _resolution_digest(connection: duckdb.DuckDBPyConnection) -> str:
+    """A digest of everything resolution takes from outside a group: solutions, the workload
+    cache and the files KernelIndex cannot read. A group's resolved runs part is reused while
+    its own content and this digest are unchanged."""
+    ((digest,),) = connection.execute(sql_text("assemble/resolution_digest")).fetchall()
+    return digest
+
+
+def _write_parts(
+    connection: duckdb.DuckDBPyConnection,
+    warehouse: Warehouse,
+    groups: list[_Group],
+    resolution: str,
+) -> dict[str, list[Path]]:
+    """The resolved part of every group for each parted table: reused when it exists, else
+    assembled by SQL — one statement per table for all the groups that need it, split into
+    one part folder per group by DuckDB's partitioned write.
+
+    A part is a folder (cache/parts/<table>/<name>/) because a partitioned write may cut one
+    group into several files; it is complete once renamed into place.
+    """
+    names_of: dict[str, dict[str, str]] = {}
+    for group in groups:
+        names_of[group.key] = {
+            "runs": hashlib.sha256(f"{group.key}\n{resolution}".encode()).hexdigest()[:32],
+            "correctness": group.key[:32],
+            "rejects": group.key[:32],
+        }
+    for table in PARTED_TABLES:
+        missing = [
+            g for g in groups if not (warehouse.parts / table / names_of[g.key][table]).is_dir()
+        ]
+        if missing:
+            _write_missing_parts(connection, warehouse, table, missing, names_of)
+    return {
+        table: [warehouse.parts / table / names_of[g.key][table] for g in groups]
+        for table in PARTED_TABLES
+    }
+
+
+def _write_missing_parts(
+    connection: duckdb.DuckDBPyConnection,
+    warehouse: Warehouse,
+    table: str,
+    groups: list[_Group],
+    names_of: dict[str, dict[str, str]],
+) -> None:
+    staged_table = {"runs": "runs", "correctness": "correctness", "rejects": "rejects"}[table]
+    files = [
+        (path, names_of[g.key][table]) for g in groups for path in g.parts.get(staged_table, [])
+    ]
+    connection.register(
+        "part_of_file",
+        pa.table(
+            {
+                "filename": pa.array([f for f, _ in files], type=pa.string()),
+                "part": pa.array([n for _, n in files], type=pa.string()),
+            }
+        ),
+    )
+    for name, declared in PART_TABLES.items():
+        paths = [p for g in groups for p in g.parts.get(name, [])]
+        _staged_view(connection, name, declared, paths, with_filename=True)
+    if table == "runs":
+        connection.execute(
+            f"CREATE OR REPLACE TEMP VIEW resolved_runs AS {sql_text('assemble/resolved_runs')}"
+        )
+        connection.execute(
+            "CREATE OR REPLACE TEMP TABLE comparison_keys AS "
+            + sql_text("assemble/comparison_keys"),
+            {"protocol_digest": identity.PROTOCOL_DIGEST},
+        )
+    out = warehouse.parts / table / f".write.{os.getpid()}.tmp"
+    shutil.rmtree(out, ignore_errors=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    columns = ", ".join(f's."{c}"' for c in PART_COLUMNS[table])  # own names
+    connection.execute(
+        f"COPY (SELECT {columns}, p.part FROM ({sql_text(f'assemble/{table}')}) s "  # noqa: S608
+        f"JOIN part_of_file p USING (filename)) TO {sql_literal(out)} "
+        "(FORMAT parquet, PARTITION_BY (part), COMPRESSION zstd)"
+    )
+    for group in groups:
+        name = names_of[group.key][table]
+        written = out / f"part={name}"
+        if not written.is_dir():  # a group without rows of this table
+            written.mkdir(parents=True)
+        os.replace(written, warehouse.parts / table / name)
+    shutil.rmtree(out, ignore_errors=True)
+    connection.unregister("part_of_file")
+
+
+def _link_parts(generation: Path, table: str, parts: list[Path]) -> None:
+    """The generation's folder of a parted table: hard links to the files of the shared parts
+    (copies where the file system has no links), so a generation stays whole when the cache
+    is cleaned."""
+    folder = generation / f"{table}.parquet"
+    folder.mkdir()
+    for part in parts:
+        for source in sorted(part.glob("*.parquet")):
+            target = folder / f"{part.name}-{source.name}"
+            try:
+                os.link(source, target)
+            except OSError:
+                shutil.copyfile(source, target)
 
 
 def finalize(
@@ -198,14 +296,10 @@ def finalize(
     checks: dict[str, invariants.Outcome] = {}
     if progress:
         progress("finalize", 0, 1)
-    # The files of one group share their parts.
-    part_names: dict[str, set[str]] = {name: set() for name in PART_TABLES}
-    for entry in file_entries.values():
-        for table, names in entry.get("parts", {}).items():
-            part_names[table].update(names)
-    parts = {
-        table: [str(warehouse.staging / name) for name in names]
-        for table, names in part_names.items()
+    groups = _groups(warehouse, file_entries)
+    all_parts = {
+        name: sorted({p for group in groups for p in group.parts.get(name, [])})
+        for name in PART_TABLES
     }
 
     temp_dir = warehouse.cache / DUCKDB_SPILL_DIR
@@ -222,21 +316,13 @@ def finalize(
     )
     try:
         for name, table in PART_TABLES.items():
-            if parts[name]:
-                connection.read_parquet(sorted(parts[name])).create_view(f"staged_{name}")
-            else:
-                connection.register(f"staged_{name}_empty", table.arrow_schema.empty_table())
-                connection.execute(
-                    f"CREATE VIEW staged_{name} AS SELECT * FROM staged_{name}_empty"  # noqa: S608  (own names)
-                )
-
+            _staged_view(connection, name, table, all_parts[name])
         snapshot = _snapshot_row(resolved, files, file_entries, loaded.context)
+        (generation / SNAPSHOT_FILE).write_text(snapshot["snapshot_id"] + "\n")
 
-        def copy(table: str, query: str, parameters: dict[str, Any] | None = None) -> None:
+        def copy(table: str, query: str) -> None:
             target = generation / f"{table}.parquet"
-            relation = connection.sql(
-                f"{query} ORDER BY {TABLE_ORDER[table]}", params=parameters or {}
-            )
+            relation = connection.sql(f"{query} ORDER BY {TABLE_ORDER[table]}")
             relation.write_parquet(str(target), compression="zstd")
 
         _write_arrow(
@@ -263,7 +349,7 @@ def finalize(
             staged = generation / f"_{table}.parquet"
             copy(table, f"SELECT * FROM read_parquet({sql_literal(staged)}) s")  # noqa: S608
             staged.unlink()
-        _create_table_views(connection, generation)
+        create_table_views(connection, generation)
 
         unreadable = sorted(
             rel for rel, entry in file_entries.items() if entry.get("kernelindex_unreadable")
@@ -272,48 +358,43 @@ def finalize(
             "kernelindex_unreadable_files",
             pa.table({"source_file": pa.array(unreadable, type=pa.string())}),
         )
-        connection.execute(RESOLVED_RUNS_SQL)
-        connection.execute(
-            f"CREATE TEMP TABLE comparison_keys AS {sql_text('comparison_keys')}",
-            {"protocol_digest": identity.PROTOCOL_DIGEST},
-        )
-        copy(
-            "runs",
-            f"SELECT {_select_list(schemas.RUNS, RUN_REPLACEMENTS)} FROM resolved_runs s "  # noqa: S608
-            f"LEFT JOIN comparison_keys c USING ({', '.join(COMPARISON_PARTS)})",
-            {"snapshot_id": snapshot["snapshot_id"]},
-        )
-        copy(
-            "correctness",
-            f"SELECT {_select_list(schemas.CORRECTNESS, {})} FROM staged_correctness s",  # noqa: S608
-        )
-        copy(
-            "workloads",
-            f"SELECT {_select_list(schemas.WORKLOADS, {})} FROM staged_workloads s "  # noqa: S608
-            "QUALIFY row_number() OVER (PARTITION BY definition, workload_key "
-            "ORDER BY source_file, source_line, record_index) = 1",
-        )
-        copy(
-            "environments",
-            f"SELECT {_select_list(schemas.ENVIRONMENTS, {})} FROM staged_environments s "  # noqa: S608
-            "QUALIFY row_number() OVER (PARTITION BY environment_id) = 1",
-        )
+        # The workload cache spans every file, so it is computed over all staging parts (only
+        # its few columns are read); then every group is resolved on its own.
+        for relation in GLOBAL_RELATIONS:
+            connection.execute(
+                f"CREATE TEMP TABLE {relation} AS {sql_text(f'assemble/{relation}')}"
+            )
+        for table in ("workloads", "environments"):
+            copy(
+                table,
+                f"SELECT {_projection(schemas.TABLES[table])} "  # noqa: S608  (own names)
+                f"FROM ({sql_text(f'assemble/{table}')}) s",
+            )
+        parts = _write_parts(connection, warehouse, groups, _resolution_digest(connection))
+        # Records refused before the ingest (discovery, fetch, definitions, solutions): one
+        # more rejects part, of this generation only.
         extra_rejects = [
             _reject_row(r) for r in [*discovery_rejects, *resolved.fetch_rejects, *loaded.rejects]
         ]
+        for table in PARTED_TABLES:
+            _link_parts(generation, table, parts[table])
         connection.register("extra_rejects", _rows_to_arrow(schemas.REJECTS, extra_rejects))
-        copy(
-            "rejects",
-            "SELECT * FROM (SELECT * FROM staged_rejects UNION ALL SELECT * FROM extra_rejects) s",
-        )
+        connection.sql(
+            "SELECT * FROM extra_rejects ORDER BY " + TABLE_ORDER["rejects"]  # noqa: S608
+        ).write_parquet(str(generation / "rejects.parquet" / "before-ingest.parquet"))
+        for table in PARTED_TABLES:
+            if not table_files(generation, table):  # a view needs at least one file
+                pq.write_table(
+                    pa.schema(
+                        [schemas.TABLES[table].arrow_schema.field(c) for c in PART_COLUMNS[table]]
+                    ).empty_table(),
+                    generation / f"{table}.parquet" / "empty.parquet",
+                )
 
-        _create_table_views(connection, generation)
+        create_table_views(connection, generation)
         invariants.enforce(connection, invariants.RUN_INVARIANTS, checks)
         copy("run_rankings", f"SELECT * FROM ({sql_text('run_rankings')}) s")  # noqa: S608
-        connection.execute("DROP VIEW IF EXISTS run_rankings")
-        connection.execute(
-            f"CREATE VIEW run_rankings AS SELECT * FROM read_parquet({sql_literal(generation / 'run_rankings.parquet')})"  # noqa: S608
-        )
+        create_table_views(connection, generation)
         invariants.enforce(connection, invariants.RANKING_INVARIANTS, checks)
         counts = {
             name: connection.execute(f"SELECT count(*) FROM {name}").fetchone()[0]  # type: ignore[index]  # noqa: S608
@@ -328,6 +409,7 @@ def finalize(
         before_publish(generation, counts, checks)
     (generation / ".complete").write_text(f"{IMPORTER_VERSION}\n")
     warehouse.publish(generation)
+    _remove_unlinked_parts(warehouse)
     if progress:
         progress("finalize", 1, 1)
     path_rows = _ingest_path_rows(file_entries)
@@ -338,6 +420,16 @@ def finalize(
     return FinalizeOutcome(
         generation, counts, rejects_by_reason, snapshot["snapshot_id"], records_by_path, checks
     )
+
+
+def _remove_unlinked_parts(warehouse: Warehouse) -> None:
+    """Parts no generation links to any more (their only link is the cache's own)."""
+    if not warehouse.parts.exists():
+        return
+    for part in warehouse.parts.glob("*/*"):
+        files = list(part.glob("*.parquet"))
+        if all(f.stat().st_nlink == 1 for f in files):
+            shutil.rmtree(part, ignore_errors=True)
 
 
 def _ingest_path_rows(file_entries: dict[str, Any]) -> list[dict[str, Any]]:
@@ -376,15 +468,6 @@ def _snapshot_history(warehouse: Warehouse, snapshot: dict[str, Any]) -> list[di
     return history
 
 
-def _create_table_views(connection: duckdb.DuckDBPyConnection, generation: Path) -> None:
-    for name in schemas.TABLES:
-        path = generation / f"{name}.parquet"
-        if path.exists():
-            connection.execute(
-                f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM read_parquet({sql_literal(path)})"  # noqa: S608  (own names, quoted path)
-            )
-
-
 def _write_duckdb_file(generation: Path) -> None:
     """Views over this generation's Parquet files and the SQL views, for ad-hoc SQL."""
     path = generation / DUCKDB_FILE
@@ -392,7 +475,7 @@ def _write_duckdb_file(generation: Path) -> None:
     # Python package) can open the file too.
     connection = duckdb.connect(str(path), config={"storage_compatibility_version": "v1.0.0"})
     try:
-        _create_table_views(connection, generation)
+        create_table_views(connection, generation)
         for view in VIEW_ORDER:
             connection.execute(f"CREATE OR REPLACE VIEW {view} AS {sql_text(view)}")
         connection.execute("CHECKPOINT")

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines import schemas
+from pipelines.files import sha256_file
 from pipelines.transforms import identity
 from pipelines.transforms.canonical import digest, manifest_digest, text_digest
 from pipelines.transforms.evaluation_rules import was_evaluated
@@ -102,6 +103,8 @@ class FileResult:
     """What one file contributed to its group's parts."""
 
     rel: str
+    # SHA-256 of the file's bytes (empty when it could not be read).
+    content_sha256: str = ""
     # One line KernelIndex's strict parser refuses makes it skip the whole file (§2.2).
     kernelindex_unreadable: bool = False
     records: int = 0
@@ -464,7 +467,11 @@ class PartWriter:
         chunk = len(self.written.get(name, []))
         file_name = f"{self.part_key}.{name}.{chunk}.parquet"
         temporary = self.staging_dir / f".{file_name}.{os.getpid()}.tmp"
-        pq.write_table(table, temporary, compression="zstd")
+        # Staging parts are read whole, once, by the finalize step: no statistics to prune by,
+        # and no dictionary pages (most columns are digests, unique per row); a third cheaper.
+        pq.write_table(
+            table, temporary, compression="zstd", write_statistics=False, use_dictionary=False
+        )
         os.replace(temporary, self.staging_dir / file_name)
         self.written.setdefault(name, []).append(file_name)
 
@@ -488,6 +495,7 @@ def ingest_group(
     part_key: str,
     *,
     exact: bool = False,
+    chunk_rows: int = CHUNK_ROWS,
 ) -> GroupResult:
     """Parse a group of JSONL files into one set of staging parts. Never raises for bad content.
 
@@ -502,7 +510,7 @@ def ingest_group(
     result = GroupResult()
     for path, rel in files:
         ingester = FileIngester(rel, context, writer.rows)
-        _ingest_lines(path, ingester, columnar, writer)
+        _ingest_lines(path, ingester, columnar, writer, chunk_rows)
         ingester.result.kernelindex_unreadable = ingester.in_scope and not ingester.strict_file
         result.files[rel] = ingester.result
     writer.flush(columnar)
@@ -510,15 +518,19 @@ def ingest_group(
     return result
 
 
-def _ingest_lines(path: Path, ingester: FileIngester, columnar: Any, writer: PartWriter) -> None:
+def _ingest_lines(
+    path: Path, ingester: FileIngester, columnar: Any, writer: PartWriter, chunk_rows: int
+) -> None:
     counts = ingester.result
     try:
         if looks_binary(path):
+            counts.content_sha256 = sha256_file(path)
             ingester.reject(None, "binary_file", "the file holds binary data, not JSON lines", None)
             return
-        for item in iter_jsonl(path, ingester.rel):
-            if len(writer.rows["runs"]) >= CHUNK_ROWS or (
-                columnar is not None and len(columnar) >= CHUNK_ROWS
+        content = hashlib.sha256()
+        for item in iter_jsonl(path, ingester.rel, content):
+            if len(writer.rows["runs"]) >= chunk_rows or (
+                columnar is not None and len(columnar) >= chunk_rows
             ):
                 writer.flush(columnar)
             if isinstance(item, Reject):
@@ -528,8 +540,8 @@ def _ingest_lines(path: Path, ingester: FileIngester, columnar: Any, writer: Par
             elif columnar is not None and columnar.take(item, ingester):
                 counts.records += 1
                 counts.columnar_records += 1
-                counts.runs += 1
             else:
                 ingester.record(item)
+        counts.content_sha256 = content.hexdigest()
     except OSError as error:
         ingester.reject(None, "unreadable_file", f"cannot read: {error.strerror or error}", None)

@@ -138,11 +138,17 @@ def _parse_line(raw: bytes) -> tuple[list[tuple[Any, bool]], tuple[str, str] | N
         return [], ("invalid_json", f"not valid JSON: {error}")
 
 
-def iter_jsonl(path: Path, rel: str) -> Iterator[Record | Reject]:
-    """Stream the records of a JSONL file; blank lines are skipped, never rejected."""
+def iter_jsonl(path: Path, rel: str, content: Any = None) -> Iterator[Record | Reject]:
+    """Stream the records of a JSONL file; blank lines are skipped, never rejected.
+
+    ``content``, a hashlib object, is fed every byte of the file on the way, so the file's
+    digest costs no second read.
+    """
     offset = 0
     with path.open("rb") as handle:
         for number, line in enumerate(handle, start=1):
+            if content is not None:
+                content.update(line)
             line_offset = offset
             offset += len(line)
             if number == 1 and line.startswith(BOM):

@@ -1,0 +1,2 @@
+-- One row per run with a correctness block, as staged.
+SELECT * FROM staged_correctness
