@@ -281,13 +281,16 @@ def table_row_count(generation: Path, table: str) -> int:
     return sum(pq.read_metadata(path).num_rows for path in table_files(generation, table))
 
 
-def table_view_sql(generation: Path, table: str) -> str:
-    """The SELECT a view of ``table`` runs: its files, columns in schema order."""
-    from pipelines import schemas
+def table_view_sql(generation: Path, table: str, column_names: list[str] | None = None) -> str:
+    """The SELECT a view of ``table`` runs: its files, columns in schema order (``column_names``
+    when the caller has them already, else from ``schemas``)."""
+    if column_names is None:
+        from pipelines import schemas
 
+        column_names = schemas.TABLES[table].column_names
     files = "[" + ", ".join(sql_literal(path) for path in table_files(generation, table)) + "]"
     columns = []
-    for name in schemas.TABLES[table].column_names:
+    for name in column_names:
         if table == "runs" and name == "snapshot_id":
             snapshot = (generation / SNAPSHOT_FILE).read_text().strip()
             columns.append(f'{sql_literal(snapshot)} AS "snapshot_id"')
@@ -318,15 +321,38 @@ def read_table(generation: Path, table: str) -> pa.Table:
 def create_table_views(
     connection: duckdb.DuckDBPyConnection, generation: Path, *, temporary: bool = False
 ) -> None:
-    """One view per table of the generation (tables whose files exist)."""
-    from pipelines import schemas
+    """One view per table of the generation (tables whose files exist).
 
+    Temporary views (a reader's) take their columns from the views the build stored in the
+    generation's DuckDB file, through DuckDB's catalog: a read command needs no Arrow import."""
+    if temporary:
+        stored = _stored_view_columns(connection)
+        tables = [t for t in stored if (generation / f"{t}.parquet").exists()]
+    else:
+        from pipelines import schemas
+
+        stored = {name: table.column_names for name, table in schemas.TABLES.items()}
+        tables = [t for t in schemas.TABLES if (generation / f"{t}.parquet").exists()]
     kind = "TEMP VIEW" if temporary else "VIEW"
-    for table in schemas.TABLES:
-        if (generation / f"{table}.parquet").exists():
-            connection.execute(
-                f"CREATE OR REPLACE {kind} {table} AS {table_view_sql(generation, table)}"
-            )
+    for table in tables:
+        view = table_view_sql(generation, table, stored[table])
+        connection.execute(f"CREATE OR REPLACE {kind} {table} AS {view}")
+
+
+TABLE_VIEW_COLUMNS_SQL = """
+SELECT table_name, list(column_name ORDER BY column_index) AS columns
+FROM duckdb_columns()
+WHERE database_name = current_database() AND NOT internal
+  AND table_name IN (SELECT view_name FROM duckdb_views() WHERE NOT internal AND NOT temporary)
+GROUP BY table_name
+"""
+
+
+def _stored_view_columns(connection: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
+    from pipelines.sql_files import VIEW_ORDER
+
+    rows = connection.execute(TABLE_VIEW_COLUMNS_SQL).fetchall()
+    return {name: list(columns) for name, columns in rows if name not in VIEW_ORDER}
 
 
 def sql_literal(path: Path | str) -> str:

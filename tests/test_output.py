@@ -87,7 +87,7 @@ def test_csv_and_json_write_list_columns_as_json(
     view: str, plain_warehouse: tuple[Path, str]
 ) -> None:
     warehouse, _ = plain_warehouse
-    sql = f"SELECT * FROM {view}"  # noqa: S608  (a view name of ours)
+    sql = f"SELECT * FROM {view} ORDER BY ALL"  # noqa: S608  (a view name of ours)
     table = list(
         csv.DictReader(io.StringIO(cli(warehouse, "query", sql, "--format", "csv").stdout))
     )
