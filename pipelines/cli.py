@@ -534,6 +534,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Stop at once: kill parser workers, and do not wait for threads (Hub downloads) that
     # would otherwise keep the process alive until they time out.
     interrupts.stop_children()
+    interrupts.stop_helpers()
     with contextlib.suppress(Exception):
         sys.stdout.flush()
         sys.stderr.flush()

@@ -101,6 +101,7 @@ def _watchdog(read_end: int) -> None:
         time.sleep(0.01)
     signum = _received or signal.SIGINT
     stop_children()
+    stop_helpers()
     import sys
 
     with contextlib.suppress(Exception):
@@ -180,6 +181,27 @@ def stop_children(timeout_s: float = 2.0) -> None:
     for child in children:
         with contextlib.suppress(Exception):
             child.join(timeout_s)
+
+
+def stop_helpers() -> None:
+    """Just before the process ends on an interrupt: kill the helpers multiprocessing started for
+    the workers (the fork server they come from, and the resource tracker, which would print a
+    warning about the workers' semaphores), so nothing is left and nothing else is printed."""
+    import os
+    import sys
+
+    helpers = [
+        getattr(getattr(sys.modules.get(module), singleton, None), attribute, None)
+        for module, singleton, attribute in (
+            ("multiprocessing.forkserver", "_forkserver", "_forkserver_pid"),
+            ("multiprocessing.resource_tracker", "_resource_tracker", "_pid"),
+        )
+    ]
+    for pid in helpers:
+        if isinstance(pid, int) and pid > 0:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
 
 
 def exit_code(signum: int) -> int:
