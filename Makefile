@@ -33,17 +33,20 @@ unit: install
 
 test: lint typecheck unit
 
-# Benchmarks of issue 5 (bench/run.py). Each leg runs as its own process; datasets are
-# generated once into data/bench/<lines> and reused; results go to bench/results/.
-# ~154,000 trace lines (~485 MB), the size of the issue's acceptance criteria.
+# Benchmarks of issue 9 (bench/run.py). Each leg runs as its own process, side by side in one
+# run, medians of $(REPEAT); datasets are generated once into data/bench/<lines> and reused;
+# results go to bench/results/bench_<lines>.json and .md. Each run also reads the results of
+# the other sizes there, so run `make bench` and then `make bench-large` and `make bench-1m`
+# to get the scaling checks (4x and 1,000,000 lines against the 1x figure).
+# ~154,000 trace lines (~485 MB), the 1x size of the issue's targets.
 bench: install
 	$(PYTHON) -m bench.run --lines 154000 --repeat $(REPEAT)
 
-# 4x the default size, to see how time and peak memory scale.
+# 4x the 1x size: peak memory against the 1x figure.
 bench-large: install
 	$(PYTHON) -m bench.run --lines 616000 --repeat $(REPEAT)
 
-# 1,000,000 trace lines (~3.1 GB) plus the timing of a leaderboard query on the result.
+# 1,000,000 trace lines (~3.1 GB): the cold build time and peak, and a leaderboard query.
 bench-1m: install
 	$(PYTHON) -m bench.run --lines 1000000 --repeat 1 --leaderboard-query
 

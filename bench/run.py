@@ -1,7 +1,9 @@
-"""Benchmark harness for issue 5: the warehouse build against plain readers of the same files.
+"""Benchmark harness for issue 9: the warehouse build against plain readers of the same files.
 
     python -m bench.run --lines 154000 [--repeat 3] [--out bench/results]
-                        [--only cold,warm,changed,duckdb,orjson,traceset] [--leaderboard-query]
+                        [--only cold,warm,changed,duckdb,polars,orjson,traceset]
+                        [--scaling-base-lines 154000] [--scaling-large-lines 1000000]
+                        [--leaderboard-query]
 
 Generates (or reuses) a demo dataset of about ``--lines`` trace lines with
 ``pipelines.demo.generate_dataset`` under ``<data-root>/<lines>``, then measures each leg as a
@@ -12,17 +14,24 @@ whole separate process, side by side in the same run, ``--repeat`` times (median
   changed   the same command after appending one valid PASSED line to the largest trace file
             (the file's bytes and mtime are restored afterwards)
   duckdb    DuckDB ``CREATE TABLE t AS SELECT * FROM read_json('DIR/traces/**/*.jsonl', ...)``
+  polars    Polars ``read_ndjson`` of every trace file as columns (schema inferred over all
+            rows), concatenated into one frame. The glob ``scan_ndjson('DIR/traces/**/*.jsonl')``
+            takes its schema from the first file and fails on these files (fields that are
+            null in one file are objects in another), so each file is read on its own.
   orjson    ``orjson.loads`` of every line of every trace file
   traceset  FlashInfer-Bench ``TraceSet.from_path(DIR)`` (skipped when not importable)
 
-Each child's wall time comes from the parent's clock; CPU time (user + sys) and peak RSS come
-from ``os.wait4`` (``ru_maxrss`` is the largest single process of the child's tree, the way
-the kernel reports it). ``peak_tree_rss_mib`` additionally samples the summed RSS of the child
-and all its descendants every 100 ms (an upper bound: shared pages count once per process).
+How a leg is measured is in ``bench.measure``: wall time by the parent's clock; CPU time (user +
+sys) of every process of the leg, orphaned descendants included (the build's forkserver and its
+workers), which the parent reaps as a child subreaper; peak RSS both as ``ru_maxrss`` (the
+largest single process) and as the sampled sum over the process tree, the figure checked
+against the 600 MiB target.
 
 The page cache is warmed by reading every dataset file once before the first leg, so the legs
 compare parsing work rather than disk speed. Results go to ``<out>/bench_<lines>.json`` and
-``.md``; the acceptance checks of issue 5 are printed and recorded.
+``.md``; issue 9's acceptance checks (``bench.checks``) are printed and recorded, each with its
+rule and value. Earlier results of other sizes in ``<out>`` (``make bench-large``, ``make
+bench-1m``) feed the scaling checks and a combined scaling table.
 """
 
 from __future__ import annotations
@@ -39,8 +48,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -48,13 +55,24 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from bench.checks import (
+    BUILD_LEGS,
+    LARGE_LINES,
+    SizeResult,
+    earlier_results,
+    leg_checks,
+    scaling_checks,
+    scaling_rows,
+)
+from bench.measure import MIB, Sample, measure
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_LINES = 154_000
 DEFAULT_SEED = 7
-LEGS: tuple[str, ...] = ("cold", "warm", "changed", "duckdb", "orjson", "traceset")
-BUILD_LEGS: tuple[str, ...] = ("cold", "warm", "changed")
+LEGS: tuple[str, ...] = ("cold", "warm", "changed", "duckdb", "polars", "orjson", "traceset")
+READER_LEGS: tuple[str, ...] = ("duckdb", "polars", "orjson", "traceset")
+RATIO_REFERENCES: tuple[str, ...] = ("duckdb", "polars", "cold")  # each leg's wall / theirs
 DUCKDB_MAX_OBJECT_SIZE = 64 * 1024 * 1024  # logs reach 5 MiB per line; the default is 16 MB
-MIB = 1024 * 1024
 GIB = 1024 * MIB
 TRACESET_SKIPPED = "skipped: flashinfer-bench not installed"
 
@@ -63,6 +81,7 @@ LEG_DESCRIPTIONS: dict[str, str] = {
     "warm": "tracehouse build, nothing changed",
     "changed": "tracehouse build after one trace file changed (one PASSED line appended)",
     "duckdb": "DuckDB read_json of traces/**/*.jsonl into a table",
+    "polars": "Polars read_ndjson of each trace file (schema over all rows), concatenated",
     "orjson": "orjson.loads of every trace line",
     "traceset": "flashinfer_bench TraceSet.from_path",
     "leaderboard": "tracehouse leaderboard DEFINITION (process)",
@@ -95,6 +114,16 @@ def leg_duckdb(source: Path) -> dict[str, Any]:
     return {"rows": int(row[0]) if row else 0}
 
 
+def leg_polars(source: Path) -> dict[str, Any]:
+    """Read every trace file as columns with Polars, into one frame."""
+    import polars as pl
+
+    frames = [pl.read_ndjson(path, infer_schema_length=None) for path in _trace_files(source)]
+    # Files of different eras infer different struct fields: take the union of their columns.
+    table = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+    return {"rows": table.height}
+
+
 def leg_orjson(source: Path) -> dict[str, Any]:
     """Parse every non-blank line of every trace file with orjson."""
     import orjson
@@ -119,116 +148,15 @@ def leg_traceset(source: Path) -> dict[str, Any]:
 
 CHILD_LEGS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "duckdb": leg_duckdb,
+    "polars": leg_polars,
     "orjson": leg_orjson,
     "traceset": leg_traceset,
 }
 
 
 # --------------------------------------------------------------------------------------------
-# Measuring a whole process
+# Legs as they run in the parent
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Sample:
-    wall_s: float
-    cpu_s: float  # user + sys of the child and its reaped descendants
-    user_s: float
-    sys_s: float
-    peak_rss_mib: float  # ru_maxrss: largest single process in the child's tree
-    peak_tree_rss_mib: float | None  # sampled sum over the child's process tree
-    returncode: int
-    stdout_tail: str = ""
-    stderr_tail: str = ""
-
-
-class _TreeRssSampler(threading.Thread):
-    """Polls /proc for the summed RSS of a process and all its descendants."""
-
-    def __init__(self, pid: int, interval_s: float = 0.1) -> None:
-        super().__init__(daemon=True)
-        self.pid = pid
-        self.interval_s = interval_s
-        self.peak_bytes = 0
-        self._stop_event = threading.Event()
-        self._page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-    def run(self) -> None:
-        while not self._stop_event.is_set():
-            self.peak_bytes = max(self.peak_bytes, self._tree_rss())
-            self._stop_event.wait(self.interval_s)
-
-    def stop(self) -> None:
-        self._stop_event.set()
-        self.join(timeout=2)
-
-    def _tree_rss(self) -> int:
-        children: dict[int, list[int]] = {}
-        with contextlib.suppress(OSError):
-            for entry in os.scandir("/proc"):
-                if not entry.name.isdigit():
-                    continue
-                try:
-                    with open(f"/proc/{entry.name}/stat", "rb") as handle:
-                        stat = handle.read()
-                except OSError:
-                    continue
-                fields = stat[stat.rfind(b")") + 2 :].split()
-                children.setdefault(int(fields[1]), []).append(int(entry.name))
-        total = 0
-        stack = [self.pid]
-        while stack:
-            pid = stack.pop()
-            stack.extend(children.get(pid, ()))
-            try:
-                with open(f"/proc/{pid}/statm", "rb") as handle:
-                    total += int(handle.read().split()[1]) * self._page
-            except (OSError, IndexError, ValueError):
-                continue
-        return total
-
-
-def _tail(handle: Any, limit: int = 2000) -> str:
-    handle.seek(0, os.SEEK_END)
-    size = handle.tell()
-    handle.seek(max(0, size - limit))
-    return handle.read().decode("utf-8", "replace")
-
-
-def measure(
-    command: Sequence[str],
-    *,
-    cwd: Path = REPO_ROOT,
-    env: dict[str, str] | None = None,
-    sample_tree: bool = True,
-) -> Sample:
-    """Run `command` as one child process and return its wall/CPU time and peak memory."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        process = subprocess.Popen(
-            list(command), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err
-        )
-        sampler = _TreeRssSampler(process.pid) if sample_tree and Path("/proc").is_dir() else None
-        if sampler is not None:
-            sampler.start()
-        _, status, usage = os.wait4(process.pid, 0)
-        wall = time.perf_counter() - start
-        process.returncode = os.waitstatus_to_exitcode(status)
-        if sampler is not None:
-            sampler.stop()
-        # Linux reports ru_maxrss in KiB, macOS in bytes.
-        rss_bytes = usage.ru_maxrss if sys.platform == "darwin" else usage.ru_maxrss * 1024
-        return Sample(
-            wall_s=wall,
-            cpu_s=usage.ru_utime + usage.ru_stime,
-            user_s=usage.ru_utime,
-            sys_s=usage.ru_stime,
-            peak_rss_mib=rss_bytes / MIB,
-            peak_tree_rss_mib=(sampler.peak_bytes / MIB) if sampler is not None else None,
-            returncode=process.returncode,
-            stdout_tail=_tail(out),
-            stderr_tail=_tail(err),
-        )
 
 
 @dataclass
@@ -271,6 +199,8 @@ class Leg:
             "median": {
                 "wall_s": self.median("wall_s"),
                 "cpu_s": self.median("cpu_s"),
+                "own_cpu_s": self.median("own_cpu_s"),
+                "descendants_cpu_s": self.median("descendants_cpu_s"),
                 "peak_rss_mib": self.median("peak_rss_mib"),
                 "peak_tree_rss_mib": self.median("peak_tree_rss_mib"),
             },
@@ -286,11 +216,13 @@ class Leg:
 
 
 def _generator_fingerprint(lines: int, seed: int) -> dict[str, Any]:
-    source = (REPO_ROOT / "pipelines" / "demo.py").read_bytes()
+    generator = hashlib.sha256()
+    for module in sorted((REPO_ROOT / "pipelines" / "demo").glob("*.py")):
+        generator.update(module.name.encode() + b"\0" + module.read_bytes())
     return {
         "target_trace_lines": lines,
         "seed": seed,
-        "generator_sha256": hashlib.sha256(source).hexdigest(),
+        "generator_sha256": generator.hexdigest(),
     }
 
 
@@ -446,135 +378,22 @@ class FileChange:
 # --------------------------------------------------------------------------------------------
 
 
-def _ratio(value: float | None, reference: float | None) -> float | None:
-    if value is None or not reference:
-        return None
-    return value / reference
-
-
-def _check(name: str, rule: str, value: float | None, ok: bool | None, note: str = "") -> dict:
-    status = "SKIP" if ok is None else "PASS" if ok else "FAIL"
-    return {"check": name, "rule": rule, "value": value, "status": status, "note": note}
-
-
-def acceptance_checks(legs: dict[str, Leg]) -> list[dict[str, Any]]:
-    def wall(name: str) -> float | None:
-        leg = legs.get(name)
-        return leg.median("wall_s") if leg is not None and leg.ok else None
-
-    def cpu(name: str) -> float | None:
-        leg = legs.get(name)
-        return leg.median("cpu_s") if leg is not None and leg.ok else None
-
-    def cpu_note(numerator: str, denominator: str) -> str:
-        ratio = _ratio(cpu(numerator), cpu(denominator))
-        return "" if ratio is None else f"same ratio by CPU time: {ratio:.3f}"
-
-    cold, warm, changed = wall("cold"), wall("warm"), wall("changed")
-    duck, traceset = wall("duckdb"), wall("traceset")
-    checks: list[dict[str, Any]] = []
-    ratio = _ratio(cold, duck)
-    checks.append(
-        _check(
-            "cold build vs DuckDB read_json",
-            "cold <= 1.5 x duckdb",
-            ratio,
-            None if ratio is None else ratio <= 1.5,
-            cpu_note("cold", "duckdb"),
-        )
-    )
-    speedup = _ratio(traceset, cold)
-    note = (
-        cpu_note("traceset", "cold")
-        if "traceset" in legs and not legs["traceset"].skipped
-        else TRACESET_SKIPPED
-    )
-    checks.append(
-        _check(
-            "cold build vs TraceSet.from_path",
-            "traceset / cold >= 8",
-            speedup,
-            None if speedup is None else speedup >= 8.0,
-            note,
-        )
-    )
-    ratio = _ratio(warm, cold)
-    checks.append(
-        _check(
-            "warm build, no change",
-            "warm <= 5% of cold",
-            ratio,
-            None if ratio is None else ratio <= 0.05,
-            cpu_note("warm", "cold"),
-        )
-    )
-    ratio = _ratio(changed, cold)
-    checks.append(
-        _check(
-            "build after one file changed",
-            "changed <= 15% of cold",
-            ratio,
-            None if ratio is None else ratio <= 0.15,
-            cpu_note("changed", "cold"),
-        )
-    )
-    peaks = [
-        s.peak_rss_mib
-        for name in BUILD_LEGS
-        if name in legs
-        for s in legs[name].samples
-        if s.returncode == 0
-    ]
-    peak = max(peaks) if peaks else None
-    tree = [
-        s.peak_tree_rss_mib
-        for name in BUILD_LEGS
-        if name in legs
-        for s in legs[name].samples
-        if s.returncode == 0 and s.peak_tree_rss_mib is not None
-    ]
-    checks.append(
-        _check(
-            "build peak RSS",
-            "max ru_maxrss of build runs <= 1024 MiB",
-            peak,
-            None if peak is None else peak <= 1024.0,
-            f"summed process-tree RSS peak {max(tree):.0f} MiB" if tree else "",
-        )
-    )
-    needs = [
-        ("cold", "duckdb"),
-        ("traceset", "cold"),
-        ("warm", "cold"),
-        ("changed", "cold"),
-        BUILD_LEGS,
-    ]
-    for check, required in zip(checks, needs, strict=True):
-        failed = [
-            n
-            for n in required
-            if n in legs and not legs[n].skipped and legs[n].samples and not legs[n].ok
-        ]
-        if failed:
-            check["status"] = "FAIL"
-            check["note"] = f"{', '.join(failed)} failed (non-zero exit)"
-    return checks
-
-
 def _parse_only(text: str | None) -> list[str]:
     if not text:
         return list(LEGS)
     chosen = [part.strip() for part in text.split(",") if part.strip()]
     unknown = sorted(set(chosen) - set(LEGS))
-    if unknown:
-        raise SystemExit(f"unknown leg(s) {', '.join(unknown)}; choose from {', '.join(LEGS)}")
+    if unknown or not chosen:
+        raise ValueError(
+            f"unknown leg(s) {', '.join(unknown) or '(none given)'}; choose from {', '.join(LEGS)}"
+        )
     return [leg for leg in LEGS if leg in chosen]
 
 
 def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     started = datetime.now().isoformat(timespec="seconds")
     load_before = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
-    only = _parse_only(args.only)
+    only: list[str] = args.only
     data_root = Path(args.data_root)
     print(
         f"dataset: about {args.lines:,} trace lines (seed {args.seed}) under {data_root}",
@@ -598,7 +417,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     for name in BUILD_LEGS:
         if name in legs:
             legs[name].command = build
-    for name in ("duckdb", "orjson", "traceset"):
+    for name in READER_LEGS:
         if name in legs:
             legs[name].command = child_command(name, source)
     if "traceset" in legs and not flashinfer_bench_available():
@@ -628,11 +447,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
                 sample = measure(leg.command, sample_tree=sample_tree)
             leg.samples.append(sample)
             flag = "" if sample.returncode == 0 else f"  FAILED (exit {sample.returncode})"
-            print(
-                f"  {name:<9} {sample.wall_s:8.2f} s wall {sample.cpu_s:8.2f} s cpu "
-                f"{sample.peak_rss_mib:8.0f} MiB{flag}",
-                flush=True,
-            )
+            print(f"  {name:<9} {_sample_line(sample)}{flag}", flush=True)
             if sample.returncode != 0:
                 print(
                     "    " + sample.stderr_tail.strip().replace("\n", "\n    ")[-1500:], flush=True
@@ -644,14 +459,15 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
         else None
     )
     summaries = {name: leg.summary() for name, leg in legs.items()}
-    duck = legs["duckdb"].median("wall_s") if "duckdb" in legs and legs["duckdb"].ok else None
-    cold = legs["cold"].median("wall_s") if "cold" in legs and legs["cold"].ok else None
+    references = {
+        f"ratio_to_{name}": legs[name].median("wall_s") if name in legs and legs[name].ok else None
+        for name in RATIO_REFERENCES
+    }
     for summary in summaries.values():
-        wall = summary["median"]["wall_s"]
-        summary["ratio_to_duckdb"] = _ratio(wall, duck)
-        summary["ratio_to_cold"] = _ratio(wall, cold)
-    return {
-        "benchmark": "tracehouse issue 5",
+        for key, reference in references.items():
+            summary[key] = _ratio(summary["median"]["wall_s"], reference)
+    report: dict[str, Any] = {
+        "benchmark": "tracehouse issue 9",
         "started": started,
         "parameters": {
             "lines": args.lines,
@@ -666,13 +482,46 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
             },
             "changed_file": str(change.path) if change else None,
             "page_cache_warmed_bytes": warmed,
+            "scaling_base_lines": args.scaling_base_lines,
+            "scaling_large_lines": args.scaling_large_lines,
         },
         "machine": {**machine_info(), "load_average_before": load_before},
         "dataset": {**dataset, "reused": reused, "generate_s": None if reused else generate_s},
         "legs": summaries,
         "leaderboard": leaderboard,
-        "checks": acceptance_checks(legs),
     }
+    out = Path(args.out)
+    earlier, unreadable = earlier_results(out, args.lines)
+    sizes = {result.lines: result for result in earlier}
+    sizes[args.lines] = SizeResult.from_report(report, "this run")
+    report["scaling"] = {
+        "rows": scaling_rows(sizes, args.scaling_base_lines),
+        "notes": unreadable,
+    }
+    report["checks"] = leg_checks(summaries) + scaling_checks(
+        sizes, args.scaling_base_lines, args.scaling_large_lines, out
+    )
+    return report
+
+
+def _ratio(value: float | None, reference: float | None) -> float | None:
+    return None if value is None or not reference else value / reference
+
+
+def _sample_line(sample: Sample) -> str:
+    """One run of a leg as printed while the benchmark runs."""
+    line = f"{sample.wall_s:8.2f} s wall {sample.cpu_s:8.2f} s cpu"
+    if sample.reaped_descendants:
+        line += (
+            f" ({sample.descendants_cpu_s:.2f} s of it in {sample.reaped_descendants} "
+            "reaped descendant(s))"
+        )
+    line += f" {sample.peak_rss_mib:6.0f} MiB largest process"
+    if sample.peak_tree_rss_mib is not None:
+        line += f" {sample.peak_tree_rss_mib:6.0f} MiB tree"
+    if sample.killed_stragglers:
+        line += f"  ({sample.killed_stragglers} straggler(s) killed)"
+    return line
 
 
 def run_leaderboard(
@@ -753,14 +602,26 @@ def _fmt(value: float | None, spec: str) -> str:
     return "—" if value is None else format(value, spec)
 
 
+HEADER = [
+    "leg",
+    "wall s",
+    "CPU s",
+    "peak RSS MiB",
+    "tree RSS MiB",
+    "x DuckDB",
+    "x Polars",
+    "x cold",
+]
+
+
 def table_rows(report: dict[str, Any]) -> list[list[str]]:
     rows = []
     for name, leg in report["legs"].items():
         median = leg["median"]
         if leg["skipped"]:
-            rows.append([name, "skipped", "", "", "", "", ""])
+            rows.append([name, "skipped", *([""] * (len(HEADER) - 2))])
             continue
-        state = "ok" if leg["ok"] else f"FAILED {leg['failed_runs']}/{leg['runs']}"
+        state = "" if leg["ok"] else f" (FAILED {leg['failed_runs']}/{leg['runs']})"
         rows.append(
             [
                 name,
@@ -769,18 +630,58 @@ def table_rows(report: dict[str, Any]) -> list[list[str]]:
                 _fmt(median["peak_rss_mib"], ".0f"),
                 _fmt(median["peak_tree_rss_mib"], ".0f"),
                 _fmt(leg.get("ratio_to_duckdb"), ".2f"),
-                _fmt(leg.get("ratio_to_cold"), ".3f") + ("" if leg["ok"] else f" ({state})"),
+                _fmt(leg.get("ratio_to_polars"), ".2f"),
+                _fmt(leg.get("ratio_to_cold"), ".3f") + state,
             ]
         )
     return rows
 
 
-HEADER = ["leg", "wall s", "CPU s", "peak RSS MiB", "tree RSS MiB", "x DuckDB", "x cold"]
+SCALING_HEADER = [
+    "--lines",
+    "trace lines",
+    "traces MB",
+    "cold wall s",
+    "cold CPU s",
+    "build tree RSS MiB",
+    "x 1x peak",
+    "largest process MiB",
+    "run",
+    "commit",
+]
 
 
-def render_text(report: dict[str, Any]) -> str:
-    rows = [HEADER, *table_rows(report)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
+def scaling_table_rows(report: dict[str, Any]) -> list[list[str]]:
+    return [
+        [
+            f"{row['lines']:,}",
+            "—" if row["trace_lines"] is None else f"{row['trace_lines']:,}",
+            _fmt(row["traces_mb"], ",.0f"),
+            _fmt(row["cold_wall_s"], ".2f"),
+            _fmt(row["cold_cpu_s"], ".2f"),
+            _fmt(row["build_peak_tree_rss_mib"], ".0f"),
+            _fmt(row["peak_vs_1x"], ".2f"),
+            _fmt(row["build_peak_rss_mib"], ".0f"),
+            row["origin"] if row["origin"] == "this run" else f"{row['origin']} {row['started']}",
+            row["commit"] or "—",
+        ]
+        for row in report["scaling"]["rows"]
+    ]
+
+
+def _check_value(check: dict[str, Any]) -> str:
+    value, unit = check["value"], check.get("unit", "x")
+    if value is None:
+        return "—"
+    if unit == "MiB":
+        return f"{value:.0f} MiB"
+    if unit == "s":
+        return f"{value:.2f} s"
+    return f"{value:.3f}"
+
+
+def _aligned(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [
         "  ".join(
             cell.rjust(w) if i else cell.ljust(w)
@@ -789,20 +690,41 @@ def render_text(report: dict[str, Any]) -> str:
         for r in rows
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    lines += [f"{name}: {leg['skipped']}" for name, leg in report["legs"].items() if leg["skipped"]]
+    return lines
+
+
+MEASURES_NOTE = (
+    "CPU = user + sys of every process of the leg: the leg process and the children it waited "
+    "for (`os.wait4`), plus every descendant orphaned during the leg (the build's forkserver "
+    "and its workers), which the harness reaps as a child subreaper. peak RSS = `ru_maxrss`, "
+    "the largest single process; tree RSS = the sampled peak of the summed RSS of the leg's "
+    "whole process tree (shared pages counted per process), the figure checked against the "
+    "600 MiB target."
+)
+
+
+def render_text(report: dict[str, Any]) -> str:
     out = [
         f"\nmedian of {report['parameters']['repeat']} run(s), "
         f"{report['dataset']['trace_lines']:,} trace lines, "
         f"{report['dataset']['bytes']['traces'] / 1e6:,.0f} MB of traces",
-        *lines,
-        "",
-        "acceptance checks (issue 5):",
+        *_aligned([HEADER, *table_rows(report)]),
     ]
+    out += [f"{name}: {leg['skipped']}" for name, leg in report["legs"].items() if leg["skipped"]]
+    out += [
+        "CPU counts every process of a leg (orphaned descendants reaped by the harness); "
+        "the RSS target is checked on the process-tree figure",
+    ]
+    if len(report["scaling"]["rows"]) > 1:
+        out += ["", "scaling (latest result of each size):"]
+        out += _aligned([SCALING_HEADER, *scaling_table_rows(report)])
+    out += [f"note: {note}" for note in report["scaling"]["notes"]]
+    out += ["", "acceptance checks (issue 9):"]
     for check in report["checks"]:
-        value = "—" if check["value"] is None else f"{check['value']:.3f}"
         note = f"  [{check['note']}]" if check["note"] else ""
         out.append(
-            f"  {check['status']:<4}  {check['check']:<36} {check['rule']:<40} {value}{note}"
+            f"  {check['status']:<4}  {check['check']:<44} {check['rule']:<58} "
+            f"{_check_value(check)}{note}"
         )
     m = report["machine"]
     out += [
@@ -823,6 +745,14 @@ def _load_line(machine: dict[str, Any]) -> str:
     if before[0] > 0.5 * (machine.get("usable_cpus") or 1):
         line += " -- other work was running: wall times are noisy, compare CPU times"
     return line
+
+
+def _markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---" for _ in header) + "|",
+        *("| " + " | ".join(row) + " |" for row in rows),
+    ]
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -846,26 +776,36 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         "## Results",
         "",
-        "| " + " | ".join(HEADER) + " |",
-        "|" + "|".join("---" for _ in HEADER) + "|",
+        *_markdown_table(HEADER, table_rows(report)),
     ]
-    lines += ["| " + " | ".join(row) + " |" for row in table_rows(report)]
     lines += [
         f"\n{name}: {leg['skipped']}" for name, leg in report["legs"].items() if leg["skipped"]
     ]
+    lines += ["", MEASURES_NOTE]
+    if len(report["scaling"]["rows"]) > 1:
+        lines += [
+            "",
+            "## Scaling",
+            "",
+            f"The latest result of each size in the results folder; 1x = "
+            f"{report['parameters']['scaling_base_lines']:,} lines. Peaks are the build's "
+            "process-tree RSS (max over its runs).",
+            "",
+            *_markdown_table(SCALING_HEADER, scaling_table_rows(report)),
+        ]
+    lines += [f"\nNote: {note}" for note in report["scaling"]["notes"]]
     lines += [
         "",
-        "CPU = user + sys of the process and its reaped children (`os.wait4`); peak RSS = "
-        "`ru_maxrss` (largest single process); tree RSS = sampled sum over the process tree.",
+        "## Acceptance checks (issue 9)",
         "",
-        "## Acceptance checks (issue 5)",
-        "",
-        "| status | check | rule | value | note |",
-        "|---|---|---|---|---|",
+        *_markdown_table(
+            ["status", "check", "rule", "value", "note"],
+            [
+                [c["status"], c["check"], c["rule"], _check_value(c), c["note"]]
+                for c in report["checks"]
+            ],
+        ),
     ]
-    for c in report["checks"]:
-        value = "—" if c["value"] is None else f"{c['value']:.3f}"
-        lines.append(f"| {c['status']} | {c['check']} | {c['rule']} | {value} | {c['note']} |")
     if report.get("leaderboard") and "skipped" in report["leaderboard"]:
         lines += ["", f"Leaderboard query: {report['leaderboard']['skipped']}"]
     elif report.get("leaderboard"):
@@ -909,10 +849,13 @@ def write_report(report: dict[str, Any], out: Path) -> tuple[Path, Path]:
 # --------------------------------------------------------------------------------------------
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # one line and exit 2, not usage + message
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.run", description=(__doc__ or "").split("\n\n")[0]
-    )
+    parser = _Parser(prog="python -m bench.run", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument(
         "--lines", type=int, default=DEFAULT_LINES, help="about this many trace lines"
     )
@@ -932,6 +875,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--leaderboard-query", action="store_true", help="also time `tracehouse leaderboard`"
     )
     parser.add_argument("--definition", default=None, help="definition for --leaderboard-query")
+    parser.add_argument(
+        "--scaling-base-lines",
+        type=int,
+        default=DEFAULT_LINES,
+        help="the 1x size of the scaling checks (4x is 4 times it)",
+    )
+    parser.add_argument(
+        "--scaling-large-lines",
+        type=int,
+        default=LARGE_LINES,
+        help="the large size of the scaling checks",
+    )
     parser.add_argument("--no-tree-rss", action="store_true", help="do not sample process-tree RSS")
     parser.add_argument("--leg", choices=sorted(CHILD_LEGS), help=argparse.SUPPRESS)
     parser.add_argument("--source", default=None, help=argparse.SUPPRESS)
@@ -939,13 +894,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.leg:  # inside a measured child process
         result = CHILD_LEGS[args.leg](Path(args.source))
         print(json.dumps(result))
         return 0
-    if args.repeat < 1 or args.lines < 1:
-        raise SystemExit("--repeat and --lines must be positive")
+    for option in ("repeat", "lines", "scaling_base_lines", "scaling_large_lines"):
+        if getattr(args, option) < 1:
+            parser.error(f"--{option.replace('_', '-')} must be positive")
+    try:
+        args.only = _parse_only(args.only)
+    except ValueError as error:
+        parser.error(f"--only: {error}")
     report = run_benchmark(args)
     print(render_text(report))
     json_path, md_path = write_report(report, Path(args.out))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import pickle
 import time
 from collections import Counter
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines import IMPORTER_VERSION, interrupts, invariants
-from pipelines.files import sha256_file, write_atomically
+from pipelines.files import replace_atomically, sha256_file, write_atomically
 from pipelines.settings import Settings, SettingsError
 from pipelines.sources.local import SourceFile, discover, git_revision, require_dataset
 from pipelines.warehouse import Warehouse
@@ -382,11 +381,12 @@ def _load_context_cached(
         revision=resolved.resolved_sha,
         baseline_map=read_baseline_map(settings.baselines_file),
     )
-    warehouse.cache.mkdir(parents=True, exist_ok=True)
-    temporary = cache_file.with_name(f".context.{os.getpid()}.tmp")
-    with temporary.open("wb") as handle:
-        pickle.dump((key, loaded), handle, protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(temporary, cache_file)
+
+    def write_pickle(temporary: Path) -> None:
+        with temporary.open("wb") as handle:
+            pickle.dump((key, loaded), handle, protocol=pickle.HIGHEST_PROTOCOL)
+
+    replace_atomically(cache_file, write_pickle)
     return loaded
 
 

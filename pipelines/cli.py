@@ -74,7 +74,9 @@ class _VersionAction(argparse.Action):
 
 
 def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
-    given: dict[str, Any] = {spec.name: getattr(args, spec.name, None) for spec in SETTINGS}
+    # Only the settings this command has flags for: `changes --source` is a filter, not one.
+    declared = getattr(args, "setting_names", ())
+    given: dict[str, Any] = {name: getattr(args, name, None) for name in declared}
     if getattr(args, "no_wait", False):
         given["lock_timeout_s"] = 0.0
     given.update(extra)
@@ -135,27 +137,31 @@ def cmd_query(args: argparse.Namespace) -> int:
 # The leaderboard's short headers and how each value is written (table format only).
 LEADERBOARD_LAYOUT: dict[str, tuple[str, str]] = {
     "hardware": ("hw", "text"),
+    "rank": ("#", "count"),
     "solution": ("solution", "name"),
     "author": ("author", "name"),
     "is_baseline": ("base", "flag"),
-    "runs": ("runs", "count"),
+    "passed": ("passed", "text"),
     "runs_not_evaluated": ("skip", "count"),
-    "workloads_covered": ("wl", "count"),
-    "workloads_passed": ("pass", "count"),
+    "coverage": ("cov", "percent"),
     "workloads_compared": ("cmp", "count"),
     "geomean_speedup": ("geo×", "ratio"),
     "win_rate": ("win", "percent"),
-    "fib_mean_speedup": ("fib×", "ratio"),
-    "best_latency_us": ("best µs", "number"),
+    "speedup_reason": ("why no geo×", "name"),
+    "latency_us": ("µs", "number"),
     "rerun_spread": ("spread", "spread"),
+    "fib_all_gpus_avg_speedup": ("fib×", "ratio"),
 }
+# Shown only with --wide, to keep the default within 120 columns.
+LEADERBOARD_WIDE_ONLY = frozenset({"fib_reason"})
 
 
 LEADERBOARD_LEGEND = (
-    "geo× geometric-mean speedup over the baseline on workloads both passed · win share of "
-    "those workloads faster · fib× FlashInfer-Bench's mean · best µs median over workloads of "
-    "the best run · spread median (max-min)/min over re-runs · skip records FlashInfer-Bench "
-    "wrote without evaluating · --wide for full names and columns"
+    "passed workloads passed of the slice's · skip records FlashInfer-Bench wrote without "
+    "evaluating · cov coverage · cmp workloads compared with the baseline · geo× geometric-mean "
+    "speedup over the baseline on those · win share of them faster · µs geometric mean of the "
+    "median latency · spread median (max-min)/median over re-runs · fib× FlashInfer-Bench's "
+    "score, every GPU mixed · --wide for full names and every column"
 )
 
 
@@ -183,16 +189,19 @@ def _print_leaderboard(result: Any, wide: bool) -> None:
     from pipelines import render
 
     right = [
-        LEADERBOARD_LAYOUT.get(c, ("", "text"))[1] not in ("text", "name", "flag")
+        LEADERBOARD_LAYOUT.get(c, ("", "text"))[1] not in ("text", "name", "flag") or c == "passed"
         for c in result.columns
     ]
     if wide:
         print("\n".join(render.table(result.columns, result.rows, width=10**9)))
         return
-    headers = [LEADERBOARD_LAYOUT.get(c, (c, "text"))[0] for c in result.columns]
-    kinds = [LEADERBOARD_LAYOUT.get(c, (c, "text"))[1] for c in result.columns]
+    shown = [i for i, c in enumerate(result.columns) if c not in LEADERBOARD_WIDE_ONLY]
+    columns = [result.columns[i] for i in shown]
+    right = [right[i] for i in shown]
+    headers = [LEADERBOARD_LAYOUT.get(c, (c, "text"))[0] for c in columns]
+    kinds = [LEADERBOARD_LAYOUT.get(c, (c, "text"))[1] for c in columns]
     cells = [
-        [_leaderboard_cell(k, v) for k, v in zip(kinds, row, strict=True)] for row in result.rows
+        [_leaderboard_cell(kinds[j], row[i]) for j, i in enumerate(shown)] for row in result.rows
     ]
     elidable = [i for i, kind in enumerate(kinds) if kind == "name"]
     width = render.terminal_width(sys.stdout)
@@ -218,6 +227,15 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     else:
         writer = render.write_csv if args.format == "csv" else render.write_json
         writer(sys.stdout, result.columns, [result.rows])
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from pipelines.report import report_summary_line, write_report
+
+    _require_folder_target("--out", Path(args.out))
+    result = write_report(_settings(args), Path(args.out))
+    print(report_summary_line(result))
     return 0
 
 
@@ -257,6 +275,22 @@ def cmd_record(args: argparse.Namespace) -> int:
         sys.stdout.write(export.record_manifest_json(settings, args.id) + "\n")
     else:
         print(export.record_text(settings, args.id))
+    return 0
+
+
+def cmd_changes(args: argparse.Namespace) -> int:
+    from pipelines import changes
+    from pipelines.queries import connect
+
+    settings = _settings(args)
+    connection = connect(settings)
+    try:
+        report = changes.change_report(connection, settings, since=args.since, source=args.source)
+    finally:
+        connection.close()
+    print(changes.report_json(report) if args.format == "json" else changes.report_text(report))
+    if args.fail_on_regression and report.regressions.height > 0:
+        return changes.EXIT_REGRESSIONS_FOUND
     return 0
 
 
@@ -303,10 +337,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_tables(args: argparse.Namespace) -> int:
     from pipelines.schemas import TABLES, VIEWS
 
-    for table in [*TABLES.values(), *VIEWS.values()]:
+    for table in TABLES.values():
         print(f"{table.name}: {table.doc}")
         for column in table.columns:
             print(f"  {column.name:<28} {str(column.type):<22} {column.doc}")
+    for view in VIEWS.values():
+        print(f"{view.name} (view, sql/{view.name}.sql): {view.doc}")
+        for column in view.columns:
+            print(f"  {column.name:<28} {column.doc}")
     return 0
 
 
@@ -355,6 +393,8 @@ def cmd_rollback(args: argparse.Namespace) -> int:
 def _add_settings(command: argparse.ArgumentParser, names: Sequence[str]) -> None:
     """Flags for the named settings, with help from their one declaration; a flag that is not
     given stays None, so the environment (then the default) decides."""
+    declared = list(command.get_default("setting_names") or [])
+    command.set_defaults(setting_names=declared + [n for n in names if n not in declared])
     for spec in SETTINGS:
         if spec.name not in names or spec.metadata["flag"] is None:
             continue
@@ -418,6 +458,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     board.set_defaults(handler=cmd_leaderboard)
 
+    report = add(
+        "report",
+        "Write the static HTML report (overview + one page per definition) for offline viewing.",
+    )
+    report.add_argument("--out", required=True, help="folder to write the report into")
+    report.set_defaults(handler=cmd_report)
+
     export = add("export", "Export a Parquet snapshot and/or KernelIndex-style JSON.")
     export.add_argument(
         "--snapshot", help="folder to write every table as Parquet plus manifest.json"
@@ -441,6 +488,74 @@ def build_parser() -> argparse.ArgumentParser:
     )
     record.set_defaults(handler=cmd_record)
 
+    changes = add(
+        "changes",
+        "New record holders (record_events) and regressions (regressions), for people and CI.",
+    )
+    changes.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="only changes observed at or after an ISO date/time (UTC), or since a revision "
+        "or snapshot id the warehouse read",
+    )
+    changes.add_argument(
+        "--source", help="only changes of this source (as given to `tracehouse build --source`)"
+    )
+    changes.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit with status 1 when a regression is listed (for CI); 2 stays a usage error",
+    )
+    changes.add_argument(
+        "--min-history",
+        type=int,
+        help="earlier results needed to judge one (env TRACEHOUSE_REGRESSION_MIN_HISTORY; default 2)",
+    )
+    changes.add_argument(
+        "--min-change",
+        type=float,
+        help="relative slowdown against their mean, 0.10 = 10%% "
+        "(env TRACEHOUSE_REGRESSION_MIN_CHANGE; default 0.10)",
+    )
+    changes.add_argument(
+        "--z-threshold",
+        type=float,
+        help="z-score against their distribution (env TRACEHOUSE_REGRESSION_Z_THRESHOLD; default 5)",
+    )
+    changes.add_argument("--format", choices=("table", "json"), default="table")
+    changes.set_defaults(handler=cmd_changes)
+
+    report = add(
+        "report",
+        "Write the static HTML report (overview + one page per definition) for offline viewing.",
+    )
+    report.add_argument("--out", required=True, help="folder to write the report into")
+    report.set_defaults(handler=cmd_report)
+
+    changes = add(
+        "changes",
+        "New record holders (record_events) and regressions (regressions), for people and CI.",
+    )
+    changes.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="only changes observed at or after an ISO date/time (UTC), or since a revision "
+        "or snapshot id the warehouse read",
+    )
+    changes.add_argument(
+        "--source", help="only changes of this source (as given to `tracehouse build --source`)"
+    )
+    changes.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit with status 1 when a regression is listed (for CI); 2 stays a usage error",
+    )
+    _add_settings(
+        changes, ("regression_min_history", "regression_min_change", "regression_z_threshold")
+    )
+    changes.add_argument("--format", choices=("table", "json"), default="table")
+    changes.set_defaults(handler=cmd_changes)
+
     demo = add(
         "demo", "Generate the demo dataset (if missing), build the warehouse, print a leaderboard."
     )
@@ -453,7 +568,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(handler=cmd_demo)
 
-    tables = sub.add_parser("tables", help="Describe every table, view and column.")
+    tables = sub.add_parser("tables", help="Describe every table and view, column by column.")
     tables.set_defaults(handler=cmd_tables)
 
     generations = add("generations", "List the kept generations (completed builds).")

@@ -6,18 +6,17 @@ checked against the stored run digest, so a record that prints is one whose iden
 
 from __future__ import annotations
 
+import functools
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
-from pipelines import IMPORTER_VERSION
-from pipelines.files import sha256_file, write_atomically
+from pipelines import IMPORTER_VERSION, kernelindex
+from pipelines.files import replace_atomically, sha256_file, write_atomically
+from pipelines.kernelindex import canonical_json, manifest_digest
 from pipelines.settings import Settings
-from pipelines.transforms import identity
-from pipelines.transforms.canonical import canonical_json, manifest_digest
 from pipelines.warehouse import Warehouse, connect_read_only, table_view_sql
 
 RUN_COLUMNS_SQL = """
@@ -96,14 +95,14 @@ def run_spec_from_row(row: dict[str, Any]) -> dict[str, Any] | None:
         "status": row["ki_status"],
     }
     if row["has_correctness"]:
-        correctness: dict[str, Any] = {"comparator": identity.RUN_COMPARATOR}
+        correctness: dict[str, Any] = {"comparator": kernelindex.RUN_COMPARATOR}
         if row["max_absolute_error"] is not None:
             correctness["maximumAbsoluteError"] = row["max_absolute_error"]
         if row["max_relative_error"] is not None:
             correctness["maximumRelativeError"] = row["max_relative_error"]
         spec["correctness"] = correctness
     source_native: dict[str, Any] = {
-        "source": identity.HARNESS_NAME,
+        "source": kernelindex.HARNESS_NAME,
         "benchmark": row["definition"],
     }
     if row["latency_ns"] is not None and row["latency_ms"] is not None:
@@ -134,17 +133,94 @@ def record_manifest_from_row(row: dict[str, Any]) -> dict[str, Any]:
     if row["run_digest"] is not None and manifest_digest("BenchmarkRun", spec) != row["run_digest"]:
         raise RuntimeError(f"run {row['run_id']}: the stored run digest does not match its columns")
     environment = {"hardware": row["hardware_raw"], "libs": json.loads(row["libs_json"])}
-    return identity.record_manifest(
+    return kernelindex.record_manifest(
         spec,
-        identity.run_metadata(row["definition"], row["solution"], row["workload_key"]),
-        identity.environment_spec(environment),
-        identity.environment_metadata(environment),
+        kernelindex.run_metadata(row["definition"], row["solution"], row["workload_key"]),
+        kernelindex.environment_spec(environment),
+        kernelindex.environment_metadata(environment),
     )
 
 
 def record_manifest_json(settings: Settings, run_or_external_id: str) -> str:
     """The canonical manifest {run, protocol, environment}: RFC 8785 bytes, so byte-stable."""
     return canonical_json(record_manifest_from_row(find_run(settings, run_or_external_id))).decode()
+
+
+RECORD_HISTORY_SQL = """
+SELECT e.record_number, e.run_id, r.run_digest, e.solution, e.latency_ns,
+       strftime(e."at" AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%S.%g') || 'Z' AS at_text,
+       e.previous_solution, e.previous_latency_ns,
+       strftime(e.previous_observed_at AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%S.%g') || 'Z'
+           AS previous_observed_at_text
+FROM record_events AS e
+JOIN runs AS r USING (run_id)
+WHERE e.comparison_key = $comparison_key
+ORDER BY e.record_number
+"""
+
+
+def record_history(settings: Settings, comparison_key: str) -> list[dict[str, Any]]:
+    """The record events of one comparison key, oldest first (sql/record_events.sql)."""
+    connection = connect_read_only(Warehouse(settings.warehouse))
+    try:
+        cursor = connection.execute(RECORD_HISTORY_SQL, {"comparison_key": comparison_key})
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    finally:
+        connection.close()
+
+
+def _latency(ns: int) -> str:
+    return kernelindex.format_latency_ns(ns)
+
+
+def record_lines(run: dict[str, Any], events: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The record page's record facts: whether and since when the run held its comparison
+    group's record, whom it took it from, who took it next; then the group's whole history."""
+    if not run["eligible"]:
+        return [("record", "not eligible to rank, so it cannot hold a record")]
+
+    def is_this_run(event: dict[str, Any]) -> bool:
+        # An identical copy of the run (same run digest) shares its record.
+        return event["run_id"] == run["run_id"] or (
+            run["run_digest"] is not None and event["run_digest"] == run["run_digest"]
+        )
+
+    mine = next((i for i, event in enumerate(events) if is_this_run(event)), None)
+    if mine is None:
+        holder = events[-1]
+        status = (
+            f"never held it; record holder {holder['solution']} "
+            f"{_latency(holder['latency_ns'])} since {holder['at_text']}"
+        )
+    else:
+        event = events[mine]
+        if event["previous_latency_ns"] is None:
+            taken = "first result in its comparison group"
+        else:
+            taken = (
+                f"took it from {event['previous_solution']} "
+                f"{_latency(event['previous_latency_ns'])} (observed {event['previous_observed_at_text']})"
+            )
+        if mine + 1 < len(events):
+            following = events[mine + 1]
+            kept = (
+                f"held until {following['at_text']}, taken by {following['solution']} "
+                f"{_latency(following['latency_ns'])}"
+            )
+        else:
+            kept = "still holds it"
+        status = f"record since {event['at_text']}, {taken}; {kept}"
+    lines = [("record", status)]
+    for i, event in enumerate(events):
+        marker = "  ← this run" if i == mine else ""
+        lines.append(
+            (
+                "record history" if i == 0 else "",
+                f"{event['at_text']}  {event['solution']}  {_latency(event['latency_ns'])}{marker}",
+            )
+        )
+    return lines
 
 
 def _number(value: float) -> str:
@@ -157,8 +233,8 @@ def record_text(settings: Settings, run_or_external_id: str) -> str:
     row = find_run(settings, run_or_external_id)
     environment = {"hardware": row["hardware_raw"], "libs": json.loads(row["libs_json"])}
     try:
-        environment_spec: dict[str, Any] | None = identity.environment_spec(environment)
-    except identity.IdentityError:
+        environment_spec: dict[str, Any] | None = kernelindex.environment_spec(environment)
+    except kernelindex.IdentityError:
         environment_spec = None
     reasons = list(row["ineligible_reasons"] or [])
     observed = row["observed_at_text"] or f"unknown (timestamp {row['timestamp_raw']!r})"
@@ -175,18 +251,20 @@ def record_text(settings: Settings, run_or_external_id: str) -> str:
         facts.append(
             (
                 "mean latency",
-                f"{row['latency_ns']:,} ns ({identity.format_latency_ns(row['latency_ns'])}) · mean",
+                f"{row['latency_ns']:,} ns ({kernelindex.format_latency_ns(row['latency_ns'])}) · mean",
             )
         )
     elif row["latency_special"] is not None:
         facts.append(("mean latency", f"not a number ({row['latency_special']}); never ranked"))
     if row["speedup_factor"] is not None:
-        facts.append(("source-native", identity.source_native_line(row["speedup_factor"])))
+        facts.append(("source-native", kernelindex.source_native_line(row["speedup_factor"])))
     rank = (
         f"rank {row['rank']} of {row['cohort_size']}" if row["rank"] is not None else "not ranked"
     )
+    facts.append(("rank", f"{rank} — {kernelindex.rank_line(row['rank'], observed, reasons)}"))
+    events = record_history(settings, row["comparison_key"]) if row["eligible"] else []
+    facts += record_lines(row, events)
     facts += [
-        ("rank", f"{rank} — {identity.rank_line(row['rank'], observed, reasons)}"),
         ("comparison key", row["comparison_key"] or "—"),
         ("operation digest", row["operation_digest"] or "—"),
         ("workload digest", row["workload_digest"] or "—"),
@@ -203,7 +281,7 @@ def record_text(settings: Settings, run_or_external_id: str) -> str:
             (
                 "environment",
                 f"GPU {hardware['product']} ({hardware['architecture']}) · "
-                f"{identity.environment_summary(environment_spec)}",
+                f"{kernelindex.environment_summary(environment_spec)}",
             )
         )
         if environment_spec.get("software", {}).get("cudaToolkit"):
@@ -211,7 +289,7 @@ def record_text(settings: Settings, run_or_external_id: str) -> str:
     else:
         facts.append(("environment", f"{row['hardware_raw']} (no KernelIndex environment)"))
     if row["has_correctness"]:
-        shown = [f"comparator {identity.RUN_COMPARATOR}"]
+        shown = [f"comparator {kernelindex.RUN_COMPARATOR}"]
         for label, name in (
             ("max absolute error", "max_absolute_error"),
             ("max relative error", "max_relative_error"),
@@ -267,7 +345,7 @@ def export_kernelindex(settings: Settings, definition: str, out: Path) -> int:
             "source": {"file": row["source_file"], "line": row["source_line"]},
         }
         results.append(entry)
-    document = {"apiVersion": identity.API_VERSION, "definition": definition, "runs": results}
+    document = {"apiVersion": kernelindex.API_VERSION, "definition": definition, "runs": results}
     write_atomically(out, json.dumps(document, indent=2, ensure_ascii=False).encode() + b"\n")
     return len(results)
 
@@ -302,12 +380,10 @@ def export_snapshot(settings: Settings, out: Path) -> dict[str, Any]:
     for name in TABLES:
         source = generation / f"{name}.parquet"
         target = out / f"{name}.parquet"
-        temporary = out / f".{name}.parquet.{os.getpid()}.tmp"
         if source.is_dir():
-            _write_sorted(generation, name, temporary)
+            replace_atomically(target, functools.partial(_write_sorted, generation, name))
         else:
-            shutil.copyfile(source, temporary)
-        os.replace(temporary, target)
+            replace_atomically(target, functools.partial(shutil.copyfile, source))
         tables[name] = {
             "file": target.name,
             "rows": pq.ParquetFile(target).metadata.num_rows,

@@ -12,7 +12,7 @@ from typing import Any
 
 import duckdb
 
-from pipelines.transforms.normalize import FORBIDS_CORRECTNESS, NEEDS_CORRECTNESS
+from pipelines.rejects import FORBIDS_CORRECTNESS, NEEDS_CORRECTNESS
 
 # How many offending ids a check lists in its metadata.
 SAMPLE_IDS = 5

@@ -9,23 +9,27 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from pipelines.changes import store_regression_thresholds
 from pipelines.settings import Settings
 from pipelines.warehouse import Warehouse, check_read_only, connect_read_only
 
-# The leaderboard view with each solution's typical best latency and its spread over re-runs
-# (sql/solution_latency.sql).
+if TYPE_CHECKING:
+    import duckdb
+
+# The leaderboard view (sql/leaderboard.sql) as `tracehouse leaderboard` shows it.
 LEADERBOARD_SQL = """
-SELECT l.hardware, l.solution, l.author, l.is_baseline, l.runs, l.runs_not_evaluated,
-       l.workloads_covered, l.workloads_passed, l.workloads_compared,
-       round(l.geomean_speedup, 3) AS geomean_speedup, round(l.win_rate, 3) AS win_rate,
-       round(l.fib_mean_speedup, 3) AS fib_mean_speedup,
-       round(t.best_latency_us, 3) AS best_latency_us, round(t.rerun_spread, 4) AS rerun_spread
-FROM leaderboard AS l
-LEFT JOIN solution_latency AS t USING (definition, hardware, solution)
-WHERE l.definition = $definition AND ($hardware IS NULL OR l.hardware = $hardware)
-ORDER BY l.hardware, l.geomean_speedup DESC NULLS LAST, l.workloads_passed DESC, l.solution
+SELECT hardware, leaderboard_rank AS rank, solution, author, is_baseline,
+       workloads_passed || '/' || workloads_in_slice AS passed, runs_not_evaluated,
+       round(coverage, 3) AS coverage, workloads_compared,
+       round(geomean_speedup, 3) AS geomean_speedup, round(win_rate, 3) AS win_rate,
+       speedup_reason, round(latency_us_geomean, 2) AS latency_us,
+       round(rerun_spread_median, 3) AS rerun_spread,
+       round(fib_all_gpus_avg_speedup, 3) AS fib_all_gpus_avg_speedup, fib_reason
+FROM leaderboard
+WHERE definition = $definition AND ($hardware IS NULL OR hardware = $hardware)
+ORDER BY hardware, leaderboard_rank
 """
 
 BATCH_ROWS = 10_000
@@ -38,6 +42,18 @@ class Result:
     total_rows: int  # rows the query returns in all; more than len(rows) when truncated
 
 
+def connect(settings: Settings) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to the current generation whose ``regressions`` view uses the
+    regression limits of ``settings`` (not those stored when the warehouse was built)."""
+    connection = connect_read_only(Warehouse(settings.warehouse))
+    try:
+        store_regression_thresholds(connection, settings, temporary=True)
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
 def fetch(
     settings: Settings,
     sql: str,
@@ -46,7 +62,7 @@ def fetch(
     limit: int | None = None,
 ) -> Result:
     """The rows of one parameterized read-only query (at most ``limit``, counting the rest)."""
-    connection = connect_read_only(Warehouse(settings.warehouse))
+    connection = connect(settings)
     try:
         return _fetch(connection, sql, parameters or {}, limit)
     finally:
@@ -70,7 +86,7 @@ def _fetch(connection: Any, sql: str, parameters: dict[str, Any], limit: int | N
 
 def user_query(settings: Settings, sql: str, *, limit: int | None) -> Result:
     """A statement typed by a person: exactly one, read-only (``check_read_only``)."""
-    connection = connect_read_only(Warehouse(settings.warehouse))
+    connection = connect(settings)
     try:
         check_read_only(connection, sql)
         return _fetch(connection, sql, {}, limit)
@@ -80,7 +96,7 @@ def user_query(settings: Settings, sql: str, *, limit: int | None) -> Result:
 
 def user_query_batches(settings: Settings, sql: str) -> tuple[list[str], Iterator[list[Any]]]:
     """Every row of a statement typed by a person, in batches (for CSV and JSON output)."""
-    connection = connect_read_only(Warehouse(settings.warehouse))
+    connection = connect(settings)
     try:
         check_read_only(connection, sql)
         cursor = connection.execute(sql)

@@ -469,6 +469,63 @@ RUN_RANKINGS = Table(
     ),
 )
 
+TRACE_LINES = Table(
+    "trace_lines",
+    "One row per traces/**/*.jsonl line FlashInfer-Bench reads as a trace (it has a solution or an evaluation), imported as a run or not: the fields its own leaderboard metrics read.",
+    ("source_file", "source_line", "record_index"),
+    (
+        _c("source_file", S, "Dataset-relative path of the trace file.", False),
+        _c("source_line", I64, "1-based line number.", False),
+        _c(
+            "record_index",
+            I64,
+            "Position inside the line (>0 for `}{`-concatenated objects).",
+            False,
+        ),
+        _c(
+            "json_parse_ok",
+            B,
+            "JavaScript's JSON.parse accepts the line (no bare NaN/Infinity, one object); the web leaderboard drops it otherwise.",
+            False,
+        ),
+        _c("definition", S, "The `definition` field as written."),
+        _c("solution", S, "The `solution` field; null when absent or empty."),
+        _c("workload_uuid", S, "workload.uuid as written."),
+        _c("has_evaluation", B, 'False for an `"evaluation": null` line.', False),
+        _c("status", S, "evaluation.status as written."),
+        _c("hardware", S, "evaluation.environment.hardware as written."),
+        _c("device", S, "evaluation.environment.device as written (the web reads it first)."),
+        _c("has_performance", B, "evaluation.performance is an object.", False),
+        _c(
+            "latency_ms",
+            F64,
+            "performance.latency_ms as FlashInfer-Bench's models read it (0, negative and infinite kept).",
+        ),
+        _c(
+            "latency_is_json_number",
+            B,
+            'latency_ms is a JSON number (the web ignores strings such as "Infinity").',
+            False,
+        ),
+        _c("speedup_factor", F64, "performance.speedup_factor (vs the PyTorch reference)."),
+        _c("max_absolute_error", F64, "correctness.max_absolute_error (NaN and infinity kept)."),
+        _c("max_relative_error", F64, "correctness.max_relative_error (NaN and infinity kept)."),
+        _c("timestamp", S, "evaluation.timestamp as written."),
+    ),
+)
+
+BASELINE_MAP = Table(
+    "baseline_map",
+    "The web leaderboard's baseline name map given to the build (--baselines): one row per (definition, key).",
+    ("definition", "device"),
+    (
+        _c("definition", S, "Definition name as the map's key.", False),
+        _c("device", S, "`default`, or the exact device string this entry applies to.", False),
+        _c("solution", S, "The baseline solution named for it.", False),
+        _c("position", I64, "Order of the key inside the definition's entry (0-based).", False),
+    ),
+)
+
 INGEST_PATHS = Table(
     "ingest_paths",
     "Per JSONL file: how many records the columnar path took and how many the exact per-line path.",
@@ -505,125 +562,12 @@ TABLES: dict[str, Table] = {
         REJECTS,
         SOURCE_SNAPSHOTS,
         RUN_RANKINGS,
+        TRACE_LINES,
+        BASELINE_MAP,
         INGEST_PATHS,
     )
 }
 
-
-def _same(table: Table, *names: str) -> tuple[Column, ...]:
-    """Columns a view passes through unchanged, with their declaration in ``table``."""
-    by_name = {c.name: c for c in table.columns}
-    return tuple(by_name[name] for name in names)
-
-
-# The SQL views of tracehouse.duckdb (sql/<name>.sql), each column documented: the Dagster view
-# assets and `tracehouse tables` show these, and a test keeps them equal to the SQL's columns.
-VIEWS: dict[str, Table] = {
-    t.name: t
-    for t in (
-        Table(
-            "run_summary",
-            "One row per run with what, who, where, how fast and its rank (sql/run_summary.sql).",
-            ("run_id",),
-            (
-                *_same(RUNS, "definition"),
-                *_same(DEFINITIONS, "op_type"),
-                *_same(RUNS, "solution"),
-                _c("author", S, "The solution's author (from its file), when known."),
-                _c(
-                    "is_baseline",
-                    B,
-                    "True when the solution is the baseline of this run's definition.",
-                    False,
-                ),
-                *_same(RUNS, "workload_uuid", "workload_key", "status", "ki_status", "evaluated"),
-                *_same(RUNS, "latency_ns", "latency_ms", "latency_special"),
-                *_same(RUNS, "reference_latency_ms", "speedup_factor", "observed_at"),
-                *_same(RUNS, "timestamp_raw", "hardware"),
-                *_same(ENVIRONMENTS, "hardware_raw"),
-                *_same(RUNS, "comparison_key"),
-                *_same(RUN_RANKINGS, "eligible", "ineligible_reasons", "cohort_size", "rank"),
-                *_same(CORRECTNESS, "max_absolute_error", "max_relative_error"),
-                *_same(RUNS, "evidence_level", "external_id", "run_id", "run_digest"),
-                *_same(RUNS, "operation_digest", "workload_digest", "environment_digest"),
-                *_same(RUNS, "protocol_digest", "correctness_key", "implementation_digest"),
-                *_same(RUNS, "identity_error", "snapshot_id", "source_file", "source_line"),
-            ),
-        ),
-        Table(
-            "leaderboard",
-            "Per (definition, hardware, solution): coverage and speed against the definition's "
-            "baseline (sql/leaderboard.sql).",
-            ("definition", "hardware", "solution"),
-            (
-                *_same(RUNS, "definition", "hardware"),
-                _c("solution", S, "Solution name.", False),
-                _c("author", S, "The solution's author (from its file), when known."),
-                _c(
-                    "is_baseline", B, "True when the solution is this definition's baseline.", False
-                ),
-                _c("runs", I64, "Runs of the solution on this definition and hardware.", False),
-                _c(
-                    "runs_not_evaluated",
-                    I64,
-                    "Of those, records FlashInfer-Bench wrote without evaluating (runs.evaluated).",
-                    False,
-                ),
-                _c("workloads_covered", I64, "Distinct workloads attempted.", False),
-                _c("workloads_passed", I64, "Distinct workloads with a PASSED run.", False),
-                _c(
-                    "workloads_compared",
-                    I64,
-                    "Workloads both the solution and the baseline passed (the ratios' basis).",
-                    False,
-                ),
-                _c(
-                    "geomean_speedup",
-                    F64,
-                    "Geometric mean of baseline_ms / solution_ms over the compared workloads, "
-                    "each side's best latency.",
-                ),
-                _c("win_rate", F64, "Share of compared workloads where the solution is faster."),
-                _c(
-                    "fib_mean_speedup",
-                    F64,
-                    "Arithmetic mean of the same ratios; 0 when the solution has any failed run "
-                    "(FlashInfer-Bench's report summary rule, within one hardware).",
-                ),
-            ),
-        ),
-        Table(
-            "solution_latency",
-            "Per (definition, hardware, solution): typical best latency and its spread over "
-            "re-runs (sql/solution_latency.sql).",
-            ("definition", "hardware", "solution"),
-            (
-                *_same(RUNS, "definition", "hardware"),
-                _c("solution", S, "Solution name.", False),
-                _c("workloads_timed", I64, "Workloads with a PASSED run and a latency.", False),
-                _c(
-                    "best_latency_us",
-                    F64,
-                    "Median over those workloads of the solution's best latency there, in µs.",
-                ),
-                _c("workloads_rerun", I64, "Of those, workloads run more than once.", False),
-                _c(
-                    "rerun_spread",
-                    F64,
-                    "Median over re-run workloads of (max - min) / min latency; null without "
-                    "re-runs.",
-                ),
-            ),
-        ),
-        Table(
-            "baseline_solutions",
-            "The baseline solution(s) of each definition, as decided at import "
-            "(sql/baseline_solutions.sql).",
-            ("definition", "solution"),
-            _same(IMPLEMENTATIONS, "definition", "solution", "author", "baseline_rule"),
-        ),
-    )
-}
 
 # Row order of every table as written or exported, so two builds of the same data give
 # byte-identical files.
@@ -638,29 +582,261 @@ TABLE_ORDER = {
     "rejects": "file, line NULLS FIRST, reason, message, raw_prefix NULLS FIRST",
     "run_rankings": "run_id",
     "ingest_paths": "source_file",
+    "trace_lines": "source_file, source_line, record_index",
+    "baseline_map": "definition, position",
 }
 
 
-# Reason codes of the rejects table. One place; tests and the README read it.
-REJECT_REASONS: dict[str, str] = {
-    "invalid_json": "The text is not JSON (syntax error, truncated line).",
-    "invalid_utf8": "The bytes are not valid UTF-8.",
-    "too_deeply_nested": "JSON nesting deeper than the parser allows.",
-    "not_an_object": "The JSON value is not an object (array, string, number, ...).",
-    "unrecognized_record": "An object that is neither a definition, solution, workload nor trace.",
-    "missing_field": "A required field is missing or empty.",
-    "invalid_field": "A field has the wrong type or an impossible value.",
-    "unknown_status": "evaluation.status is not a FlashInfer-Bench status.",
-    "status_field_mismatch": "correctness/performance presence contradicts the status (e.g. PASSED without performance).",
-    "invalid_latency": "A latency is not a finite positive number (bool, string, zero, negative, NaN, overflow).",
-    "invalid_error_bound": "A correctness error bound is negative, boolean or not a number.",
-    "unknown_definition": "The record names a definition that is not in the dataset.",
-    "duplicate_definition": "A second definition file with an already-seen name (first in path order wins).",
-    "duplicate_solution": "A second solution file with an already-seen name (first in path order wins).",
-    "unreadable_file": "The file could not be read (permissions, I/O error, not a regular file).",
-    "binary_file": "The file holds binary data, not JSON text.",
-    "empty_file": "A .json file with no content.",
-    "symlink_outside_source": "A symbolic link that leads outside the source folder (not followed).",
-    "unsafe_path": "A remote file name with `..`, an absolute path, a backslash or a control character.",
-    "fetch_failed": "A remote file could not be fetched or failed its size/hash check.",
+# --------------------------------------------------------------------------------------------
+# Views: the SELECTs in sql/<name>.sql, stored in tracehouse.duckdb. Their types come from
+# DuckDB; each column's meaning is declared here, once (tests check the names against DESCRIBE).
+
+
+@dataclass(frozen=True)
+class ViewColumn:
+    name: str
+    doc: str
+
+
+@dataclass(frozen=True)
+class View:
+    name: str
+    doc: str
+    columns: tuple[ViewColumn, ...]
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+
+def _v(name: str, doc: str) -> ViewColumn:
+    return ViewColumn(name, doc)
+
+
+def _same_as(table: Table, *names: str) -> tuple[ViewColumn, ...]:
+    """Columns passed through unchanged from ``table``, with its documentation."""
+    by_name = {c.name: c.doc for c in table.columns}
+    return tuple(ViewColumn(name, by_name[name]) for name in names)
+
+
+BASELINE_SOLUTIONS_VIEW = View(
+    "baseline_solutions",
+    "The baseline solution(s) of each definition, as decided at import.",
+    _same_as(IMPLEMENTATIONS, "definition", "solution", "author", "baseline_rule"),
+)
+
+RUN_SUMMARY_VIEW = View(
+    "run_summary",
+    "One row per run with what, who, where, how fast and its rank.",
+    (
+        *_same_as(RUNS, "definition"),
+        _v("op_type", "Operation type of the definition."),
+        *_same_as(RUNS, "solution"),
+        _v("author", "Author of the solution (from the run, else from its solution file)."),
+        _v(
+            "is_baseline",
+            "True when the solution is the baseline of this run's definition (a baseline of "
+            "another definition is not one here).",
+        ),
+        *_same_as(
+            RUNS,
+            "workload_uuid",
+            "workload_key",
+            "status",
+            "ki_status",
+            "evaluated",
+            "latency_ns",
+            "latency_ms",
+            "latency_special",
+            "reference_latency_ms",
+            "speedup_factor",
+            "observed_at",
+            "timestamp_raw",
+            "hardware",
+        ),
+        *_same_as(ENVIRONMENTS, "hardware_raw"),
+        *_same_as(RUNS, "comparison_key"),
+        *_same_as(RUN_RANKINGS, "eligible", "ineligible_reasons", "cohort_size", "rank"),
+        *_same_as(CORRECTNESS, "max_absolute_error", "max_relative_error"),
+        *_same_as(
+            RUNS,
+            "evidence_level",
+            "external_id",
+            "run_id",
+            "run_digest",
+            "operation_digest",
+            "workload_digest",
+            "environment_digest",
+            "protocol_digest",
+            "correctness_key",
+            "implementation_digest",
+            "identity_error",
+            "snapshot_id",
+            "source_file",
+            "source_line",
+        ),
+    ),
+)
+
+LEADERBOARD_VIEW = View(
+    "leaderboard",
+    "tracehouse's headline per (definition, hardware, solution): coverage and speed against the "
+    "slice's baseline on workloads both passed, with FlashInfer-Bench's own GPU-mixed score beside "
+    "it (sql/leaderboard.sql).",
+    (
+        _v("definition", "Definition name."),
+        _v("hardware", "Normalized hardware product."),
+        _v("solution", "Solution name."),
+        _v("author", "Author of the solution file; null when the file is missing."),
+        _v(
+            "is_baseline",
+            "True when the solution's file marks it as the baseline of this definition.",
+        ),
+        _v("baseline_solution", "The baseline the speedups are against (leaderboard_baselines)."),
+        _v("baseline_choice", "Which rule chose the baseline, and why when several matched."),
+        _v("runs", "Runs of the solution in this slice, any status."),
+        _v(
+            "runs_not_evaluated",
+            "Of those, records FlashInfer-Bench wrote without evaluating (runs.evaluated).",
+        ),
+        _v(
+            "workloads_in_slice",
+            "Distinct workloads any solution ran on this definition and hardware.",
+        ),
+        _v("workloads_attempted", "Distinct workloads the solution ran."),
+        _v("workloads_passed", "Distinct workloads with at least one PASSED run."),
+        _v("coverage", "workloads_passed / workloads_in_slice."),
+        _v("workloads_compared", "Workloads both the solution and the baseline passed."),
+        _v(
+            "geomean_speedup",
+            "Geometric mean of baseline / solution best PASSED latency over the compared "
+            "workloads; null with speedup_reason.",
+        ),
+        _v("win_rate", "Share of compared workloads where the solution is strictly faster."),
+        _v(
+            "speedup_reason",
+            "Why geomean_speedup is null: is_baseline, no_baseline, no_common_workload.",
+        ),
+        _v(
+            "latency_us_geomean",
+            "Geometric mean over passed workloads of the median latency, in µs.",
+        ),
+        _v(
+            "rerun_spread_median",
+            "Median over re-run workloads of (max − min) / median latency: run-to-run spread.",
+        ),
+        _v(
+            "sort_tier",
+            "1 = passed every workload of the slice, 2 = more than half, 3 = half or fewer.",
+        ),
+        _v(
+            "fib_all_gpus_avg_speedup",
+            "FlashInfer-Bench's get_solution_score average speedup, every GPU mixed (null + fib_reason).",
+        ),
+        _v("fib_all_gpus_win_rate", "FlashInfer-Bench's win rate, every GPU mixed."),
+        _v("fib_all_gpus_success_rate", "FlashInfer-Bench's success rate, every GPU mixed."),
+        _v("fib_all_gpus_workloads", "Workloads FlashInfer-Bench's score counts, every GPU mixed."),
+        _v("fib_reason", "Why FlashInfer-Bench gives no score (it raises or returns None)."),
+        _v(
+            "leaderboard_rank",
+            "Position in the slice: sort_tier, then geomean_speedup descending (nulls last), "
+            "workloads_passed, solution.",
+        ),
+    ),
+)
+
+RECORD_EVENTS_VIEW = View(
+    "record_events",
+    "KernelIndex record history (§11.2): per comparison key, walking its eligible runs in "
+    "observed_at order, the first run and every later run strictly faster than the best so far.",
+    (
+        _v("comparison_key", "The comparison group (KernelIndex comparison key)."),
+        _v("at", 'When the run took the record: its observed_at (quote it as "at" in SQL).'),
+        _v("cause", "Why the record changed: `new_run` (a faster run arrived)."),
+        _v("policy", "Ranking policy that decides the record: `ranking-v1`."),
+        _v("definition", "Definition of the new record holder."),
+        _v("solution", "Solution of the new record holder."),
+        _v("workload_uuid", "Workload uuid of the new record holder as written."),
+        _v("hardware", "Normalized hardware product of the comparison group."),
+        _v("observed_at", "observed_at of the new record holder (UTC, ms)."),
+        _v("latency_ns", "Latency of the new record holder in integer nanoseconds."),
+        _v("run_id", "The new record holder (key into runs)."),
+        _v("previous_solution", "Solution of the holder it displaced; null for a first record."),
+        _v("previous_observed_at", "observed_at of the displaced holder; null for a first record."),
+        _v("previous_latency_ns", "Latency of the displaced holder; null for a first record."),
+        _v("previous_run_id", "The displaced holder (key into runs); null for a first record."),
+        _v(
+            "speedup_over_previous",
+            "previous_latency_ns / latency_ns (> 1); null for a first record.",
+        ),
+        _v("record_number", "1 for the group's first record, then 2, 3, ... in order."),
+        _v("held_until", "When the next holder took the record; null while this run holds it."),
+        _v("next_run_id", "The run that took the record next; null while this run holds it."),
+    ),
+)
+
+LATENCY_HISTORY_VIEW = View(
+    "latency_history",
+    "The input of regressions: one row per distinct latency result (solution, comparison key, "
+    "observed_at, latency) of an eligible run, with when the warehouse first saw it.",
+    (
+        _v("solution", "Solution name (runs without one are left out)."),
+        _v("comparison_key", "The comparison group of the result."),
+        _v("run_id", "The run holding the result (the smallest run_id among identical ones)."),
+        _v("definition", "Definition name."),
+        _v("workload_uuid", "Workload uuid as written."),
+        _v("hardware", "Normalized hardware product."),
+        _v("observed_at", "When the benchmark ran (UTC, ms)."),
+        _v("latency_ns", "Latency in integer nanoseconds."),
+        _v("first_snapshot_id", "The first snapshot holding the run (key into source_snapshots)."),
+        _v(
+            "first_seen_at",
+            "When that snapshot was built; results are ordered by it, then observed_at.",
+        ),
+    ),
+)
+
+REGRESSIONS_VIEW = View(
+    "regressions",
+    "Results significantly slower than the same solution's earlier results on the same "
+    "comparison key (lookback z-score; limits in regression_thresholds).",
+    (
+        _v("solution", "Solution that got slower."),
+        _v("definition", "Definition name."),
+        _v("workload_uuid", "Workload uuid as written."),
+        _v("hardware", "Normalized hardware product."),
+        _v("comparison_key", "The comparison group of the result."),
+        _v("run_id", "The slow result's run (key into runs)."),
+        _v("observed_at", "When the slow result was measured (UTC, ms)."),
+        _v("latency_ns", "Its latency in integer nanoseconds."),
+        _v("history_size", "Earlier results of the solution on the key it is judged against."),
+        _v("history_mean_ns", "Mean latency of those earlier results, ns."),
+        _v("history_stddev_ns", "Their sample standard deviation, ns; null for one result."),
+        _v("history_best_ns", "Their best (lowest) latency, ns."),
+        _v("relative_change", "latency_ns / history_mean_ns - 1 (0.25 = 25 % slower)."),
+        _v(
+            "z_score",
+            "(latency_ns - history_mean_ns) / history_stddev_ns; +infinity when the history "
+            "has no spread.",
+        ),
+        _v("previous_run_id", "The solution's result just before this one on the key."),
+        _v("previous_latency_ns", "Latency of that previous result, ns."),
+        _v("previous_observed_at", "When that previous result was measured."),
+        _v("first_snapshot_id", "The first snapshot holding the slow result."),
+        _v("min_history", "The min_history limit in force (TRACEHOUSE_REGRESSION_MIN_HISTORY)."),
+        _v("min_change", "The min_change limit in force (TRACEHOUSE_REGRESSION_MIN_CHANGE)."),
+        _v("z_threshold", "The z-score limit in force (TRACEHOUSE_REGRESSION_Z_THRESHOLD)."),
+    ),
+)
+
+VIEWS: dict[str, View] = {
+    v.name: v
+    for v in (
+        BASELINE_SOLUTIONS_VIEW,
+        RUN_SUMMARY_VIEW,
+        LEADERBOARD_VIEW,
+        RECORD_EVENTS_VIEW,
+        LATENCY_HISTORY_VIEW,
+        REGRESSIONS_VIEW,
+    )
 }

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 ENV_PREFIX = "TRACEHOUSE_"
-HEX40 = re.compile(r"^[0-9a-f]{40}$")
 HUB_WEB_URL = re.compile(r"^https?://(?:www\.)?huggingface\.co/datasets/([^/@\s]+/[^/@\s]+)")
 
 Check = Callable[[Any], "str | None"]  # a value -> the problem with it, or None
@@ -33,6 +32,10 @@ def _default_workers() -> int:
 
 def _at_least(minimum: float) -> Check:
     return lambda value: None if value >= minimum else f"must be >= {minimum:g}, got {value:g}"
+
+
+def _finite_at_least_zero(value: float) -> str | None:
+    return None if 0 <= value < float("inf") else f"must be a finite number >= 0, got {value:g}"
 
 
 def _share(value: float) -> str | None:
@@ -50,9 +53,11 @@ def _file_or_absent(value: Path | None) -> str | None:
 
 
 def _revision(value: str | None) -> str | None:
-    if value is not None and not HEX40.match(value):
-        return "is not a commit sha (40 lowercase hex characters)"
-    return None
+    if value is None:
+        return None
+    from pipelines.kernelindex import is_commit_sha  # the one rule; imported only when needed
+
+    return None if is_commit_sha(value) else "is not a commit sha (40 lowercase hex characters)"
 
 
 def _source(value: str | None) -> str | None:
@@ -179,6 +184,34 @@ class Settings:
         "Publish even when a table shrinks by more than max_shrink_share.",
         bool,
         flag="--allow-shrink",
+    )
+    # Regression flags (sql/regressions.sql): a result is a regression when at least
+    # regression_min_history earlier results of the same solution on the same comparison key
+    # exist (2, as Conbench's lookback z-score needs, the fewest that give a standard deviation),
+    # it is at least regression_min_change slower than their mean (0.10 = 10 %; re-runs of the
+    # golden corpus differ from their earlier mean by under 3 % for 90 % of them, under 10 % for
+    # 99 %), and its z-score against them is at least regression_z_threshold.
+    regression_min_history: int = setting(
+        2,
+        "Earlier results of the same solution and comparison key needed to judge a result.",
+        int,
+        flag="--min-history",
+        check=_at_least(1),
+    )
+    regression_min_change: float = setting(
+        0.10,
+        "Relative slowdown against their mean that counts as a regression (0.10 = 10 %).",
+        float,
+        flag="--min-change",
+        check=_finite_at_least_zero,
+    )
+    regression_z_threshold: float = setting(
+        5.0,
+        "Z-score against their distribution (standard deviations above their mean) that counts "
+        "as a regression.",
+        float,
+        flag="--z-threshold",
+        check=_finite_at_least_zero,
     )
 
     @property

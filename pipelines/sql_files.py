@@ -5,8 +5,50 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-# Views created in tracehouse.duckdb, in dependency order (run_rankings is materialized).
-VIEW_ORDER = ("baseline_solutions", "run_summary", "leaderboard", "solution_latency")
+# Views created in tracehouse.duckdb, in dependency order (run_rankings is materialized;
+# regressions also reads the regression_thresholds table). schemas.VIEWS documents the ones
+# people query by name, column by column.
+VIEW_ORDER = (
+    "baseline_solutions",
+    "run_summary",
+    "fib_definitions",
+    "fib_solutions",
+    "fib_hardware_scopes",
+    "fib_scoped_traces",
+    "fib_solution_scores",
+    "fib_ranking_scopes",
+    "author_rankings",
+    "fib_summary",
+    "fib_best_trace",
+    "web_definitions",
+    "web_solutions",
+    "web_traces",
+    "web_hardware_scopes",
+    "web_scoped_traces",
+    "web_baseline_maps",
+    "web_map_names",
+    "web_baseline_names",
+    "web_groups",
+    "web_ratio_entries",
+    "web_definition_stats",
+    "web_candidates",
+    "fast_p_thresholds",
+    "web_fast_p",
+    "web_coverage",
+    "web_solution_scores",
+    "web_author_rankings",
+    "web_correctness_summary",
+    "web_buckets",
+    "win_at_p",
+    "solution_workload_latency",
+    "leaderboard_baselines",
+    "leaderboard",
+    "leaderboard_speedups",
+    "leaderboard_fast_p",
+    "record_events",
+    "latency_history",
+    "regressions",
+)
 
 
 def sql_dir() -> Path:

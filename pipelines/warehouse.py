@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines import interrupts
+from pipelines.files import symlink_atomically
 from pipelines.settings import Settings
 
 if TYPE_CHECKING:
@@ -123,22 +124,14 @@ class Warehouse:
     def publish(self, generation: Path) -> None:
         """Make ``generation`` the current state in one atomic rename, then tidy up."""
         _fsync_tree(generation)
-        link = self.root / f".current.{os.getpid()}.tmp"
         with interrupts.deferred():  # Ctrl-C now would leave the user guessing: finish first
-            with contextlib.suppress(FileNotFoundError):
-                link.unlink()
-            os.symlink(os.path.relpath(generation, self.root), link)
-            os.replace(link, self.current)
+            symlink_atomically(self.current, os.path.relpath(generation, self.root))
             interrupts.note_published(generation.name)
             _fsync_dir(self.root)
         if not self.duckdb_path.is_symlink():
             with contextlib.suppress(FileNotFoundError):
                 self.duckdb_path.unlink()
-            tmp = self.root / f".{DUCKDB_FILE}.{os.getpid()}.tmp"
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
-            os.symlink(f"current/{DUCKDB_FILE}", tmp)
-            os.replace(tmp, self.duckdb_path)
+            symlink_atomically(self.duckdb_path, f"current/{DUCKDB_FILE}")
         self.remove_stale_generations()
 
     def remove_stale_generations(self) -> None:
@@ -191,18 +184,14 @@ class Warehouse:
 
     def rollback(self, generation: Path) -> None:
         """Make an earlier completed generation current again, atomically (under the lock)."""
-        link = self.root / f".current.{os.getpid()}.tmp"
         with interrupts.deferred():
-            with contextlib.suppress(FileNotFoundError):
-                link.unlink()
-            os.symlink(os.path.relpath(generation, self.root), link)
-            os.replace(link, self.current)
+            symlink_atomically(self.current, os.path.relpath(generation, self.root))
             interrupts.note_published(generation.name)
             _fsync_dir(self.root)
 
     def _remove_temporary_files(self) -> None:
         # Every file a build writes is first written as `.<name>.<pid>.tmp` and then renamed;
-        # a build killed in between leaves the temporary file (e.g. cache/.context.<pid>.tmp),
+        # a build killed in between leaves the temporary file (e.g. cache/.context.pickle.<pid>.tmp),
         # and DuckDB leaves its spill files in cache/duckdb_tmp.
         for folder in (self.root, self.cache, self.staging):
             for leftover in folder.glob(".*.tmp"):

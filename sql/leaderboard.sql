@@ -1,40 +1,65 @@
--- Per (definition, hardware, solution): coverage, and speed against the definition's baseline.
--- Ratios use each side's best (minimum) PASSED latency per workload, on workloads both passed.
---   geomean_speedup: geometric mean of baseline_ms / solution_ms (the headline figure);
---   win_rate: share of those workloads where the solution is strictly faster;
---   fib_mean_speedup: FlashInfer-Bench's own `report summary` figure, an arithmetic mean of
---     the same ratios that drops to 0 when the solution has any non-PASSED run (format doc §4.1).
-WITH attempts AS (
+-- tracehouse's own headline, per (definition, hardware, solution), with FlashInfer-Bench's own
+-- figure beside it, each labelled:
+--   geomean_speedup   geometric mean of baseline/solution best (minimum) PASSED latency over the
+--                     workloads both passed on this hardware (the baseline of leaderboard_baselines);
+--                     NULL with speedup_reason: is_baseline, no_baseline, no_common_workload
+--   win_rate          share of those workloads where the solution is strictly faster
+--   coverage          workloads_passed / workloads of this definition run on this hardware
+--   latency_us_geomean geometric mean over the passed workloads of the median latency (µs);
+--   rerun_spread_median the median over re-run workloads of (max − min) / median latency
+--   runs_not_evaluated records FlashInfer-Bench wrote without evaluating (runs.evaluated)
+--   fib_all_gpus_*    FlashInfer-Bench's get_solution_score with every GPU mixed (fib_solution_scores,
+--                     hardware `all`): the same number on each hardware row; NULL + fib_reason
+--                     where FlashInfer-Bench raises or returns None
+-- Sort (leaderboard_rank), so that a solution that failed most workloads never ranks above one
+-- that passed them all: sort_tier 1 = passed every workload of the slice, 2 = passed more than
+-- half, 3 = half or fewer; then geomean_speedup descending (NULL last), workloads_passed, name.
+WITH per_workload AS (
+    SELECT * FROM solution_workload_latency
+),
+slice AS (
+    SELECT definition, hardware, count(DISTINCT workload_key) AS workloads_in_slice
+    FROM per_workload
+    GROUP BY ALL
+),
+attempts AS (
     SELECT
         definition,
         hardware,
         solution,
-        count(DISTINCT workload_key) AS workloads_covered,
-        count(DISTINCT workload_key) FILTER (WHERE status = 'PASSED') AS workloads_passed,
-        count(*) AS runs,
-        -- issue 10: records FlashInfer-Bench wrote without evaluating ("skipped after N failures")
-        count(*) FILTER (WHERE NOT evaluated) AS runs_not_evaluated,
-        bool_or(status <> 'PASSED') AS any_failure
-    FROM runs
-    WHERE solution IS NOT NULL
-    GROUP BY ALL
-),
-best AS (
-    SELECT definition, hardware, solution, workload_key, min(latency_ms) AS best_ms
-    FROM runs
-    WHERE status = 'PASSED' AND latency_ms > 0 AND solution IS NOT NULL
-    GROUP BY ALL
-),
-baseline_best AS (
-    SELECT b.definition, b.hardware, b.workload_key, min(b.best_ms) AS baseline_ms
-    FROM best AS b
-    JOIN baseline_solutions AS s ON s.definition = b.definition AND s.solution = b.solution
+        sum(runs) AS runs,
+        count(*) AS workloads_attempted,
+        count(*) FILTER (WHERE passed) AS workloads_passed,
+        -- sums as left folds in workload order, so the figure is the same on every query
+        exp(
+            list_reduce(list(ln(median_latency_us) ORDER BY workload_key) FILTER (WHERE passed),
+                        lambda a, b: a + b)
+            / count(*) FILTER (WHERE passed)
+        ) AS latency_us_geomean,
+        median(rerun_spread) AS rerun_spread_median
+    FROM per_workload
     GROUP BY ALL
 ),
 ratios AS (
-    SELECT b.definition, b.hardware, b.solution, bb.baseline_ms / b.best_ms AS speedup
-    FROM best AS b
-    JOIN baseline_best AS bb USING (definition, hardware, workload_key)
+    SELECT
+        w.definition,
+        w.hardware,
+        w.solution,
+        w.workload_key,
+        b.best_latency_us / w.best_latency_us AS speedup
+    FROM per_workload AS w
+    JOIN leaderboard_baselines AS lb USING (definition, hardware)
+    JOIN per_workload AS b
+        ON b.definition = w.definition AND b.hardware = w.hardware
+        AND b.solution = lb.baseline_solution AND b.workload_key = w.workload_key
+    WHERE w.passed AND b.passed AND w.solution <> lb.baseline_solution
+),
+-- issue 10: FlashInfer-Bench's "skipped after N failures" records, told apart
+not_evaluated AS (
+    SELECT definition, hardware, solution, count(*) AS runs_not_evaluated
+    FROM runs
+    WHERE solution IS NOT NULL AND NOT evaluated
+    GROUP BY ALL
 ),
 scored AS (
     SELECT
@@ -42,27 +67,60 @@ scored AS (
         hardware,
         solution,
         count(*) AS workloads_compared,
-        exp(avg(ln(speedup))) AS geomean_speedup,
-        avg(CASE WHEN speedup > 1 THEN 1.0 ELSE 0.0 END) AS win_rate,
-        avg(speedup) AS mean_speedup
+        exp(list_reduce(list(ln(speedup) ORDER BY workload_key), lambda a, b: a + b) / count(*))
+            AS geomean_speedup,
+        avg(CASE WHEN speedup > 1 THEN 1.0 ELSE 0.0 END)::DOUBLE AS win_rate
     FROM ratios
     GROUP BY ALL
+),
+assembled AS (
+    SELECT
+        a.definition,
+        a.hardware,
+        a.solution,
+        i.author,
+        -- issue 10: a solution is a baseline of its own definition only
+        coalesce(i.is_baseline AND i.definition = a.definition, false) AS is_baseline,
+        lb.baseline_solution,
+        lb.baseline_choice,
+        a.runs::BIGINT AS runs,
+        coalesce(ne.runs_not_evaluated, 0) AS runs_not_evaluated,
+        l.workloads_in_slice,
+        a.workloads_attempted,
+        a.workloads_passed,
+        a.workloads_passed / l.workloads_in_slice AS coverage,
+        coalesce(s.workloads_compared, 0) AS workloads_compared,
+        s.geomean_speedup,
+        s.win_rate,
+        CASE
+            WHEN a.solution = lb.baseline_solution THEN 'is_baseline'
+            WHEN lb.baseline_solution IS NULL THEN 'no_baseline'
+            WHEN s.geomean_speedup IS NULL THEN 'no_common_workload'
+        END AS speedup_reason,
+        a.latency_us_geomean,
+        a.rerun_spread_median,
+        CASE
+            WHEN a.workloads_passed = l.workloads_in_slice THEN 1
+            WHEN a.workloads_passed * 2 > l.workloads_in_slice THEN 2
+            ELSE 3
+        END AS sort_tier,
+        f.avg_speedup AS fib_all_gpus_avg_speedup,
+        f.win_rate AS fib_all_gpus_win_rate,
+        f.success_rate AS fib_all_gpus_success_rate,
+        f.workloads AS fib_all_gpus_workloads,
+        coalesce(f.reason, CASE WHEN f.solution IS NULL THEN 'not_loaded_by_fib' END) AS fib_reason
+    FROM attempts AS a
+    JOIN slice AS l USING (definition, hardware)
+    LEFT JOIN scored AS s USING (definition, hardware, solution)
+    LEFT JOIN not_evaluated AS ne USING (definition, hardware, solution)
+    LEFT JOIN leaderboard_baselines AS lb USING (definition, hardware)
+    LEFT JOIN implementations AS i ON i.solution = a.solution
+    LEFT JOIN fib_solution_scores AS f ON f.hardware = 'all' AND f.solution = a.solution
 )
 SELECT
-    a.definition,
-    a.hardware,
-    a.solution,
-    i.author,
-    -- issue 10: a solution is a baseline of its own definition only
-    coalesce(i.is_baseline AND i.definition = a.definition, false) AS is_baseline,
-    a.runs,
-    a.runs_not_evaluated,
-    a.workloads_covered,
-    a.workloads_passed,
-    coalesce(s.workloads_compared, 0) AS workloads_compared,
-    s.geomean_speedup,
-    s.win_rate,
-    CASE WHEN a.any_failure THEN 0.0 ELSE s.mean_speedup END AS fib_mean_speedup
-FROM attempts AS a
-LEFT JOIN scored AS s USING (definition, hardware, solution)
-LEFT JOIN implementations AS i ON i.solution = a.solution
+    *,
+    row_number() OVER (
+        PARTITION BY definition, hardware
+        ORDER BY sort_tier, geomean_speedup DESC NULLS LAST, workloads_passed DESC, solution
+    ) AS leaderboard_rank
+FROM assembled

@@ -27,8 +27,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipelines.ingest.columnar import PLAIN_FLOAT_MAX, PLAIN_FLOAT_MIN, js_number_text
+from pipelines.kernelindex import canonical_number
 from pipelines.sources.local import DATA_FOLDERS, discover
-from pipelines.transforms.canonical import canonical_number
 from pipelines.transforms.context import load_context
 from pipelines.transforms.ingest import PART_TABLES, ingest_group
 from tests.hostile_corpus import (

@@ -38,7 +38,8 @@ REVISION = "0123456789abcdef0123456789abcdef01234567"
 GOLDEN_REVISION = "da915083d4c7c5e61aa3005e3d17ae488e0fc71c"
 REPO = "flashinfer-ai/flashinfer-trace"
 HUB_URI = f"hf://datasets/{REPO}"
-VIEWS = {"run_summary", "leaderboard"}
+VIEWS = {"run_summary", "leaderboard", "record_events", "latency_history", "regressions"}
+REPORT = "report"
 SOURCE_ASSET = "source_dataset"
 
 # (asset, check name, blocking): what the build evaluates before publishing (blocking), then
@@ -56,6 +57,7 @@ BUILD_CHECKS = {
 EXPECTED_CHECKS = BUILD_CHECKS | {
     ("environments", "environment_digests_recompute", False),
     ("definitions", "operation_digests_recompute", False),
+    ("regressions", "no_new_regressions", False),
 }
 
 
@@ -103,7 +105,7 @@ def test_asset_keys_match_snapshot() -> None:
     assert text == SNAPSHOT.read_text(), (
         "asset keys changed; rerun with UPDATE_SNAPSHOTS=1 if intended"
     )
-    assert set(keys) == set(schemas.TABLES) | VIEWS | {SOURCE_ASSET}
+    assert set(keys) == set(schemas.TABLES) | VIEWS | {REPORT, SOURCE_ASSET}
 
 
 def test_asset_checks_and_which_block() -> None:
@@ -332,7 +334,15 @@ def test_materialize_everything_into_a_temporary_warehouse(
     assert all(e.passed for e in evaluations)
 
     materialized = _materialized(result)
-    assert set(materialized) == set(schemas.TABLES) | VIEWS
+    assert set(materialized) == set(schemas.TABLES) | VIEWS | {REPORT}
+    report_index = Path(str(materialized[REPORT]["path"].value))
+    assert report_index == warehouse / "report" / "index.html" and report_index.is_file()
+    assert (
+        materialized[REPORT]["pages"].value
+        == 1 + materialized["definitions"]["dagster/row_count"].value
+    )
+    overview = str(materialized[REPORT]["overview_top_rows"].value)
+    assert overview.startswith("| definition | hardware | solution |") and overview.count("\n") >= 3
     connection = connect_read_only(Warehouse(warehouse))
     try:
         for name in [*schemas.TABLES, *VIEWS]:

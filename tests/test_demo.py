@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -10,14 +12,15 @@ from typing import Any
 import orjson
 import pytest
 
+from pipelines import rejects
 from pipelines.demo import (
     BASELINE_AUTHOR,
-    KINDS,
     STATUSES,
     GeneratedDataset,
     generate_dataset,
-    main,
 )
+from pipelines.demo.generate import KINDS
+from tests.conftest import run_cli
 
 TRACE_KEYS = ["definition", "workload", "solution", "evaluation"]
 WORKLOAD_KEYS = ["axes", "inputs", "uuid"]
@@ -227,8 +230,29 @@ def test_refuses_to_write_over_an_existing_dataset(tmp_path: Path) -> None:
     assert len(list((tmp_path / "x" / "definitions").rglob("*.json"))) == again.definitions == 3
 
 
-def test_cli_writes_a_dataset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--out", str(tmp_path / "cli"), "--seed", "3", "--target-trace-lines", "400"]) == 0
-    report = orjson.loads(capsys.readouterr().out)
-    assert report["trace_lines"] > 0 and report["seed"] == 3
-    assert (tmp_path / "cli" / "traces").is_dir()
+def test_tracehouse_demo_is_the_one_command_line(tmp_path: Path) -> None:
+    result = run_cli(
+        "demo",
+        "--source",
+        str(tmp_path / "ds"),
+        "--warehouse",
+        str(tmp_path / "warehouse"),
+        "--seed",
+        "3",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "generated a demo dataset in" in result.stdout and "leaderboard for" in result.stdout
+    assert (tmp_path / "ds" / "traces").is_dir()
+    assert (tmp_path / "warehouse" / "current").is_dir()
+    # The generator package has no command line of its own.
+    second = subprocess.run(
+        [sys.executable, "-m", "pipelines.demo", "--out", str(tmp_path / "other")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert second.returncode != 0 and not (tmp_path / "other").exists()
+
+
+def test_the_demo_writes_only_known_statuses() -> None:
+    assert set(STATUSES) <= rejects.STATUSES

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from pipelines.rejects import UNSAFE_NAME_REASONS
 from pipelines.sources.hub import (
     FAILURE_REASONS,
     LISTING_REJECT_REASONS,
@@ -27,7 +28,7 @@ from pipelines.sources.hub import (
     parse_hub_uri,
     resolve_revision,
 )
-from pipelines.sources.safety import REJECT_REASONS, UnsafePathError, check_remote_path
+from pipelines.sources.safety import UnsafePathError, check_remote_path
 from tests.hub_server import FakeHub, Fault, RequestRecord, git_blob_oid, http_date
 
 REPO = "flashinfer-ai/flashinfer-trace"
@@ -238,7 +239,7 @@ def test_check_remote_path_rejects(name: object, reason: str) -> None:
     with pytest.raises(UnsafePathError) as info:
         check_remote_path(name)
     assert info.value.reason == reason
-    assert reason in REJECT_REASONS
+    assert reason in UNSAFE_NAME_REASONS
 
 
 @pytest.mark.parametrize("name", ["a.json", "traces/b/c..d.jsonl", "x/.hidden", "ünï/çødé.json"])
@@ -658,7 +659,7 @@ def test_hostile_names_are_rejected_and_nothing_escapes(hub: FakeHub, tmp_path: 
     }
     assert {
         r.reason for r in snap.rejected
-    } <= REJECT_REASONS.keys() | LISTING_REJECT_REASONS.keys()
+    } <= UNSAFE_NAME_REASONS.keys() | LISTING_REJECT_REASONS.keys()
     assert all(r.message for r in snap.rejected)
     # none of them was requested, and nothing was written outside the cache
     requested = {r.target for r in hub.requests if r.kind == "resolve"}

@@ -17,8 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipelines.transforms import identity as ki
-from pipelines.transforms.canonical import canonical_json, manifest_digest
+from pipelines import kernelindex as ki
+from pipelines.kernelindex import canonical_json, manifest_digest
+from pipelines.kernelindex.workload import _icu_sort_key as icu_sort_key
 from tests.shared_data import GOLDEN_DIR, requires_shared
 
 REVISION = "da915083d4c7c5e61aa3005e3d17ae488e0fc71c"
@@ -490,7 +491,7 @@ def test_workload_key_collation_rules():
     def order(*names: str) -> list[str]:
         return [
             item[0]
-            for item in sorted(((n, 0) for n in names), key=lambda item: ki._icu_sort_key(item[0]))
+            for item in sorted(((n, 0) for n in names), key=lambda item: icu_sort_key(item[0]))
         ]
 
     assert order("b_plus_1", "B", "a", "K", "M") == ["a", "B", "b_plus_1", "K", "M"]
@@ -1872,8 +1873,8 @@ def test_comparison_key_text_equals_the_generic_serializer() -> None:
     from hypothesis import given
     from hypothesis import strategies as st
 
-    from pipelines.transforms.canonical import digest as generic_digest
-    from pipelines.transforms.identity import PROTOCOL_DIGEST, comparison_key, metric_key
+    from pipelines.kernelindex import PROTOCOL_DIGEST, comparison_key, metric_key
+    from pipelines.kernelindex import digest as generic_digest
 
     @given(st.text(), st.text(), st.text(), st.text(), st.booleans())
     def check(

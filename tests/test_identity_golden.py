@@ -1,7 +1,7 @@
 """Every identity of the KernelIndex 2026-08-16 golden corpus, recomputed from its dataset.
 
 Reads golden/kernelindex-2026-08-16/dataset directly (discovery §2.1, strict parsing §2.2),
-applies pipelines.transforms.identity line by line with the global first-line-wins workload cache
+applies pipelines.kernelindex line by line with the global first-line-wins workload cache
 (§2.4 step 4), deduplicates runs by run digest and ranks them densely within each comparison key
 (§11.2, a small reference ranking below), then requires exact equality with every row of
 expected.csv, rows paired on (definition, solution, workload_uuid) then observed_at (§14).
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from pipelines.transforms import identity
+from pipelines import kernelindex
 from tests.shared_data import GOLDEN_DIR, requires_shared
 
 pytestmark = requires_shared
@@ -75,9 +75,9 @@ def discover(root: Path) -> Import:
         if path.startswith("definitions/") and path.endswith(".json"):
             stems.add(path.rsplit("/", 1)[-1].replace(".json", "", 1))
             definition = json.loads((root / path).read_text(encoding="utf-8"))
-            identity.validate_definition(definition)  # the corpus has no skipped definition
+            kernelindex.validate_definition(definition)  # the corpus has no skipped definition
             definitions[definition["name"]] = definition
-    operation_digests = {name: identity.operation_digest(d) for name, d in definitions.items()}
+    operation_digests = {name: kernelindex.operation_digest(d) for name, d in definitions.items()}
 
     solutions: dict[str, dict[str, Any]] = {}
     trace_files: list[str] = []
@@ -104,7 +104,7 @@ def discover(root: Path) -> Import:
     for name, solution in solutions.items():
         definition = definitions.get(solution["definition"])
         if definition is not None:
-            implementation_digests[name] = identity.implementation_digest(
+            implementation_digests[name] = kernelindex.implementation_digest(
                 solution, definition, operation_digests[solution["definition"]], REVISION
             )
     return Import(definitions, operation_digests, implementation_digests, trace_files)
@@ -126,7 +126,7 @@ def rank_runs(runs: list[dict[str, Any]]) -> None:
 
 def compute_rows(root: Path) -> list[dict[str, Any]]:
     imported = discover(root)
-    workload_cache: dict[str, identity.WorkloadIdentity] = {}
+    workload_cache: dict[str, kernelindex.WorkloadIdentity] = {}
     runs: dict[str, dict[str, Any]] = {}
     for path in imported.trace_files:
         for trace in parse_trace_file((root / path).read_text(encoding="utf-8")):
@@ -134,8 +134,8 @@ def compute_rows(root: Path) -> list[dict[str, Any]]:
             implementation = imported.implementation_digests.get(trace.get("solution") or "")
             if definition is None or implementation is None:
                 pytest.fail(f"{path}: every golden line has a known definition and solution")
-            key = identity.workload_key(trace["workload"])
-            found = identity.identify_trace_line(
+            key = kernelindex.workload_key(trace["workload"])
+            found = kernelindex.identify_trace_line(
                 trace,
                 definition=definition,
                 operation_digest=imported.operation_digests[trace["definition"]],
@@ -144,13 +144,13 @@ def compute_rows(root: Path) -> list[dict[str, Any]]:
             )
             workload_cache.setdefault(key, found.workload)
             # The run digest (hashed by a member-by-member writer) equals the generic JCS digest.
-            spec = identity.run_spec(
+            spec = kernelindex.run_spec(
                 trace,
                 implementation_digest=implementation,
                 workload_digest=found.workload_digest,
                 environment_digest=found.environment_digest,
             )
-            assert found.run_digest == identity.manifest_digest("BenchmarkRun", spec)
+            assert found.run_digest == kernelindex.manifest_digest("BenchmarkRun", spec)
             runs.setdefault(
                 found.run_digest,  # identical run bodies are one run (§2.4 step 6)
                 {

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipelines.schemas import REJECT_REASONS
+from pipelines.rejects import REJECT_REASONS
 from pipelines.sources.local import discover
 from pipelines.transforms import normalize
 from pipelines.transforms.context import load_context

@@ -12,7 +12,9 @@ import pytest
 
 from pipelines.cli import build_parser
 from pipelines.demo import generate_dataset
-from pipelines.schemas import REJECT_REASONS, TABLES
+from pipelines.rejects import REJECT_REASONS
+from pipelines.schemas import TABLES, VIEWS
+from pipelines.settings import ENV_PREFIX, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -48,6 +50,13 @@ def test_every_table_and_reject_reason_is_in_the_glossary() -> None:
         assert f"| `{table}` |" in README, table
     for reason in REJECT_REASONS:
         assert f"`{reason}`" in README, reason
+    for view in VIEWS:
+        assert f"| `{view}` |" in README, view
+
+
+def test_every_setting_is_named() -> None:
+    for name in Settings.__dataclass_fields__:
+        assert re.search(rf"`{ENV_PREFIX}{name.upper()}[`=]", README), name
 
 
 @pytest.mark.integration

@@ -18,9 +18,12 @@ What Dagster records is what happened:
 * a build that finds the source unchanged materializes nothing (the views do not run either)
   and reports the check outcomes recorded with the current generation.
 
-The views (``run_summary``, ``leaderboard``) live in the generation's DuckDB file; their assets
-wait for the blocking checks, read the views through a read-only connection, and record their
-documented columns (``schemas.VIEWS``); the leaderboard adds a Markdown preview of its top rows.
+The views (``run_summary``, ``leaderboard``, ``record_events``, ``latency_history``,
+``regressions``) live in the generation's DuckDB file; their assets wait for the blocking checks,
+read the views through a read-only connection, and record what they hold, with the column
+meanings of ``schemas.VIEWS``; the leaderboard adds a Markdown preview of its top rows.
+``report`` writes the static HTML report (``pipelines.report``, as ``tracehouse report``) into
+``<warehouse>/report``.
 """
 
 from collections.abc import Iterator
@@ -200,13 +203,21 @@ def _view_result(
     warehouse: WarehouseResource, view: str, extra: dict[str, Any] | None = None
 ) -> dg.MaterializeResult:
     with warehouse.connect() as connection:
-        ((rows,),) = connection.table(view).aggregate("count(*)").fetchall()
+        relation = connection.table(view)
+        ((rows,),) = relation.aggregate("count(*)").fetchall()
+        columns = list(zip(relation.columns, relation.types, strict=True))
         snapshot_id = _snapshot_id(connection)
+    docs = {column.name: column.doc for column in schemas.VIEWS[view].columns}
     return dg.MaterializeResult(
         data_version=dg.DataVersion(snapshot_id) if snapshot_id else None,
         metadata={
             "dagster/row_count": rows,
-            "dagster/column_schema": table_schema(schemas.VIEWS[view]),
+            "dagster/column_schema": dg.TableSchema(
+                columns=[
+                    dg.TableColumn(name=name, type=str(kind), description=docs.get(name))
+                    for name, kind in columns
+                ]
+            ),
             "sql": dg.MetadataValue.path(str(sql_dir() / f"{view}.sql")),
             **(extra or {}),
         },
@@ -233,7 +244,11 @@ LIMIT $rows
 """
 
 
-@dg.asset(group_name=GROUP, kinds={"duckdb"}, deps=["runs", "implementations", RANKING])
+@dg.asset(
+    group_name=GROUP,
+    kinds={"duckdb"},
+    deps=["runs", "implementations", "environments", "baseline_map", "trace_lines", RANKING],
+)
 def leaderboard(warehouse: WarehouseResource) -> dg.MaterializeResult:
     """Per (definition, hardware, solution): coverage and geometric-mean speedup against the
     definition's baseline (sql/leaderboard.sql). Waits for the blocking checks of the build."""
@@ -246,4 +261,61 @@ def leaderboard(warehouse: WarehouseResource) -> dg.MaterializeResult:
         warehouse,
         "leaderboard",
         {f"top_{PREVIEW_ROWS}_by_geomean_speedup": dg.MetadataValue.md(preview)},
+    )
+
+
+@dg.asset(group_name=GROUP, kinds={"duckdb"}, deps=["runs", RANKING])
+def record_events(warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """KernelIndex record history: per comparison key, the first eligible run and every later
+    run strictly faster than the best so far, with the run it displaced (sql/record_events.sql)."""
+    return _view_result(warehouse, "record_events")
+
+
+@dg.asset(group_name=GROUP, kinds={"duckdb"}, deps=["runs", RANKING, "source_snapshots"])
+def latency_history(warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """Each solution's distinct latency results per comparison key, in the order the warehouse
+    saw them: the input of regressions (sql/latency_history.sql)."""
+    return _view_result(warehouse, "latency_history")
+
+
+@dg.asset(group_name=GROUP, kinds={"duckdb"}, deps=["latency_history"])
+def regressions(warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """Results significantly slower than the same solution's earlier results on the same
+    comparison key, by the lookback z-score method (sql/regressions.sql)."""
+    return _view_result(warehouse, "regressions")
+
+
+REPORT_FOLDER = "report"
+OVERVIEW_ROWS_IN_METADATA = 10
+
+
+@dg.asset(group_name=GROUP, kinds={"html"}, deps=["leaderboard", "run_summary", "rejects"])
+def report(warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """The static HTML report of the warehouse (overview + one page per definition), written
+    into <warehouse>/report; opens offline (pipelines/report.py, `tracehouse report`)."""
+    from pipelines.report import write_report
+
+    settings = warehouse.settings()
+    result = write_report(settings, settings.warehouse / REPORT_FOLDER)
+    top = result.overview_rows[:OVERVIEW_ROWS_IN_METADATA]
+    columns = ("definition", "hardware", "solution", "geomean_speedup", "coverage")
+    table = "\n".join(
+        [
+            "| " + " | ".join(columns) + " |",
+            "|" + "---|" * len(columns),
+            *(
+                "| " + " | ".join("–" if row[c] is None else str(row[c]) for c in columns) + " |"
+                for row in top
+            ),
+        ]
+    )
+    with warehouse.connect() as connection:
+        snapshot_id = _snapshot_id(connection)
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(snapshot_id) if snapshot_id else None,
+        metadata={
+            "path": dg.MetadataValue.path(str(result.index)),
+            "pages": len(result.pages),
+            "overview_top_rows": dg.MetadataValue.md(table),
+        },
     )

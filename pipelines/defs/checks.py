@@ -1,6 +1,6 @@
 """Asset checks: what Dagster reports about each warehouse state.
 
-Two kinds:
+Three kinds:
 
 * ``BUILD_CHECKS`` are blocking and are the outcomes of the invariants ``build_warehouse``
   evaluates on a new generation *before* publishing it (``pipelines.invariants``): the run
@@ -11,6 +11,9 @@ Two kinds:
   source is unchanged, the step reports the outcomes recorded with the current generation.
 * ``STEP_CHECKS`` recompute a sample of stored digests from the published tables, as ordinary
   ``@asset_check`` steps that can be re-run on their own from the UI.
+
+``no_new_regressions`` on ``regressions`` is not an invariant: a slower kernel is news about
+the data, not a broken warehouse, so it reports with severity WARN and blocks nothing.
 """
 
 from collections.abc import Callable
@@ -21,6 +24,8 @@ import dagster as dg
 import duckdb
 import orjson
 
+from pipelines import kernelindex
+from pipelines.changes import no_new_regressions
 from pipelines.defs.resources import WarehouseResource
 from pipelines.invariants import (
     RANKING_INVARIANTS,
@@ -31,8 +36,7 @@ from pipelines.invariants import (
     query_one,
     tables_shrink_within_limit,
 )
-from pipelines.transforms import identity
-from pipelines.transforms.canonical import CanonicalizationError, manifest_digest
+from pipelines.kernelindex import CanonicalizationError, manifest_digest
 from pipelines.transforms.ingest import environment_id
 
 # How many stored digests the identity checks recompute per table.
@@ -46,6 +50,7 @@ class WarehouseCheck:
     asset: str
     evaluate: Callable[..., Outcome]
     blocking: bool = False
+    severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR
 
     @property
     def name(self) -> str:
@@ -67,7 +72,7 @@ class WarehouseCheck:
             asset_key=self.asset,
             check_name=self.name,
             passed=passed,
-            severity=dg.AssetCheckSeverity.ERROR,
+            severity=self.severity,
             metadata={**metadata, **extra},
         )
 
@@ -114,10 +119,10 @@ def environment_digests_recompute(connection: duckdb.DuckDBPyConnection) -> Outc
         raw = {"hardware": hardware, "libs": orjson.loads(libs_json)}
         extra = orjson.loads(extra_json) if extra_json else None
         try:
-            recomputed = manifest_digest("ExecutionEnvironment", identity.environment_spec(raw))
+            recomputed = manifest_digest("ExecutionEnvironment", kernelindex.environment_spec(raw))
             # rows with a digest never had numeric library versions
             same_id = environment_id(hardware, raw["libs"], extra, numeric_libs=False) == stored_id
-        except (identity.IdentityError, CanonicalizationError):
+        except (kernelindex.IdentityError, CanonicalizationError):
             recomputed, same_id = None, False
         if recomputed != stored or not same_id:
             mismatched.append(stored_id)
@@ -170,8 +175,8 @@ def operation_digests_recompute(connection: duckdb.DuckDBPyConnection) -> Outcom
             # Only whether a reference exists enters the OperationSpec (§3.1).
             value["reference"] = "x" * reference_bytes
         try:
-            recomputed: str | None = identity.operation_digest(value)
-        except (identity.IdentityError, CanonicalizationError):
+            recomputed: str | None = kernelindex.operation_digest(value)
+        except (kernelindex.IdentityError, CanonicalizationError):
             recomputed = None
         if recomputed != stored:
             mismatched.append(name)
@@ -192,6 +197,11 @@ STEP_CHECKS: tuple[WarehouseCheck, ...] = (
     WarehouseCheck("definitions", operation_digests_recompute),
 )
 
+# Checks about the data rather than the warehouse: they warn and never block.
+WARN_CHECKS: tuple[WarehouseCheck, ...] = (
+    WarehouseCheck("regressions", no_new_regressions, severity=dg.AssetCheckSeverity.WARN),
+)
+
 
 def _asset_check(check: WarehouseCheck) -> dg.AssetChecksDefinition:
     @dg.asset_check(
@@ -207,4 +217,6 @@ def _asset_check(check: WarehouseCheck) -> dg.AssetChecksDefinition:
     return _evaluate
 
 
-asset_checks: list[dg.AssetChecksDefinition] = [_asset_check(check) for check in STEP_CHECKS]
+asset_checks: list[dg.AssetChecksDefinition] = [
+    _asset_check(check) for check in (*STEP_CHECKS, *WARN_CHECKS)
+]

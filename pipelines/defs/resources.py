@@ -18,7 +18,7 @@ import dagster as dg
 from pydantic import Field, create_model
 
 from pipelines.settings import SETTINGS, Settings, describe, load_settings
-from pipelines.warehouse import Warehouse, connect_read_only
+from pipelines.warehouse import Warehouse
 
 if TYPE_CHECKING:
     import duckdb
@@ -53,8 +53,11 @@ class WarehouseResource(_SettingsConfig):
 
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A read-only connection to the current generation, closed on exit."""
-        connection = connect_read_only(self.warehouse_folder())
+        """A read-only connection to the current generation (regression limits from these
+        settings), closed on exit."""
+        from pipelines.queries import connect
+
+        connection = connect(self.settings())
         try:
             yield connection
         finally:

@@ -31,10 +31,11 @@ import orjson
 import polars as pl
 import pyarrow as pa
 
-from pipelines.transforms import identity
-from pipelines.transforms.canonical import canonical_number
+from pipelines import kernelindex
+from pipelines.kernelindex import canonical_number
+from pipelines.rejects import NEEDS_CORRECTNESS
 from pipelines.transforms.evaluation_rules import was_evaluated
-from pipelines.transforms.normalize import LOG_TRUNCATED_SUFFIX, NEEDS_CORRECTNESS, log_excerpt
+from pipelines.transforms.normalize import LOG_TRUNCATED_SUFFIX, log_excerpt
 
 # Members of a trace line, its evaluation, correctness and performance blocks this path takes;
 # any other member changes `extra_json` or the schema variant in ways the exact path owns.
@@ -45,7 +46,9 @@ EVALUATION_MEMBERS = frozenset(
 CORRECTNESS_MEMBERS = frozenset({"max_absolute_error", "max_relative_error", "extra"})
 PERFORMANCE_MEMBERS = frozenset({"latency_ms", "reference_latency_ms", "speedup_factor"})
 # Statuses spelled exactly as KernelIndex maps them; legacy spellings take the exact path.
-STATUSES_WITHOUT_CORRECTNESS = frozenset(identity.STATUS_MAP) - NEEDS_CORRECTNESS - {"REWARD_HACK"}
+STATUSES_WITHOUT_CORRECTNESS = (
+    frozenset(kernelindex.STATUS_MAP) - NEEDS_CORRECTNESS - {"REWARD_HACK"}
+)
 ERROR_BOUND_WORDS = frozenset({"NaN", "Infinity"})
 # `YYYY-MM-DDTHH:MM:SS[.fraction][Z]`: KernelIndex relabels it as UTC and truncates the fraction
 # to milliseconds (identity doc §9.5). Offsets and other spellings take the exact path.
@@ -91,7 +94,7 @@ def _clean_trace(value: Any, definitions: dict[str, Any]) -> bool:
     if not evaluation.keys() <= EVALUATION_MEMBERS:
         return False
     status = evaluation.get("status")
-    if type(status) is not str or status not in identity.STATUS_MAP:
+    if type(status) is not str or status not in kernelindex.STATUS_MAP:
         return False
     if type(evaluation.get("environment")) is not dict:
         return False
@@ -423,7 +426,7 @@ class ColumnarBatch:
                 pl.col("relative_error").alias("max_relative_error"),
                 pl.col("relative_special").alias("max_relative_error_special"),
                 "matched_ratio",
-                pl.lit(identity.RUN_COMPARATOR).alias("comparator"),
+                pl.lit(kernelindex.RUN_COMPARATOR).alias("comparator"),
                 "tolerance_max_atol",
                 "tolerance_max_rtol",
                 pl.col("correctness_extra_json").alias("extra_json"),
@@ -592,15 +595,15 @@ def _quoted(column: str) -> pl.Expr:
     return pl.lit('"') + pl.col(column) + pl.lit('"')
 
 
-RUN_ENVELOPE_PREFIX = identity._RUN_PREFIX
-TEMPLATE_SLOT = '"' + identity.RUN_TEMPLATE_SLOT + '"'
+RUN_ENVELOPE_PREFIX = kernelindex.RUN_ENVELOPE_PREFIX
+TEMPLATE_SLOT = '"' + kernelindex.RUN_TEMPLATE_SLOT + '"'
 
 
 def _run_body_template() -> pl.Expr:
-    """The canonical BenchmarkRun envelope (identity.run_body_template), member by member in
+    """The canonical BenchmarkRun envelope (kernelindex.run_body_template), member by member in
     JCS order, with the implementation and workload digests left as slots."""
     correctness = (
-        pl.lit('"correctness":{"comparator":"' + identity.RUN_COMPARATOR + '"')
+        pl.lit('"correctness":{"comparator":"' + kernelindex.RUN_COMPARATOR + '"')
         + pl.when(pl.col("absolute_error_text").is_not_null())
         .then(pl.lit(',"maximumAbsoluteError":') + pl.col("absolute_error_text"))
         .otherwise(pl.lit(""))
@@ -646,7 +649,7 @@ def _run_body_template() -> pl.Expr:
         + pl.lit(',"sourceNative":{"benchmark":')
         + pl.col("definition_json")
         + pl.when(pl.col("latency_ms").is_not_null()).then(metrics).otherwise(pl.lit(""))
-        + pl.lit(',"source":"' + identity.HARNESS_NAME + '"},"status":')
+        + pl.lit(',"source":"' + kernelindex.HARNESS_NAME + '"},"status":')
         + _quoted("ki_status")
         + pl.when(pl.col("latency_ms").is_not_null()).then(timing).otherwise(pl.lit(""))
         + pl.lit(',"workloadDigest":' + TEMPLATE_SLOT + "}}")
@@ -659,7 +662,7 @@ def _run_columns(frame: pl.DataFrame) -> pl.DataFrame:
     frame = frame.with_columns(
         pl.col("definition")
         .replace_strict(
-            {name: identity._encode_string(name) for name in names}, return_dtype=pl.String
+            {name: kernelindex.canonical_string(name) for name in names}, return_dtype=pl.String
         )
         .alias("definition_json")
     )
@@ -673,7 +676,7 @@ def _run_columns(frame: pl.DataFrame) -> pl.DataFrame:
         + pl.lit("Z")
     )
     frame = frame.with_columns(
-        pl.col("status").replace_strict(identity.STATUS_MAP).alias("ki_status"),
+        pl.col("status").replace_strict(kernelindex.STATUS_MAP).alias("ki_status"),
         (whole + (scaled - whole >= 0.5).cast(pl.Float64)).cast(pl.Int64).alias("latency_ns"),
         observed_text.alias("observed_text"),
         *(js_number_text(column).alias(f"{column}_text") for column in NUMBER_COLUMNS),

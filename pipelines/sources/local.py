@@ -10,14 +10,13 @@ they stay inside the folder.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipelines.kernelindex import is_commit_sha
 from pipelines.transforms.records import Reject
 
 DATA_FOLDERS = ("definitions", "solutions", "workloads", "traces")
-HEX40 = re.compile(r"^[0-9a-f]{40}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,20 +147,20 @@ def git_revision(root: Path) -> str | None:
         head = (git / "HEAD").read_text().strip()
     except OSError:
         return None
-    if HEX40.match(head):
+    if is_commit_sha(head):
         return head
     if not head.startswith("ref: "):
         return None
     ref = head[5:]
     try:
         sha = (git / ref).read_text().strip()
-        return sha if HEX40.match(sha) else None
+        return sha if is_commit_sha(sha) else None
     except OSError:
         pass
     try:
         for line in (git / "packed-refs").read_text().splitlines():
             parts = line.split(" ")
-            if len(parts) == 2 and parts[1] == ref and HEX40.match(parts[0]):
+            if len(parts) == 2 and parts[1] == ref and is_commit_sha(parts[0]):
                 return parts[0]
     except OSError:
         return None

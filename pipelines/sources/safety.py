@@ -3,7 +3,7 @@
 A remote name is only ever used as a *relative* POSIX path below a folder we own. Anything that
 could make it point elsewhere, or that a filesystem would interpret differently than a string
 comparison does, is refused before a single byte is written. The refusal carries a short reason
-code (one of :data:`REJECT_REASONS`) so callers can record it next to the name.
+code (a key of ``pipelines.rejects.UNSAFE_NAME_REASONS``) so callers can record it next to the name.
 """
 
 from __future__ import annotations
@@ -12,21 +12,6 @@ import os
 import re
 import unicodedata
 from pathlib import Path
-
-#: Every reason code :func:`check_remote_path` can raise, with what it means.
-REJECT_REASONS: dict[str, str] = {
-    "not_a_string": "the name is not a string",
-    "empty": "the name is empty",
-    "absolute": "the name starts with '/' (an absolute path)",
-    "drive": "the name starts with a Windows drive letter such as 'C:'",
-    "backslash": "the name contains a backslash, a path separator on Windows",
-    "control_char": "the name contains a control character (C0/C1, DEL, line or paragraph separator)",
-    "invalid_unicode": "the name cannot be encoded as UTF-8 (lone surrogate)",
-    "empty_component": "the name has an empty component ('a//b' or a trailing '/')",
-    "dot_component": "the name has a '.' component",
-    "dot_dot": "the name has a '..' component",
-    "too_long": "a component is longer than 255 bytes or the name longer than 4096 bytes",
-}
 
 MAX_COMPONENT_BYTES = 255
 MAX_NAME_BYTES = 4096
@@ -55,7 +40,7 @@ def check_remote_path(name: object) -> str:
     refused instead, so the local path always equals the remote name.
 
     Raises:
-        UnsafePathError: with ``reason`` set to a key of :data:`REJECT_REASONS`.
+        UnsafePathError: with ``reason`` set to a key of ``pipelines.rejects.UNSAFE_NAME_REASONS``.
     """
     if not isinstance(name, str):
         raise UnsafePathError("not_a_string", f"remote name is not a string: {name!r}")

@@ -11,10 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipelines import IMPORTER_VERSION
+from pipelines import IMPORTER_VERSION, kernelindex
+from pipelines.kernelindex import digest
 from pipelines.sources.local import SourceFile
-from pipelines.transforms import identity
-from pipelines.transforms.canonical import digest
 from pipelines.transforms.ingest import DatasetContext
 from pipelines.transforms.normalize import (
     RecordError,
@@ -94,8 +93,8 @@ def load_context(
                     )
                 value = _identity_definition(item.value, row)
                 try:
-                    row["operation_digest"] = identity.operation_digest(value)
-                except identity.IdentityError as error:
+                    row["operation_digest"] = kernelindex.operation_digest(value)
+                except kernelindex.IdentityError as error:
                     row["identity_error"] = error.code
                 parts = source.rel.split("/")
                 row["path_op_type"] = (
@@ -144,10 +143,10 @@ def load_context(
             row["identity_error"] = "no_dataset_revision"
         else:
             try:
-                row["implementation_digest"] = identity.implementation_digest(
+                row["implementation_digest"] = kernelindex.implementation_digest(
                     item.value, definition, operation, revision
                 )
-            except identity.IdentityError as error:
+            except kernelindex.IdentityError as error:
                 row["identity_error"] = error.code
         rule = baseline_rule(row["author"], name, row["definition"], baseline_map)
         parts = source.rel.split("/")
@@ -199,3 +198,13 @@ def read_baseline_map(path: Path | None) -> dict[str, dict[str, str]]:
                 'solution names such as {"default": "<solution>"}'
             )
     return {str(d): {str(k): v for k, v in entry.items()} for d, entry in data.items()}
+
+
+def baseline_map_rows(path: Path | None) -> list[dict[str, Any]]:
+    """The baseline map as ``baseline_map`` rows, keys in file order (the web's kernel page
+    falls back to the first device entry when a definition has no ``default``)."""
+    return [
+        {"definition": definition, "device": device, "solution": solution, "position": position}
+        for definition, entry in read_baseline_map(path).items()
+        for position, (device, solution) in enumerate(entry.items())
+    ]

@@ -22,11 +22,12 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines import IMPORTER_VERSION, invariants, schemas
+from pipelines import IMPORTER_VERSION, invariants, kernelindex, schemas
+from pipelines.changes import store_regression_thresholds
 from pipelines.schemas import TABLE_ORDER
 from pipelines.settings import Settings
 from pipelines.sql_files import VIEW_ORDER, sql_text
-from pipelines.transforms import identity
+from pipelines.transforms.context import baseline_map_rows
 from pipelines.transforms.ingest import PART_TABLES, DatasetContext
 from pipelines.transforms.records import Reject
 from pipelines.warehouse import (
@@ -68,11 +69,11 @@ def _reject_row(reject: Reject) -> dict[str, Any]:
 
 
 def _protocol_row() -> dict[str, Any]:
-    spec = identity.PROTOCOL_SPEC
+    spec = kernelindex.PROTOCOL_SPEC
     return {
-        "protocol_digest": identity.PROTOCOL_DIGEST,
-        "name": identity.PROTOCOL_METADATA["name"],
-        "title": identity.PROTOCOL_METADATA["title"],
+        "protocol_digest": kernelindex.PROTOCOL_DIGEST,
+        "name": kernelindex.PROTOCOL_METADATA["name"],
+        "title": kernelindex.PROTOCOL_METADATA["title"],
         "harness_name": spec["harness"]["name"],
         "timer": spec["measurement"]["timer"],
         "primary_statistic": spec["measurement"]["primaryStatistic"],
@@ -241,7 +242,7 @@ def _write_missing_parts(
         connection.execute(
             "CREATE OR REPLACE TEMP TABLE comparison_keys AS "
             + sql_text("assemble/comparison_keys"),
-            {"protocol_digest": identity.PROTOCOL_DIGEST},
+            {"protocol_digest": kernelindex.PROTOCOL_DIGEST},
         )
     out = warehouse.parts / table / f".write.{os.getpid()}.tmp"
     shutil.rmtree(out, ignore_errors=True)
@@ -339,13 +340,24 @@ def finalize(
             _ingest_path_rows(file_entries),
             generation / "_ingest_paths.parquet",
         )
+        _write_arrow(
+            schemas.BASELINE_MAP,
+            baseline_map_rows(settings.baselines_file),
+            generation / "_baseline_map.parquet",
+        )
         # History keeps its append order (two builds can share a millisecond).
         _write_arrow(
             schemas.SOURCE_SNAPSHOTS,
             _snapshot_history(warehouse, snapshot),
             generation / "source_snapshots.parquet",
         )
-        for table in ("definitions", "implementations", "protocols", "ingest_paths"):
+        for table in (
+            "definitions",
+            "implementations",
+            "protocols",
+            "ingest_paths",
+            "baseline_map",
+        ):
             staged = generation / f"_{table}.parquet"
             copy(table, f"SELECT * FROM read_parquet({sql_literal(staged)}) s")  # noqa: S608
             staged.unlink()
@@ -370,6 +382,10 @@ def finalize(
                 f"SELECT {_projection(schemas.TABLES[table])} "  # noqa: S608  (own names)
                 f"FROM ({sql_text(f'assemble/{table}')}) s",
             )
+        copy(
+            "trace_lines",
+            f"SELECT {_projection(schemas.TRACE_LINES)} FROM staged_trace_lines s",  # noqa: S608  (own names)
+        )
         parts = _write_parts(connection, warehouse, groups, _resolution_digest(connection))
         # Records refused before the ingest (discovery, fetch, definitions, solutions): one
         # more rejects part, of this generation only.
@@ -404,7 +420,7 @@ def finalize(
     finally:
         connection.close()
 
-    _write_duckdb_file(generation)
+    _write_duckdb_file(generation, settings)
     if before_publish is not None:
         before_publish(generation, counts, checks)
     (generation / ".complete").write_text(f"{IMPORTER_VERSION}\n")
@@ -468,7 +484,7 @@ def _snapshot_history(warehouse: Warehouse, snapshot: dict[str, Any]) -> list[di
     return history
 
 
-def _write_duckdb_file(generation: Path) -> None:
+def _write_duckdb_file(generation: Path, settings: Settings) -> None:
     """Views over this generation's Parquet files and the SQL views, for ad-hoc SQL."""
     path = generation / DUCKDB_FILE
     # An older storage format, so the `duckdb` command (duckdb-cli, whose releases trail the
@@ -476,6 +492,7 @@ def _write_duckdb_file(generation: Path) -> None:
     connection = duckdb.connect(str(path), config={"storage_compatibility_version": "v1.0.0"})
     try:
         create_table_views(connection, generation)
+        store_regression_thresholds(connection, settings, temporary=False)
         for view in VIEW_ORDER:
             connection.execute(f"CREATE OR REPLACE VIEW {view} AS {sql_text(view)}")
         connection.execute("CHECKPOINT")

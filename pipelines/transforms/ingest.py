@@ -1,7 +1,7 @@
 """One JSONL file in, staging Parquet parts out: the unit of parallel and incremental work.
 
 ``ingest_file`` runs in a worker process. It streams one file, normalises each record, derives
-its KernelIndex identities (``identity.py``) and writes the rows it produced as small Parquet
+its KernelIndex identities (``pipelines/kernelindex/``) and writes the rows it produced as small Parquet
 parts. A part depends only on the file's bytes and on the dataset context (definitions,
 solutions, revision), so a rebuild reuses it while both are unchanged.
 """
@@ -18,11 +18,11 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines import schemas
+from pipelines import kernelindex, schemas
 from pipelines.files import sha256_file
-from pipelines.transforms import identity
-from pipelines.transforms.canonical import digest, manifest_digest, text_digest
+from pipelines.kernelindex import digest, manifest_digest, text_digest
 from pipelines.transforms.evaluation_rules import was_evaluated
+from pipelines.transforms.fib_lines import fib_trace_line, is_fib_trace_file
 from pipelines.transforms.normalize import (
     RecordError,
     Trace,
@@ -95,6 +95,7 @@ PART_TABLES = {
     "workloads": STAGING_WORKLOADS,
     "environments": schemas.ENVIRONMENTS,
     "rejects": schemas.REJECTS,
+    "trace_lines": schemas.TRACE_LINES,
 }
 
 
@@ -192,10 +193,10 @@ def _environment_row(trace: Trace) -> dict[str, Any]:
         row["identity_error"] = "numeric_lib_version"
         return row
     try:
-        spec = identity.environment_spec(trace.canonical["evaluation"]["environment"])
+        spec = kernelindex.environment_spec(trace.canonical["evaluation"]["environment"])
         row["environment_digest"] = manifest_digest("ExecutionEnvironment", spec)
         row["ki_hardware_architecture"] = spec["hardware"]["architecture"]
-    except identity.IdentityError as error:
+    except kernelindex.IdentityError as error:
         row["identity_error"] = error.code
     return row
 
@@ -214,6 +215,7 @@ class FileIngester:
         self.rel = rel
         self.context = context
         self.in_scope = kernelindex_reads(rel, context.definition_stems)
+        self.fib_reads = is_fib_trace_file(rel)
         self.strict_file = True
         self.parts = parts if parts is not None else new_part_rows()
         self.environments_seen: set[str] = set()
@@ -231,6 +233,13 @@ class FileIngester:
             }
         )
         self.result.rejected += 1
+
+    def fib_line(self, record: Record) -> None:
+        """FlashInfer-Bench's own view of a trace line, whichever path imports it (or none)."""
+        if self.fib_reads:
+            line = fib_trace_line(self.rel, record)
+            if line is not None:
+                self.parts["trace_lines"].add(line)
 
     def record(self, record: Record) -> None:
         self.result.records += 1
@@ -288,10 +297,10 @@ class FileIngester:
             )
             return row
         try:
-            case = identity.workload_case_spec(workload, definition_object, operation)
+            case = kernelindex.workload_case_spec(workload, definition_object, operation)
             row["workload_digest"] = manifest_digest("WorkloadCase", case)
-            row["correctness_key"] = identity.correctness_key(case)
-        except identity.IdentityError as error:
+            row["correctness_key"] = kernelindex.correctness_key(case)
+        except kernelindex.IdentityError as error:
             row["identity_error"] = error.code
         return row
 
@@ -305,7 +314,7 @@ class FileIngester:
                 "unknown_definition", f"definition {definition!r} is not in the dataset"
             )
         workload, _ = normalize_workload(value.get("workload"))
-        row = self._workload_row(definition, workload, identity.workload_key(workload), record)
+        row = self._workload_row(definition, workload, kernelindex.workload_key(workload), record)
         if row is not None:
             self.parts["workloads"].add(row)
         self.result.workload_records += 1
@@ -375,7 +384,7 @@ class FileIngester:
         row["environment_id"] = self._environment(trace)
         row["hardware"] = normalize_hardware(trace.hardware)[1]
 
-        row["workload_key"] = identity.workload_key(trace.workload)
+        row["workload_key"] = kernelindex.workload_key(trace.workload)
         workload_row = self._workload_row(
             trace.definition, trace.workload, row["workload_key"], record
         )
@@ -387,14 +396,14 @@ class FileIngester:
         source_object = record.value if self.in_scope else trace.canonical
         skip_reason = None if self.in_scope else "outside_kernelindex_layout"
         try:
-            found = identity.identify_trace_line(
+            found = kernelindex.identify_trace_line(
                 source_object,
                 definition=definition_object,
                 operation_digest=operation,
                 implementation_digest=None,
                 run_body_template=True,
             )
-        except identity.IdentityError as error:
+        except kernelindex.IdentityError as error:
             skip_reason = error.code
             found = None
         if found is not None:
@@ -413,10 +422,10 @@ class FileIngester:
             )
             row["identity_complete"] = skip_reason is None
         else:
-            row["ki_status"] = identity.STATUS_MAP.get(trace.status_raw)
+            row["ki_status"] = kernelindex.STATUS_MAP.get(trace.status_raw)
             row["log_digest"] = text_digest(trace.log) if trace.log else None
             if trace.latency_ms is not None:
-                nanoseconds = identity.latency_ns(trace.latency_ms)
+                nanoseconds = kernelindex.latency_ns(trace.latency_ms)
                 # Beyond 2**53 - 1 ns (104 days) KernelIndex refuses the number; beyond int64
                 # the column could not even hold it and the whole file used to fail.
                 row["latency_ns"] = nanoseconds if nanoseconds <= MAX_SAFE_LATENCY_NS else None
@@ -441,7 +450,7 @@ class FileIngester:
                     "max_relative_error": relative.value,
                     "max_relative_error_special": relative.special,
                     "matched_ratio": trace.matched_ratio,
-                    "comparator": identity.RUN_COMPARATOR,
+                    "comparator": kernelindex.RUN_COMPARATOR,
                     "tolerance_max_atol": _float_or_none(tolerance.get("max_atol")),
                     "tolerance_max_rtol": _float_or_none(tolerance.get("max_rtol")),
                     "extra_json": to_json(correctness_extra) if correctness_extra else None,
@@ -529,10 +538,14 @@ def _ingest_lines(
             return
         content = hashlib.sha256()
         for item in iter_jsonl(path, ingester.rel, content):
-            if len(writer.rows["runs"]) >= chunk_rows or (
-                columnar is not None and len(columnar) >= chunk_rows
+            if (
+                len(writer.rows["runs"]) >= chunk_rows
+                or len(writer.rows["trace_lines"]) >= chunk_rows
+                or (columnar is not None and len(columnar) >= chunk_rows)
             ):
                 writer.flush(columnar)
+            if not isinstance(item, Reject):
+                ingester.fib_line(item)
             if isinstance(item, Reject):
                 counts.records += 1
                 ingester.reject(item.line, item.reason, item.message, None)

@@ -1,7 +1,7 @@
 """Schema-era normalisation: every historical variant of a record into one canonical shape.
 
 Pure functions, no I/O. A record either normalises or raises ``RecordError`` with a reason
-code from ``schemas.REJECT_REASONS``. The rules follow flashinfer-trace-format.md §2, §3 and §5:
+code from ``rejects.REJECT_REASONS``. The rules follow flashinfer-trace-format.md §2, §3 and §5:
 ``type``→``op_type``, ``device``→``hardware``, ``format``→``type``, ``log_file``/``error``→
 ``log``, top-level ``matched_ratio``→``extra``, capitalised languages, NaN/Infinity as strings
 or bare tokens, ``""``/``{}`` as "no solution"/"no evaluation", numeric library versions.
@@ -17,27 +17,9 @@ from typing import Any, TypeGuard
 
 import orjson
 
+from pipelines.rejects import FORBIDS_CORRECTNESS, NEEDS_CORRECTNESS, STATUSES
 from pipelines.transforms.evaluation_rules import LatencyProblem, read_latency
 
-STATUSES = frozenset(
-    {
-        "PASSED",
-        "INCORRECT_NUMERICAL",
-        "INCORRECT_SHAPE",
-        "INCORRECT_DTYPE",
-        "INCORRECT",  # legacy (Aug 2025 schema doc): incorrect, kind unspecified
-        "RUNTIME_ERROR",
-        "COMPILE_ERROR",
-        "TIMEOUT",
-        "REWARD_HACK",
-        "INVALID_REFERENCE",
-    }
-)
-# The harness's model validator (format doc §2.5): which blocks each status must carry.
-NEEDS_CORRECTNESS = frozenset({"PASSED", "INCORRECT_NUMERICAL"})
-FORBIDS_CORRECTNESS = frozenset(
-    {"INCORRECT_SHAPE", "INCORRECT_DTYPE", "RUNTIME_ERROR", "COMPILE_ERROR", "TIMEOUT"}
-)
 LOG_TRUNCATED_SUFFIX = "[log truncated]"
 ERROR_WORDS = ("error", "exception", "traceback", "failed")
 ERROR_LINE = re.compile("|".join(ERROR_WORDS), re.IGNORECASE)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, date, datetime
 
-from pipelines.transforms import identity
+from pipelines import kernelindex
 
 DATE_ONLY = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})\Z")
 EPOCH_SECONDS = re.compile(r"[0-9]{9,10}(?:\.[0-9]+)?\Z")
@@ -29,8 +29,8 @@ def observed_at(timestamp: str) -> datetime | None:
     """The UTC instant ``timestamp`` names (millisecond precision), or None when unclear."""
     text = timestamp.strip()
     try:
-        return datetime.fromisoformat(identity.observed_at(text))
-    except (identity.IdentityError, ValueError):
+        return datetime.fromisoformat(kernelindex.observed_at(text))
+    except (kernelindex.IdentityError, ValueError):
         pass
     try:
         if DATE_ONLY.match(text):

@@ -1,4 +1,4 @@
-"""RFC 8785 (JSON Canonicalization Scheme) bytes and the digests KernelIndex builds on them.
+"""RFC 8785 (JSON Canonicalization Scheme) text and the digests KernelIndex builds on it (§1.1, §1.2).
 
 `canonical_json` is a hand-written serializer because it runs once per trace line (150k+ lines
 per build) and the reference package `rfc8785` is several times slower. It is property-tested
@@ -8,10 +8,8 @@ against `rfc8785.dumps` (tests/test_canonical.py) and must stay byte-identical t
 - no insignificant whitespace;
 - strings: only `"`, `\\` and U+0000-U+001F escaped (`\\b \\t \\n \\f \\r`, else `\\u00xx`),
   everything else raw UTF-8; lone surrogates are not representable and raise;
-- numbers as ECMAScript writes a double (shortest round-trip digits); NaN/Infinity raise;
+- numbers as ECMAScript writes a double (`numbers.format_float`); NaN/Infinity raise;
   integers must lie within +-(2**53 - 1); `bool` is a JSON boolean, never a number.
-
-See docs/kernelindex-identity.md section 1 (in ../shared beside the checkout).
 """
 
 from __future__ import annotations
@@ -22,76 +20,27 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = [
-    "API_VERSION",
-    "CanonicalizationError",
-    "canonical_json",
-    "canonical_number",
-    "canonical_string",
-    "digest",
-    "manifest_digest",
-    "text_digest",
-]
+from pipelines.kernelindex.errors import CanonicalizationError
+from pipelines.kernelindex.numbers import MAX_SAFE_INTEGER, format_float
 
 API_VERSION = "kernelindex.dev/v1alpha1"
 
-_MAX_SAFE_INTEGER = 2**53 - 1
 
 # The stdlib's C string encoder escapes exactly the JCS set (`"`, `\`, U+0000-U+001F with the
 # short forms \b \t \n \f \r and lowercase \u00xx otherwise) and keeps everything else raw.
-_encode_string: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[assignment]
-
-
-class CanonicalizationError(ValueError):
-    """The value has no RFC 8785 form (NaN/Infinity, unsafe integer, lone surrogate, bad type)."""
-
-
-def _format_float(value: float) -> str:
-    """ECMAScript Number::toString of a finite double (ECMA-262 7.1.12.1, RFC 8785 3.2.2.3)."""
-    if value - value != 0.0:  # NaN or +-Infinity
-        raise CanonicalizationError(f"{value!r} is not representable in JCS")
-    if value == 0.0:
-        return "0"  # -0.0 too
-    text = repr(value)  # shortest round-trip digits, like ECMAScript
-    if "e" not in text:
-        # Python writes fixed notation for 1e-4 <= |x| < 1e16, where ECMAScript does too;
-        # the only difference is Python's trailing ".0" on integral values.
-        return text[:-2] if text.endswith(".0") else text
-    return _format_exponential(text)
+encode_string: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[assignment]
 
 
 def canonical_number(value: int | float) -> str:
     """The canonical text of one JSON number (int within +-(2**53 - 1), or finite float)."""
     if type(value) is float:
-        return _format_float(value)
-    if type(value) is int and -_MAX_SAFE_INTEGER <= value <= _MAX_SAFE_INTEGER:
+        return format_float(value)
+    if type(value) is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
         return str(value)
     return _serialize(value)
 
 
-def _format_exponential(text: str) -> str:
-    """Rewrite Python's `d.ddde±XX` repr into ECMAScript's layout for the same digits."""
-    sign = ""
-    if text[0] == "-":
-        sign, text = "-", text[1:]
-    mantissa, _, exp_text = text.partition("e")
-    int_part, _, frac_part = mantissa.partition(".")
-    digits = int_part + frac_part  # int_part is a single non-zero digit in Python's repr
-    k = len(digits)
-    n = int(exp_text) + 1  # value = 0.digits * 10**n
-    if k <= n <= 21:
-        return sign + digits + "0" * (n - k)
-    if 0 < n <= 21:
-        return sign + digits[:n] + "." + digits[n:]
-    if -6 < n <= 0:
-        return sign + "0." + "0" * (-n) + digits
-    exponent = n - 1
-    exp_sign = "+" if exponent >= 0 else "-"
-    head = digits[0] if k == 1 else digits[0] + "." + digits[1:]
-    return f"{sign}{head}e{exp_sign}{abs(exponent)}"
-
-
-def _utf16_sort_key(key: str) -> bytes:
+def utf16_sort_key(key: str) -> bytes:
     return key.encode("utf-16-be", "surrogatepass")
 
 
@@ -104,7 +53,7 @@ def _sorted_keys(obj: dict[Any, Any]) -> list[str]:
     # Code-point order equals UTF-16 code-unit order unless a key holds a character above
     # U+FFFF (its surrogates sort below U+E000-U+FFFF); only then pay for the UTF-16 encode.
     if not joined.isascii() and _ASTRAL.search(joined):
-        keys.sort(key=_utf16_sort_key)
+        keys.sort(key=utf16_sort_key)
     return keys
 
 
@@ -114,20 +63,18 @@ _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 def _serialize(value: Any) -> str:
     kind = type(value)
     if kind is str:
-        return _encode_string(value)
+        return encode_string(value)
     if kind is dict:
         if not value:
             return "{}"
-        members = [
-            _encode_string(key) + ":" + _serialize(value[key]) for key in _sorted_keys(value)
-        ]
+        members = [encode_string(key) + ":" + _serialize(value[key]) for key in _sorted_keys(value)]
         return "{" + ",".join(members) + "}"
     if kind is int:
-        if -_MAX_SAFE_INTEGER <= value <= _MAX_SAFE_INTEGER:
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
             return str(value)
         raise CanonicalizationError(f"{value} exceeds the safe integer range of JSON numbers")
     if kind is float:
-        return _format_float(value)
+        return format_float(value)
     if kind is list or kind is tuple:
         return "[" + ",".join([_serialize(item) for item in value]) + "]"
     if value is True:
@@ -144,11 +91,11 @@ def _serialize_subclass(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return _encode_string(str.__str__(value))
+        return encode_string(str.__str__(value))
     if isinstance(value, int):
         return _serialize(int(value))
     if isinstance(value, float):
-        return _format_float(float(value))
+        return format_float(float(value))
     if isinstance(value, dict):
         return _serialize(dict(value))
     if isinstance(value, list | tuple):
@@ -158,7 +105,7 @@ def _serialize_subclass(value: Any) -> str:
 
 def canonical_string(text: str) -> str:
     """The canonical text of one JSON string, quotes included (lone surrogates not checked)."""
-    return _encode_string(text)
+    return encode_string(text)
 
 
 def canonical_json(value: Any) -> bytes:

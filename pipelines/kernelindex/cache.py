@@ -1,0 +1,24 @@
+"""A small first-in-first-out cache for values computed once per distinct definition or workload."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class BoundedCache:
+    """A dict cache that forgets its oldest entries beyond `maxsize` (FIFO)."""
+
+    def __init__(self, maxsize: int):
+        self.maxsize = maxsize
+        self.data: dict[Any, Any] = {}
+
+    def get(self, key: Any) -> Any:
+        return self.data.get(key)
+
+    def put(self, key: Any, value: Any) -> None:
+        if len(self.data) >= self.maxsize:
+            del self.data[next(iter(self.data))]
+        self.data[key] = value
+
+    def clear(self) -> None:
+        self.data.clear()

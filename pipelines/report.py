@@ -1,0 +1,527 @@
+"""The static HTML report: an overview page and one page per definition, written into a folder
+that works offline (no CDN, no request to anywhere: the one script, Plotly's bundle, is written
+beside the pages and loaded by a relative path; styles are inline).
+
+Every number shown comes from the warehouse's views, read over a read-only connection; each
+table cell also carries the exact value in ``data-value`` so a test can compare the page with
+the SQL. The CLI (`tracehouse report --out DIR`) and the Dagster ``report`` asset both call
+``write_report``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import re
+import shutil
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipelines.files import write_atomically
+from pipelines.schemas import TABLES
+from pipelines.settings import Settings
+from pipelines.warehouse import Warehouse, connect_read_only
+
+PLOTLY_BUNDLE = "plotly.min.js"
+STATUS_COLOURS = {"passed": "#2e7d32", "failed": "#c62828", "not run": "#e0e0e0"}
+
+# What each page shows, as named read-only queries over the views (values bound, never formatted).
+OVERVIEW_SNAPSHOT_SQL = """
+SELECT source, requested_revision, resolved_sha, snapshot_id, built_at, files, bytes
+FROM source_snapshots ORDER BY built_at DESC LIMIT 1
+"""
+REJECTS_SQL = "SELECT reason, count(*) AS records FROM rejects GROUP BY reason ORDER BY reason"
+FIB_RANKING_SQL = """
+SELECT outcome, reason, rank, author, avg_speedup, success_rate, win_rate, workloads, definitions
+FROM author_rankings WHERE hardware = 'all' AND scope_kind = 'all' ORDER BY rank NULLS FIRST
+"""
+WEB_RANKING_SQL = """
+SELECT rank, author, avg_speedup, success_rate, win_rate, workloads, definitions, ui_hidden
+FROM web_author_rankings WHERE baseline_map = $map AND hardware = 'all' ORDER BY rank
+"""
+WEB_MAP_SQL = """
+SELECT baseline_map FROM web_map_names ORDER BY baseline_map = 'baselines_file' DESC LIMIT 1
+"""
+TOP_PER_DEFINITION_SQL = """
+SELECT definition, hardware, solution, author, geomean_speedup, coverage, workloads_passed,
+       workloads_in_slice, baseline_solution
+FROM leaderboard WHERE leaderboard_rank = 1 ORDER BY definition, hardware
+"""
+DEFINITIONS_SQL = """
+SELECT d.definition, d.op_type, count(DISTINCT r.solution) AS solutions, count(r.run_id) AS runs
+FROM definitions AS d LEFT JOIN runs AS r USING (definition)
+GROUP BY ALL ORDER BY d.definition
+"""
+DEFINITION_LEADERBOARD_SQL = """
+SELECT definition, hardware, leaderboard_rank, solution, author, is_baseline, baseline_solution,
+       baseline_choice, workloads_passed, workloads_in_slice, coverage, workloads_compared,
+       geomean_speedup, win_rate, speedup_reason, latency_us_geomean, rerun_spread_median,
+       sort_tier, fib_all_gpus_avg_speedup, fib_all_gpus_win_rate, fib_reason
+FROM leaderboard ORDER BY definition, hardware, leaderboard_rank
+"""
+DEFINITION_FAST_P_SQL = """
+SELECT definition, hardware, solution, p, fast_p FROM leaderboard_fast_p
+ORDER BY definition, hardware, solution, p
+"""
+DEFINITION_SPEEDUPS_SQL = """
+SELECT definition, hardware, solution, workload_key, speedup FROM leaderboard_speedups
+WHERE speedup IS NOT NULL ORDER BY definition, hardware, solution, workload_key
+"""
+DEFINITION_COVERAGE_SQL = """
+WITH cells AS (
+    SELECT definition, hardware, solution, workload_key,
+           CASE WHEN passed THEN 'passed' ELSE 'failed' END AS status
+    FROM solution_workload_latency
+),
+grid AS (
+    SELECT s.definition, s.hardware, s.solution, w.workload_key
+    FROM (SELECT DISTINCT definition, hardware, solution FROM cells) AS s
+    JOIN (SELECT DISTINCT definition, hardware, workload_key FROM cells) AS w
+        USING (definition, hardware)
+)
+SELECT g.definition, g.hardware, g.solution, g.workload_key,
+       coalesce(c.status, 'not run') AS status
+FROM grid AS g LEFT JOIN cells AS c USING (definition, hardware, solution, workload_key)
+ORDER BY g.definition, g.hardware, g.solution, g.workload_key
+"""
+
+LEADERBOARD_COLUMNS = (
+    ("leaderboard_rank", "#"),
+    ("solution", "solution"),
+    ("author", "author"),
+    ("workloads_passed", "passed"),
+    ("workloads_in_slice", "of"),
+    ("coverage", "coverage"),
+    ("workloads_compared", "compared"),
+    ("geomean_speedup", "geomean speedup"),
+    ("win_rate", "win rate"),
+    ("speedup_reason", "why no speedup"),
+    ("latency_us_geomean", "latency µs"),
+    ("rerun_spread_median", "re-run spread"),
+    ("fib_all_gpus_avg_speedup", "FIB avg speedup (all GPUs)"),
+    ("fib_reason", "FIB: why none"),
+)
+
+
+@dataclass
+class ReportResult:
+    out_dir: Path
+    pages: list[Path] = field(default_factory=list)
+    overview_rows: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def index(self) -> Path:
+        return self.out_dir / "index.html"
+
+
+def definition_page_name(definition: str) -> str:
+    """A file name for a definition's page: safe characters kept, a digest keeps it unique."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", definition)[:80]
+    digest = hashlib.sha256(definition.encode()).hexdigest()[:8]
+    return f"{safe}-{digest}.html"
+
+
+def format_value(value: Any) -> str:
+    """How a cell shows a value: floats with 4 significant decimals, NULL as an en dash."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1e6 else f"{value:.4e}"
+    return str(value)
+
+
+def _exact(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _table(
+    rows: Sequence[dict[str, Any]],
+    columns: Sequence[tuple[str, str]],
+    *,
+    table_id: str,
+    css_class: str = "",
+) -> str:
+    head = "".join(f"<th>{html.escape(label)}</th>" for _, label in columns)
+    body = []
+    for row in rows:
+        cells = "".join(
+            f'<td data-column="{html.escape(name)}" data-value="{html.escape(_exact(row[name]))}">'
+            f"{html.escape(format_value(row[name]))}</td>"
+            for name, _ in columns
+        )
+        body.append(f"<tr>{cells}</tr>")
+    if not rows:
+        body.append(f'<tr><td colspan="{len(columns)}" class="empty">no rows</td></tr>')
+    return (
+        f'<table id="{html.escape(table_id)}" class="{css_class}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table>"
+    )
+
+
+STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.5rem 2rem;
+       color: #1d2330; background: #fafbfc; }
+h1 { font-size: 1.5rem; margin-bottom: .2rem; } h2 { font-size: 1.2rem; margin-top: 2rem; }
+h3 { font-size: 1.05rem; margin-top: 1.5rem; }
+p.note { color: #4b5563; max-width: 60rem; font-size: .9rem; }
+table { border-collapse: collapse; margin: .6rem 0 1rem; font-size: .82rem; background: white; }
+th, td { border: 1px solid #d5d9e0; padding: .25rem .5rem; text-align: left; }
+th { background: #eef1f6; } td.empty { color: #6b7280; font-style: italic; }
+nav a { margin-right: 1rem; } .chart { max-width: 1100px; }
+code { background: #eef1f6; padding: 0 .2rem; }
+"""
+
+
+def _page(title: str, body: str, *, depth: int) -> str:
+    prefix = "../" * depth
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title>"
+        # no favicon request: the page asks for nothing it does not ship
+        "<link rel='icon' href='data:,'>"
+        f"<style>{STYLE}</style>"
+        f"<script src='{prefix}{PLOTLY_BUNDLE}'></script>"
+        f"</head><body>{body}</body></html>\n"
+    )
+
+
+def _figure_html(figure: Any, div_id: str) -> str:
+    return str(
+        figure.to_html(
+            full_html=False,
+            include_plotlyjs=False,
+            div_id=div_id,
+            config={"displaylogo": False, "responsive": True},
+        )
+    )
+
+
+class _Reader:
+    def __init__(self, warehouse: Warehouse) -> None:
+        self.connection = connect_read_only(warehouse)
+
+    def rows(self, sql: str, **parameters: Any) -> list[dict[str, Any]]:
+        relation = self.connection.sql(sql, params=parameters)
+        names = relation.columns
+        return [dict(zip(names, row, strict=True)) for row in relation.fetchall()]
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def write_report(settings: Settings, out_dir: Path) -> ReportResult:
+    """Write the report of the current warehouse into ``out_dir`` (created or refreshed)."""
+    import plotly.offline
+
+    warehouse = Warehouse(settings.warehouse)
+    warehouse.require_current()
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"--out {out_dir}: exists and is not a folder")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pages_dir = out_dir / "definitions"
+    if pages_dir.exists():  # pages of definitions that are gone must not linger
+        shutil.rmtree(pages_dir)
+    pages_dir.mkdir()
+    bundle = out_dir / PLOTLY_BUNDLE
+    write_atomically(bundle, plotly.offline.get_plotlyjs().encode())
+
+    reader = _Reader(warehouse)
+    try:
+        result = ReportResult(out_dir)
+        definitions = reader.rows(DEFINITIONS_SQL)
+        # each view is read once and split by definition: one query per page would recompute
+        # the views for every page
+        boards = _grouped(reader.rows(DEFINITION_LEADERBOARD_SQL), "definition")
+        curves = _grouped(reader.rows(DEFINITION_FAST_P_SQL), "definition")
+        speedups = _grouped(reader.rows(DEFINITION_SPEEDUPS_SQL), "definition")
+        cells = _grouped(reader.rows(DEFINITION_COVERAGE_SQL), "definition")
+        for definition in definitions:
+            name = definition["definition"]
+            page = pages_dir / definition_page_name(name)
+            html_text = _definition_page(
+                definition,
+                boards.get(name, []),
+                curves.get(name, []),
+                speedups.get(name, []),
+                cells.get(name, []),
+            )
+            write_atomically(page, html_text.encode())
+            result.pages.append(page)
+        overview, top_rows = _overview_page(reader, definitions)
+        write_atomically(result.index, overview.encode())
+        result.pages.insert(0, result.index)
+        result.overview_rows = top_rows
+        return result
+    finally:
+        reader.close()
+
+
+def _overview_page(
+    reader: _Reader, definitions: list[dict[str, Any]]
+) -> tuple[str, list[dict[str, Any]]]:
+    snapshot = reader.rows(OVERVIEW_SNAPSHOT_SQL)
+    counts = [
+        {"table": name, "rows": reader.rows(f'SELECT count(*) AS n FROM "{name}"')[0]["n"]}  # noqa: S608  (own table names)
+        for name in TABLES
+    ]
+    rejects = reader.rows(REJECTS_SQL)
+    fib_ranking = reader.rows(FIB_RANKING_SQL)
+    web_map = reader.rows(WEB_MAP_SQL)[0]["baseline_map"]
+    web_ranking = reader.rows(WEB_RANKING_SQL, map=web_map)
+    top = reader.rows(TOP_PER_DEFINITION_SQL)
+    for row in top:
+        row["page"] = definition_page_name(row["definition"])
+
+    parts = ["<h1>tracehouse report</h1>"]
+    if snapshot:
+        parts.append(
+            _table(
+                snapshot,
+                [
+                    ("source", "source"),
+                    ("requested_revision", "requested revision"),
+                    ("resolved_sha", "revision"),
+                    ("snapshot_id", "snapshot"),
+                    ("built_at", "built at"),
+                    ("files", "files"),
+                    ("bytes", "bytes"),
+                ],
+                table_id="snapshot",
+            )
+        )
+    parts.append("<h2>Tables</h2>")
+    parts.append(_table(counts, [("table", "table"), ("rows", "rows")], table_id="table-counts"))
+    parts.append("<h2>Rejects by reason</h2>")
+    parts.append(
+        _table(rejects, [("reason", "reason"), ("records", "records")], table_id="rejects")
+    )
+
+    parts.append("<h2>Best solution per definition and hardware (tracehouse)</h2>")
+    parts.append(
+        "<p class='note'>Rank 1 of each (definition, hardware) leaderboard: geometric-mean speedup "
+        "over the hardware's baseline on the workloads both passed; the sort never puts a "
+        "solution that failed most workloads above one that passed them all.</p>"
+    )
+    links = "".join(
+        f"<li><a href='definitions/{html.escape(definition_page_name(d['definition']))}'>"
+        f"{html.escape(d['definition'])}</a> ({d['solutions']} solutions, {d['runs']} runs)</li>"
+        for d in definitions
+    )
+    parts.append(
+        _table(
+            top,
+            [
+                ("definition", "definition"),
+                ("hardware", "hardware"),
+                ("solution", "solution"),
+                ("author", "author"),
+                ("geomean_speedup", "geomean speedup"),
+                ("coverage", "coverage"),
+                ("workloads_passed", "passed"),
+                ("workloads_in_slice", "of"),
+                ("baseline_solution", "baseline"),
+            ],
+            table_id="top-per-definition",
+        )
+    )
+    parts.append("<h2>Author ranking, FlashInfer-Bench's rule (all GPUs mixed)</h2>")
+    parts.append(
+        "<p class='note'><code>flashinfer-bench report summary</code>: per author the best "
+        "solution per definition by arithmetic mean speedup over the author-<code>baseline</code> "
+        "solution, every GPU mixed; any failed run zeroes a solution. Where FlashInfer-Bench "
+        "raises, the row says why instead of a number.</p>"
+    )
+    parts.append(
+        _table(
+            fib_ranking,
+            [
+                ("rank", "#"),
+                ("author", "author"),
+                ("avg_speedup", "avg speedup"),
+                ("success_rate", "success rate"),
+                ("win_rate", "win rate"),
+                ("workloads", "workloads"),
+                ("definitions", "definitions"),
+                ("outcome", "outcome"),
+                ("reason", "why none"),
+            ],
+            table_id="fib-author-ranking",
+        )
+    )
+    parts.append(
+        f"<h2>Author ranking, FlashInfer-Bench web leaderboard (map <code>{html.escape(web_map)}</code>)</h2>"
+    )
+    parts.append(
+        _table(
+            web_ranking,
+            [
+                ("rank", "#"),
+                ("author", "author"),
+                ("avg_speedup", "avg speedup"),
+                ("success_rate", "% resolved (÷100)"),
+                ("win_rate", "win rate"),
+                ("workloads", "workloads"),
+                ("definitions", "definitions"),
+                ("ui_hidden", "hidden on the site"),
+            ],
+            table_id="web-author-ranking",
+        )
+    )
+    parts.append(f"<h2>Definitions</h2><ul>{links}</ul>")
+    return _page("tracehouse report", "".join(parts), depth=0), top
+
+
+def _definition_page(
+    definition: dict[str, Any],
+    board: list[dict[str, Any]],
+    curves: list[dict[str, Any]],
+    speedups: list[dict[str, Any]],
+    cells: list[dict[str, Any]],
+) -> str:
+    import plotly.graph_objects as go
+
+    name = definition["definition"]
+    parts = [
+        "<nav><a href='../index.html'>← overview</a></nav>",
+        f"<h1>{html.escape(name)}</h1>",
+        f"<p class='note'>op_type {html.escape(str(definition['op_type']))}; "
+        f"{definition['solutions']} solutions, {definition['runs']} runs.</p>",
+    ]
+    hardware_list = sorted({row["hardware"] for row in board})
+    if not hardware_list:
+        parts.append("<p class='note'>No runs of this definition in the warehouse.</p>")
+    for index, hardware in enumerate(hardware_list):
+        rows = [r for r in board if r["hardware"] == hardware]
+        baseline = rows[0]["baseline_solution"]
+        choice = rows[0]["baseline_choice"]
+        parts.append(f"<h2>{html.escape(hardware)}</h2>")
+        parts.append(
+            "<p class='note'>Baseline: "
+            + (
+                f"<code>{html.escape(baseline)}</code> ({html.escape(str(choice))})"
+                if baseline
+                else "none, so no speedups"
+            )
+            + ".</p>"
+        )
+        parts.append(
+            _table(
+                rows, LEADERBOARD_COLUMNS, table_id=f"leaderboard-{index}", css_class="leaderboard"
+            )
+        )
+        parts.append(_fast_p_chart(go, [c for c in curves if c["hardware"] == hardware], index))
+        parts.append(_speedup_chart(go, [s for s in speedups if s["hardware"] == hardware], index))
+        parts.append(_coverage_chart(go, [c for c in cells if c["hardware"] == hardware], index))
+    return _page(name, "".join(parts), depth=1)
+
+
+def _grouped(rows: Iterable[dict[str, Any]], key: str) -> dict[str, list[dict[str, Any]]]:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(row[key], []).append(row)
+    return groups
+
+
+def _fast_p_chart(go: Any, curves: list[dict[str, Any]], index: int) -> str:
+    if not curves:
+        return "<p class='note'>fast_p: no baseline workloads to compare with.</p>"
+    figure = go.Figure()
+    for solution, points in _grouped(curves, "solution").items():
+        figure.add_trace(
+            go.Scatter(
+                x=[p["p"] for p in points],
+                y=[p["fast_p"] for p in points],
+                mode="lines",
+                name=solution,
+                line={"shape": "hv"},
+            )
+        )
+    figure.update_layout(
+        title="fast_p: share of the baseline's workloads passed with speedup ≥ p",
+        xaxis_title="p (speedup threshold)",
+        yaxis_title="fast_p",
+        yaxis_range=[0, 1.05],
+        height=380,
+        margin={"t": 50, "b": 40},
+        legend={"font": {"size": 10}},
+    )
+    return f"<div class='chart'>{_figure_html(figure, f'fast-p-{index}')}</div>"
+
+
+def _speedup_chart(go: Any, speedups: list[dict[str, Any]], index: int) -> str:
+    if not speedups:
+        return "<p class='note'>Speedup distribution: no workload both passed.</p>"
+    figure = go.Figure()
+    for solution, points in _grouped(speedups, "solution").items():
+        figure.add_trace(
+            go.Box(
+                y=[p["speedup"] for p in points],
+                name=solution,
+                boxpoints="all",
+                jitter=0.3,
+                text=[p["workload_key"] for p in points],
+            )
+        )
+    figure.update_layout(
+        title="Speedup over the baseline, per workload (log scale)",
+        yaxis_type="log",
+        yaxis_title="baseline / solution latency",
+        showlegend=False,
+        height=420,
+        margin={"t": 50, "b": 120},
+    )
+    return f"<div class='chart'>{_figure_html(figure, f'speedups-{index}')}</div>"
+
+
+def _coverage_chart(go: Any, cells: list[dict[str, Any]], index: int) -> str:
+    if not cells:
+        return ""
+    solutions = sorted({c["solution"] for c in cells})
+    workloads = sorted({c["workload_key"] for c in cells})
+    codes = {"not run": 0, "failed": 1, "passed": 2}
+    status = {(c["solution"], c["workload_key"]): c["status"] for c in cells}
+    z = [[codes[status[(s, w)]] for w in workloads] for s in solutions]
+    text = [[status[(s, w)] for w in workloads] for s in solutions]
+    colours = [STATUS_COLOURS["not run"], STATUS_COLOURS["failed"], STATUS_COLOURS["passed"]]
+    figure = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=[w[:8] for w in workloads],
+            y=solutions,
+            text=text,
+            hovertemplate="%{y}<br>workload %{x}: %{text}<extra></extra>",
+            zmin=0,
+            zmax=2,
+            colorscale=[
+                [0.0, colours[0]],
+                [0.33, colours[0]],
+                [0.34, colours[1]],
+                [0.66, colours[1]],
+                [0.67, colours[2]],
+                [1.0, colours[2]],
+            ],
+            showscale=False,
+            xgap=1,
+            ygap=1,
+        )
+    )
+    figure.update_layout(
+        title="Coverage: solutions × workloads (green passed, red failed, grey not run)",
+        height=max(260, 28 * len(solutions) + 140),
+        margin={"t": 50, "l": 10},
+        yaxis={"automargin": True},
+        xaxis={"title": "workload (first 8 characters of its key)"},
+    )
+    return f"<div class='chart'>{_figure_html(figure, f'coverage-{index}')}</div>"
+
+
+def report_summary_line(result: ReportResult) -> str:
+    return f"wrote {len(result.pages)} pages to {result.out_dir} (open {result.index})"

@@ -1,0 +1,141 @@
+-- FlashInfer-Bench's own per-solution score, TraceSet.get_solution_score(S, "baseline")
+-- (fib-metrics.md §2), for every loaded solution, per hardware scope (`all` = FlashInfer-Bench's
+-- figure; a GPU string = the same rule on that GPU's trace lines only).
+-- The first rule that applies decides (outcome / reason):
+--   error no_baseline            the definition has no solution of author `baseline` (FIB raises)
+--   error multiple_baselines     it has several (FIB raises, for the baselines too)
+--   none  is_baseline            S is that baseline (FIB returns None: no 1.0 is invented)
+--   error invalid_performance    a PASSED line of S, or of the baseline, has latency ≤ 0 (FIB raises)
+--   none  no_comparable_workload no workload both the baseline passed and S attempted
+--   score (any failure)          S has a non-PASSED line anywhere: every rate is 0.0
+--   score                        the mean of baseline/S minimum latencies, win rate (ratio > 1)
+-- Runs are matched by solution name across definition files and GPUs, as FlashInfer-Bench does.
+WITH baselines AS (
+    SELECT
+        definition,
+        count(*) AS baseline_count,
+        min(solution) AS baseline_solution,
+        list(solution ORDER BY solution) AS baseline_names
+    FROM fib_solutions
+    WHERE author = 'baseline'
+    GROUP BY definition
+),
+per_workload AS (
+    SELECT
+        scope_hardware,
+        solution,
+        workload_uuid,
+        min(latency_ms) FILTER (WHERE passed) AS best_ms
+    FROM fib_scoped_traces
+    GROUP BY ALL
+),
+per_solution AS (
+    SELECT
+        scope_hardware,
+        solution,
+        bool_or(NOT passed) AS has_failure,
+        min(workload_uuid) FILTER (WHERE invalid_performance) AS invalid_workload
+    FROM fib_scoped_traces
+    GROUP BY ALL
+),
+candidates AS (
+    SELECT
+        h.hardware,
+        s.definition,
+        s.solution,
+        s.author,
+        s.load_order,
+        b.baseline_count,
+        CASE WHEN b.baseline_count = 1 THEN b.baseline_solution END AS baseline_solution,
+        b.baseline_names
+    FROM fib_hardware_scopes AS h
+    CROSS JOIN fib_solutions AS s
+    LEFT JOIN baselines AS b USING (definition)
+),
+ratios AS (
+    SELECT
+        c.hardware,
+        c.solution,
+        bw.best_ms / sw.best_ms AS ratio,
+        sw.best_ms IS NOT NULL AS solution_passed,
+        sw.workload_uuid
+    FROM candidates AS c
+    JOIN per_workload AS sw
+        ON sw.scope_hardware = c.hardware AND sw.solution = c.solution
+    JOIN per_workload AS bw
+        ON bw.scope_hardware = c.hardware AND bw.solution = c.baseline_solution
+        AND bw.workload_uuid IS NOT DISTINCT FROM sw.workload_uuid AND bw.best_ms IS NOT NULL
+),
+compared AS (
+    SELECT
+        hardware,
+        solution,
+        count(*) AS workloads,
+        -- FlashInfer-Bench adds the ratios one by one (over a Python set); a left fold in
+        -- uuid order matches it within a few ulp.
+        list_reduce(list(ratio ORDER BY workload_uuid), lambda a, b: a + b) AS ratio_sum,
+        count(*) FILTER (WHERE ratio > 1.0) AS wins
+    FROM ratios
+    GROUP BY ALL
+),
+decided AS (
+    SELECT
+        c.*,
+        ps.has_failure,
+        ps.invalid_workload,
+        bs.invalid_workload AS baseline_invalid_workload,
+        coalesce(m.workloads, 0) AS compared_workloads,
+        m.ratio_sum,
+        m.wins,
+        CASE
+            WHEN c.baseline_count IS NULL THEN 'no_baseline'
+            WHEN c.baseline_count > 1 THEN 'multiple_baselines'
+            WHEN c.solution = c.baseline_solution THEN 'is_baseline'
+            WHEN ps.invalid_workload IS NOT NULL THEN 'invalid_performance'
+            WHEN bs.invalid_workload IS NOT NULL THEN 'baseline_invalid_performance'
+            WHEN m.workloads IS NULL THEN 'no_comparable_workload'
+        END AS reason
+    FROM candidates AS c
+    LEFT JOIN per_solution AS ps ON ps.scope_hardware = c.hardware AND ps.solution = c.solution
+    LEFT JOIN per_solution AS bs
+        ON bs.scope_hardware = c.hardware AND bs.solution = c.baseline_solution
+    LEFT JOIN compared AS m ON m.hardware = c.hardware AND m.solution = c.solution
+)
+SELECT
+    hardware,
+    definition,
+    solution,
+    author,
+    CASE
+        WHEN reason IN ('is_baseline', 'no_comparable_workload') THEN 'none'
+        WHEN reason IS NOT NULL THEN 'error'
+        ELSE 'score'
+    END AS outcome,
+    CASE WHEN reason = 'baseline_invalid_performance' THEN 'invalid_performance' ELSE reason END
+        AS reason,
+    CASE reason
+        WHEN 'no_baseline' THEN
+            'No baseline solution from author ''baseline'' for definition ''' || definition || ''''
+        WHEN 'multiple_baselines' THEN
+            'Multiple baseline solutions from author ''baseline'' for definition '''
+            || definition || ''': ' || array_to_string(baseline_names, ', ')
+        WHEN 'is_baseline' THEN 'the baseline itself is not scored'
+        WHEN 'invalid_performance' THEN
+            'PASSED trace for solution ''' || solution || ''' workload '''
+            || invalid_workload || ''' has invalid performance data'
+        WHEN 'baseline_invalid_performance' THEN
+            'PASSED trace for solution ''' || baseline_solution || ''' workload '''
+            || baseline_invalid_workload || ''' has invalid performance data'
+        WHEN 'no_comparable_workload' THEN
+            'no workload that the baseline passed and the solution attempted'
+    END AS detail,
+    CASE WHEN reason IS NULL THEN CASE WHEN has_failure THEN 0.0::DOUBLE ELSE ratio_sum / compared_workloads END END
+        AS avg_speedup,
+    CASE WHEN reason IS NULL THEN CASE WHEN has_failure THEN 0.0::DOUBLE ELSE 1.0::DOUBLE END END AS success_rate,
+    CASE WHEN reason IS NULL THEN CASE WHEN has_failure THEN 0.0::DOUBLE ELSE wins / compared_workloads END END
+        AS win_rate,
+    CASE WHEN reason IS NULL THEN compared_workloads END AS workloads,
+    CASE WHEN reason IS NULL THEN 1 END AS definitions,
+    baseline_solution,
+    load_order
+FROM decided

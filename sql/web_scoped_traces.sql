@@ -1,0 +1,5 @@
+-- web_traces once per hardware scope they belong to (a line without an evaluation has no
+-- device, so it belongs to scope `all` only).
+SELECT h.hardware, t.*
+FROM web_hardware_scopes AS h
+JOIN web_traces AS t ON h.hardware = 'all' OR t.device = h.hardware

@@ -1,0 +1,89 @@
+-- The web leaderboard's per-solution score, computeSolutionScore (fib-metrics.md §6.5), per map
+-- and hardware scope, for every solution of a web definition. It mirrors FlashInfer-Bench's
+-- Python score except that: only the definition's own web trace lines count; the baseline of
+-- each workload group is the map's name for the device of the group's first line, with its
+-- minimum PASSED latency > 0 (any GPU); nothing raises. outcome `null` (reason):
+--   is_baseline             the map names this solution for the definition
+--   no_comparable_workload  no group with a baseline latency that the solution attempted
+--                           (also every group when the map has no entry for the definition)
+-- A PASSED line with a missing or zero latency still counts as attempted: if it is the only
+-- one of its group the ratio is NaN, and so is avg_speedup, as on the site.
+WITH evaluated AS (
+    SELECT * FROM web_scoped_traces WHERE has_evaluation
+),
+per_group AS (
+    SELECT
+        c.baseline_map,
+        t.hardware,
+        c.definition,
+        c.solution,
+        t.workload_group,
+        min(t.latency_ms) FILTER (WHERE t.status = 'PASSED' AND t.latency_ms > 0) AS best_ms,
+        bool_or(t.status IS DISTINCT FROM 'PASSED') AS failed
+    FROM web_candidates AS c
+    JOIN evaluated AS t ON t.definition = c.definition AND t.solution = c.solution
+    WHERE NOT c.is_baseline
+    GROUP BY ALL
+),
+compared AS (
+    SELECT
+        p.*,
+        g.first_order,
+        CASE WHEN p.best_ms IS NULL THEN 'NaN'::DOUBLE ELSE g.baseline_min_latency_ms / p.best_ms END
+            AS ratio
+    FROM per_group AS p
+    JOIN web_groups AS g
+        USING (baseline_map, hardware, definition, workload_group)
+    WHERE g.baseline_min_latency_ms IS NOT NULL
+),
+per_solution AS (
+    SELECT
+        baseline_map,
+        hardware,
+        definition,
+        solution,
+        bool_or(failed) AS has_failure
+    FROM per_group
+    GROUP BY ALL
+),
+scored AS (
+    SELECT
+        baseline_map,
+        hardware,
+        definition,
+        solution,
+        count(*) AS workloads,
+        -- the site adds the ratios in group order, one by one
+        list_reduce(list(ratio ORDER BY first_order), lambda a, b: a + b) AS ratio_sum,
+        count(*) FILTER (WHERE ratio > 1.0 AND NOT isnan(ratio)) AS wins
+    FROM compared
+    GROUP BY ALL
+)
+SELECT
+    c.baseline_map,
+    h.hardware,
+    c.definition,
+    c.solution,
+    c.author,
+    c.is_baseline,
+    c.list_order,
+    c.ui_hidden,
+    CASE WHEN c.is_baseline OR s.workloads IS NULL THEN 'null' ELSE 'score' END AS outcome,
+    CASE
+        WHEN c.is_baseline THEN 'is_baseline'
+        WHEN s.workloads IS NULL THEN 'no_comparable_workload'
+    END AS reason,
+    CASE WHEN s.workloads IS NOT NULL AND NOT c.is_baseline THEN
+        CASE WHEN p.has_failure THEN 0.0::DOUBLE ELSE s.ratio_sum / s.workloads END
+    END AS avg_speedup,
+    CASE WHEN s.workloads IS NOT NULL AND NOT c.is_baseline THEN
+        CASE WHEN p.has_failure THEN 0.0::DOUBLE ELSE 1.0::DOUBLE END
+    END AS success_rate,
+    CASE WHEN s.workloads IS NOT NULL AND NOT c.is_baseline THEN
+        CASE WHEN p.has_failure THEN 0.0::DOUBLE ELSE s.wins / s.workloads END
+    END AS win_rate,
+    CASE WHEN NOT c.is_baseline THEN s.workloads END AS workloads
+FROM web_candidates AS c
+CROSS JOIN web_hardware_scopes AS h
+LEFT JOIN scored AS s USING (baseline_map, hardware, definition, solution)
+LEFT JOIN per_solution AS p USING (baseline_map, hardware, definition, solution)
