@@ -20,11 +20,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pipelines import IMPORTER_VERSION, kernelindex
+from pipelines import IMPORTER_VERSION, interrupts, invariants
 from pipelines.files import replace_atomically, sha256_file, write_atomically
-from pipelines.settings import Settings
-from pipelines.sources.local import SourceFile, discover, git_revision
+from pipelines.settings import Settings, SettingsError
+from pipelines.sources.local import SourceFile, discover, git_revision, require_dataset
 from pipelines.warehouse import Warehouse
+
+# Written into each generation before it is published: the outcome of every invariant and
+# publish guard evaluated on it, which the Dagster asset checks report.
+CHECKS_FILE = "checks.json"
+NO_SOURCE = (
+    "no source given: pass --source <dataset folder | hf://datasets/<org>/<name>[@rev]> or set "
+    "TRACEHOUSE_SOURCE (`tracehouse demo` builds the demo data)"
+)
 
 ProgressFn = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -53,11 +61,15 @@ class BuildResult:
     source: ResolvedSource | None = None
     # JSONL records by the path that took them ({"columnar": n, "exact": m}); see ingest_paths.
     records_by_path: dict[str, int] = field(default_factory=dict)
+    generation: str | None = None
+    # Every invariant and publish guard evaluated before publishing, by name (empty when
+    # nothing was built: the current generation's are in its checks.json).
+    checks: dict[str, invariants.Outcome] = field(default_factory=dict)
 
     def summary_lines(self) -> list[str]:
         if self.up_to_date:
             return [f"warehouse {self.warehouse} is up to date ({self.seconds:.2f} s)"]
-        lines = [f"built {self.warehouse} in {self.seconds:.2f} s"]
+        lines = [f"built {self.warehouse} in {self.seconds:.2f} s (generation {self.generation})"]
         lines.append(
             f"  files parsed {self.files_parsed}, reused {self.files_reused}, records read {self.records_read}"
         )
@@ -74,6 +86,12 @@ class BuildResult:
             lines.append("  rejects by reason:")
             for reason, count in sorted(self.rejects_by_reason.items()):
                 lines.append(f"    {reason:<26} {count:>8,}")
+        if self.source is not None and self.source.resolved_sha is None:
+            lines.append(
+                "  note: no dataset revision, so implementation_digest and run_digest are empty "
+                "(KernelIndex §8); pass --revision <40-hex commit sha> or build from a git clone "
+                "or an hf:// source"
+            )
         return lines
 
 
@@ -81,12 +99,9 @@ def resolve_source(
     source: str, settings: Settings, progress: ProgressFn | None = None
 ) -> ResolvedSource:
     """A local folder as it is, or a Hub dataset fetched (incrementally) into the cache."""
-    if settings.revision is not None and not kernelindex.is_commit_sha(settings.revision):
-        raise ValueError(
-            f"--revision {settings.revision!r} is not a commit sha (40 lowercase hex characters)"
-        )
     if not source.startswith("hf://"):  # a folder; the Hub client is not even imported
         root = Path(source)
+        require_dataset(root, source)
         revision = settings.revision or git_revision(root)
         return ResolvedSource(root, source, None, revision)
     from pipelines.sources import hub
@@ -100,8 +115,13 @@ def resolve_source(
             progress("fetch", done_files, total_files)
 
     snapshot = hub.fetch_dataset(
-        reference, settings.hub_cache_dir, include_blobs=settings.include_blobs, progress=callback
+        reference,
+        settings.hub_cache_dir,
+        include_blobs=settings.include_blobs,
+        progress=callback,
+        retry=hub.RetryPolicy.within(settings.hub_timeout_s),
     )
+    require_dataset(snapshot.root, source)
     rejects = [Reject(r.path, None, "unsafe_path", r.message, None) for r in snapshot.rejected]
     rejects += [Reject(r.path, None, "fetch_failed", r.message, None) for r in snapshot.failed]
     return ResolvedSource(
@@ -146,6 +166,13 @@ def _set_worker_context(context: Any) -> None:
     _WORKER_CONTEXT = context
 
 
+def _start_worker(context: Any) -> None:
+    """Initializer of a parser worker: the parent handles Ctrl-C and stops it; the context
+    arrives once per worker."""
+    interrupts.ignore_in_worker()
+    _set_worker_context(context)
+
+
 # Files are parsed and stored in groups: one Polars frame and one set of Parquet parts per group
 # instead of per file (most trace files hold a few dozen lines). A file's group depends only on
 # its path, so adding or changing a file re-parses its group alone, about 1/FILE_GROUPS of the
@@ -188,45 +215,147 @@ def build_warehouse(
     source: str | None = None,
     progress: ProgressFn | None = None,
     force: bool = False,
+    require_fact_rows: bool = False,
 ) -> BuildResult:
+    """Build (or find up to date) the warehouse of ``settings``. Nothing is published unless
+    every invariant holds, no table shrinks beyond ``settings.max_shrink_share`` (unless
+    ``allow_shrink``), and, with ``require_fact_rows``, the fact tables have rows."""
     started = time.perf_counter()
-    warehouse = Warehouse(settings.warehouse)
+    source = source or settings.source
+    if source is None:
+        raise SettingsError(NO_SOURCE)
+    if settings.baselines_file is not None:  # a bad map is an error even when nothing changed
+        from pipelines.transforms.context import read_baseline_map
+
+        read_baseline_map(settings.baselines_file)
+    warehouse = Warehouse(settings.warehouse, settings.keep_generations)
     with warehouse.build_lock(settings.lock_timeout_s):
-        resolved = resolve_source(source or settings.source, settings, progress)
-        files, discovery_rejects = discover(resolved.root)
-        state = _state_key(settings, resolved)
-        manifest = _read_manifest(warehouse)
-        fingerprints = {f.rel: f.fingerprint for f in files}
-        if (
-            not force
-            and manifest.get("state") == state
-            and manifest.get("fingerprints") == fingerprints
-            and warehouse.current_generation() is not None
-            and manifest.get("generation") == warehouse.current_generation().name  # type: ignore[union-attr]
-        ):
-            return BuildResult(
-                warehouse.root,
-                True,
-                time.perf_counter() - started,
-                {},
-                {},
-                0,
-                len(files),
-                0,
-                manifest.get("snapshot_id"),
-                resolved,
+        published_before = interrupts.published()
+        try:
+            return _build_locked(
+                settings, warehouse, source, progress, force, require_fact_rows, started
             )
-        return _full_build(
-            settings,
-            warehouse,
+        except BaseException:
+            # An interrupt or a refusal: drop the unfinished generation and temporary files
+            # now (the published one is untouched), unless this build's switch happened.
+            if interrupts.published() == published_before:
+                warehouse.remove_stale_generations()
+            raise
+
+
+def _build_locked(
+    settings: Settings,
+    warehouse: Warehouse,
+    source: str,
+    progress: ProgressFn | None,
+    force: bool,
+    require_fact_rows: bool,
+    started: float,
+) -> BuildResult:
+    resolved = resolve_source(source, settings, progress)
+    files, discovery_rejects = discover(resolved.root)
+    state = _state_key(settings, resolved)
+    manifest = _read_manifest(warehouse)
+    fingerprints = {f.rel: f.fingerprint for f in files}
+    current = warehouse.current_generation()
+    if (
+        not force
+        and manifest.get("state") == state
+        and manifest.get("fingerprints") == fingerprints
+        and current is not None
+        and manifest.get("generation") == current.name
+    ):
+        return BuildResult(
+            warehouse.root,
+            True,
+            time.perf_counter() - started,
+            {},
+            {},
+            0,
+            len(files),
+            0,
+            manifest.get("snapshot_id"),
             resolved,
-            files,
-            discovery_rejects,
-            state,
-            manifest,
-            progress,
-            started,
+            generation=current.name,
         )
+    guard = _publish_guard(settings, current, require_fact_rows)
+    return _full_build(
+        settings,
+        warehouse,
+        resolved,
+        files,
+        discovery_rejects,
+        state,
+        manifest,
+        progress,
+        started,
+        guard,
+    )
+
+
+def table_counts(generation: Path) -> dict[str, int]:
+    """Rows of every table of a generation, from the Parquet footers (no data read)."""
+    from pipelines.schemas import TABLES
+    from pipelines.warehouse import table_row_count
+
+    return {
+        table: table_row_count(generation, table)
+        for table in TABLES
+        if (generation / f"{table}.parquet").exists()
+    }
+
+
+def read_checks(generation: Path) -> dict[str, invariants.Outcome]:
+    """The invariant outcomes a build recorded in ``generation`` before publishing it."""
+    try:
+        stored = json.loads((generation / CHECKS_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {name: (entry["passed"], entry["metadata"]) for name, entry in stored.items()}
+
+
+GuardFn = Callable[[Path, dict[str, int], dict[str, Any]], None]
+
+
+def _publish_guard(settings: Settings, current: Path | None, require_fact_rows: bool) -> GuardFn:
+    """The last step before publishing: compare the new tables with the current generation's,
+    record every outcome in the generation, and refuse what must not be published."""
+    previous = table_counts(current) if current is not None else None
+
+    def guard(generation: Path, counts: dict[str, int], outcomes: dict[str, Any]) -> None:
+        outcomes["tables_shrink_within_limit"] = invariants.tables_shrink_within_limit(
+            previous, counts, settings.max_shrink_share
+        )
+        outcomes["fact_tables_not_empty"] = invariants.fact_tables_not_empty(counts)
+        write_atomically(
+            generation / CHECKS_FILE,
+            json.dumps(
+                {name: {"passed": ok, "metadata": meta} for name, (ok, meta) in outcomes.items()},
+                sort_keys=True,
+                default=str,
+            ).encode(),
+        )
+        shrink_ok, shrink = outcomes["tables_shrink_within_limit"]
+        if not shrink_ok and not settings.allow_shrink:
+            shrinking = sorted(shrink["shrinking_tables"].items(), key=lambda i: i[0] != "runs")
+            changes = ", ".join(f"{t} {c}" for t, c in shrinking[:3])
+            if len(shrinking) > 3:
+                changes += f" and {len(shrinking) - 3} more tables"
+            raise ShrinkRefused(
+                f"refused to publish: {changes} against the current generation "
+                f"({current.name if current else '-'}), more than max_shrink_share "
+                f"{settings.max_shrink_share:.0%}; the warehouse is unchanged. Check the source, "
+                "or pass --allow-shrink (TRACEHOUSE_ALLOW_SHRINK=1) to publish it anyway",
+                dict(outcomes),
+            )
+        if require_fact_rows and not outcomes["fact_tables_not_empty"][0]:
+            invariants.raise_failures(outcomes, ["fact_tables_not_empty"])
+
+    return guard
+
+
+class ShrinkRefused(invariants.InvariantViolation):
+    """A build would drop more of a table than allowed; nothing was published."""
 
 
 def _load_context_cached(
@@ -271,6 +400,7 @@ def _full_build(
     manifest: dict[str, Any],
     progress: ProgressFn | None,
     started: float,
+    guard: GuardFn | None = None,
 ) -> BuildResult:
     global _WORKER_CONTEXT
     from pipelines.transforms import finalize, ingest
@@ -346,6 +476,7 @@ def _full_build(
         file_entries=file_entries,
         discovery_rejects=discovery_rejects,
         progress=progress,
+        before_publish=guard,
     )
     write_atomically(
         warehouse.manifest_path,
@@ -377,6 +508,8 @@ def _full_build(
         outcome.snapshot_id,
         resolved,
         outcome.records_by_path,
+        generation=outcome.generation.name,
+        checks=outcome.checks,
     )
 
 
@@ -447,17 +580,23 @@ def _run_tasks(
     # and the child then hangs on its first frame.
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["pipelines.transforms.ingest", "pipelines.ingest.columnar"])
-    with ProcessPoolExecutor(
+    pool = ProcessPoolExecutor(
         max_workers=min(workers, len(tasks)),
         mp_context=context,
-        initializer=_set_worker_context,
+        initializer=_start_worker,
         initargs=(_WORKER_CONTEXT,),
-    ) as pool:
+    )
+    try:
         futures = {pool.submit(_ingest_task, task): index for index, task in enumerate(tasks)}
         for done, future in enumerate(as_completed(futures), start=1):
             gathered[futures[future]] = future.result()
             if progress:
                 progress("parse", done, len(tasks))
+    except BaseException:  # Ctrl-C or a failed task: stop the workers now, wait for none
+        interrupts.stop_children()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     results.extend(gathered[index] for index in range(len(tasks)))
 
 
@@ -475,3 +614,25 @@ def _remove_unreferenced_parts(warehouse: Warehouse, file_entries: dict[str, Any
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+def source_version(settings: Settings) -> str:
+    """What the configured source is at right now, cheaply: the commit a Hub revision resolves
+    to, a folder's git HEAD (or the given revision), else a digest of its file listing (paths,
+    sizes, modification times). The Dagster source asset's data version."""
+    if settings.source is None:
+        raise SettingsError(NO_SOURCE)
+    if settings.source.startswith("hf://"):
+        from pipelines.sources import hub
+
+        reference = hub.parse_hub_uri(settings.source)
+        assert reference is not None
+        return hub.resolve_revision(reference, retry=hub.RetryPolicy.within(settings.hub_timeout_s))
+    root = Path(settings.source)
+    require_dataset(root, settings.source)
+    revision = settings.revision or git_revision(root)
+    if revision is not None:
+        return revision
+    files, _ = discover(root)
+    listing = json.dumps([[f.rel, f.size, f.fingerprint[1]] for f in files]).encode()
+    return "files:" + hashlib.sha256(listing).hexdigest()[:32]

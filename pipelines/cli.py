@@ -1,24 +1,86 @@
 """The ``tracehouse`` command. Every subcommand is a thin wrapper over the same functions the
 Dagster assets call; heavy libraries are imported only by the subcommands that need them, so
-an up-to-date ``build`` returns in milliseconds.
+read commands start in a fraction of a second and an up-to-date ``build`` returns at once.
+
+What a person sees: one line on stderr for every error (naming the argument or file and the
+reason; exit 2 for anything the user can change), one line on Ctrl-C or SIGTERM (exit 130/143;
+``pipelines.interrupts``), never a traceback (``TRACEHOUSE_DEBUG=1`` shows one for an internal
+error).
 """
 
 from __future__ import annotations
 
-import argparse
-import hashlib
+import contextlib
+import os
 import sys
+
+from pipelines import interrupts
+
+# First thing when this module is the program (`tracehouse` or `python -m pipelines.cli`), so
+# Ctrl-C while the rest is imported is also one line, not a traceback.
+if __name__ == "__main__" or os.path.basename(sys.argv[0]) == "tracehouse":
+    interrupts.install_early()
+
+import argparse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from pipelines.settings import Settings, load_settings
+from pipelines import IMPORTER_VERSION
+from pipelines.settings import SETTINGS, Settings, describe, load_settings
 
 OUTPUT_FORMATS = ("table", "csv", "json")
+DEFAULT_QUERY_ROWS = 200
+LIST_DEFINITIONS_HINT = '`tracehouse query "SELECT DISTINCT definition FROM runs"` lists them'
+# Settings each command takes as flags (the others come from TRACEHOUSE_* or their default).
+BUILD_SETTINGS = (
+    "source",
+    "revision",
+    "baselines_file",
+    "exact",
+    "workers",
+    "lock_timeout_s",
+    "include_blobs",
+    "allow_shrink",
+)
+
+
+class UsageError(Exception):
+    """A command line argparse cannot parse; reported in one line, exit 2."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad argument is one line naming it, not a usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see `{self.prog} --help`)")
+
+
+class _VersionAction(argparse.Action):
+    """``--version``, with the package version looked up only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> NoReturn:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("tracehouse")
+        except PackageNotFoundError:
+            number = "unknown"
+        print(f"tracehouse {number} ({IMPORTER_VERSION})")
+        parser.exit(0)
 
 
 def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
-    return load_settings(warehouse=getattr(args, "warehouse", None), **extra)
+    # Only the settings this command has flags for: `changes --source` is a filter, not one.
+    declared = getattr(args, "setting_names", ())
+    given: dict[str, Any] = {name: getattr(args, name, None) for name in declared}
+    if getattr(args, "no_wait", False):
+        given["lock_timeout_s"] = 0.0
+    given.update(extra)
+    return load_settings(**given)
 
 
 def _progress_bar() -> Any:
@@ -47,66 +109,151 @@ def _progress_bar() -> Any:
 def cmd_build(args: argparse.Namespace) -> int:
     from pipelines.build import build_warehouse
 
-    settings = _settings(
-        args,
-        source=args.source,
-        revision=args.revision,
-        baselines_file=Path(args.baselines) if args.baselines else None,
-        workers=args.workers,
-        lock_timeout_s=0.0 if args.no_wait else args.wait,
-        include_blobs=args.include_blobs or None,
-        exact=args.exact,
-    )
-    result = build_warehouse(settings, progress=_progress_bar(), force=args.force)
+    result = build_warehouse(_settings(args), progress=_progress_bar(), force=args.force)
     print("\n".join(result.summary_lines()))
     return 0
 
 
-def _print_frame(frame: Any, output: str) -> None:
-    import polars as pl
-
-    if output == "csv":
-        sys.stdout.write(frame.write_csv())
-    elif output == "json":
-        sys.stdout.write(frame.write_json() + "\n")
-    else:
-        with pl.Config(
-            tbl_rows=200,
-            tbl_cols=40,
-            fmt_str_lengths=80,
-            tbl_width_chars=240,
-            tbl_hide_dataframe_shape=True,
-        ):
-            print(frame)
-
-
 def cmd_query(args: argparse.Namespace) -> int:
-    from pipelines.queries import fetch
+    from pipelines import queries, render
 
-    _print_frame(fetch(_settings(args), args.sql, user_sql=True), args.format)
+    settings = _settings(args)
+    if args.format != "table":
+        columns, batches = queries.user_query_batches(settings, args.sql)
+        writer = render.write_csv if args.format == "csv" else render.write_json
+        writer(sys.stdout, columns, batches)
+        return 0
+    limit = DEFAULT_QUERY_ROWS if args.limit is None else args.limit
+    result = queries.user_query(settings, args.sql, limit=limit or None)
+    print("\n".join(render.table(result.columns, result.rows, render.terminal_width(sys.stdout))))
+    shown, total = len(result.rows), result.total_rows
+    if shown < total:
+        print(f"{shown:,} of {total:,} rows shown (--limit N for more, --limit 0 for all)")
+    else:
+        print(f"({total:,} row{'s' if total != 1 else ''})")
     return 0
 
 
-def cmd_leaderboard(args: argparse.Namespace) -> int:
-    from pipelines.queries import leaderboard
+# The leaderboard's short headers and how each value is written (table format only).
+LEADERBOARD_LAYOUT: dict[str, tuple[str, str]] = {
+    "hardware": ("hw", "text"),
+    "rank": ("#", "count"),
+    "solution": ("solution", "name"),
+    "author": ("author", "name"),
+    "is_baseline": ("base", "flag"),
+    "passed": ("passed", "text"),
+    "runs_not_evaluated": ("skip", "count"),
+    "coverage": ("cov", "percent"),
+    "workloads_compared": ("cmp", "count"),
+    "geomean_speedup": ("geo×", "ratio"),
+    "win_rate": ("win", "percent"),
+    "speedup_reason": ("why no geo×", "name"),
+    "latency_us": ("µs", "number"),
+    "rerun_spread": ("spread", "spread"),
+    "fib_all_gpus_avg_speedup": ("fib×", "ratio"),
+}
+# Shown only with --wide, to keep the default within 120 columns.
+LEADERBOARD_WIDE_ONLY = frozenset({"fib_reason"})
 
-    frame = leaderboard(_settings(args), args.definition, hardware=args.hardware)
-    if frame.height == 0:
-        print(f"no runs for definition {args.definition!r}", file=sys.stderr)
-        return 1
-    _print_frame(frame, args.format)
+
+LEADERBOARD_LEGEND = (
+    "passed workloads passed of the slice's · skip records FlashInfer-Bench wrote without "
+    "evaluating · cov coverage · cmp workloads compared with the baseline · geo× geometric-mean "
+    "speedup over the baseline on those · win share of them faster · µs geometric mean of the "
+    "median latency · spread median (max-min)/median over re-runs · fib× FlashInfer-Bench's "
+    "score, every GPU mixed · --wide for full names and every column"
+)
+
+
+def _leaderboard_cell(kind: str, value: Any) -> str:
+    from pipelines import render
+
+    if value is None:
+        return "-"
+    if kind == "flag":
+        return "yes" if value else ""
+    if kind == "count":
+        return f"{value:,}"
+    if kind == "ratio":
+        return f"{value:.3f}"
+    if kind == "percent":
+        return f"{value:.0%}"
+    if kind == "number":
+        return f"{value:,.2f}" if value < 1000 else f"{value:,.0f}"
+    if kind == "spread":
+        return f"±{value:.1%}"
+    return render.text(value)
+
+
+def _print_leaderboard(result: Any, wide: bool) -> None:
+    from pipelines import render
+
+    right = [
+        LEADERBOARD_LAYOUT.get(c, ("", "text"))[1] not in ("text", "name", "flag") or c == "passed"
+        for c in result.columns
+    ]
+    if wide:
+        print("\n".join(render.table(result.columns, result.rows, width=10**9)))
+        return
+    shown = [i for i, c in enumerate(result.columns) if c not in LEADERBOARD_WIDE_ONLY]
+    columns = [result.columns[i] for i in shown]
+    right = [right[i] for i in shown]
+    headers = [LEADERBOARD_LAYOUT.get(c, (c, "text"))[0] for c in columns]
+    kinds = [LEADERBOARD_LAYOUT.get(c, (c, "text"))[1] for c in columns]
+    cells = [
+        [_leaderboard_cell(kinds[j], row[i]) for j, i in enumerate(shown)] for row in result.rows
+    ]
+    elidable = [i for i, kind in enumerate(kinds) if kind == "name"]
+    width = render.terminal_width(sys.stdout)
+    print(
+        "\n".join(render.fitted_table(headers, cells, width=width, right=right, elidable=elidable))
+    )
+    import textwrap
+
+    print(textwrap.fill(LEADERBOARD_LEGEND, width=width))
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    from pipelines import queries, render
+
+    result = queries.leaderboard(_settings(args), args.definition, hardware=args.hardware)
+    if not result.rows:
+        where = f" on hardware {args.hardware!r}" if args.hardware else ""
+        raise LookupError(
+            f"no runs for definition {args.definition!r}{where}; {LIST_DEFINITIONS_HINT}"
+        )
+    if args.format == "table":
+        _print_leaderboard(result, args.wide)
+    else:
+        writer = render.write_csv if args.format == "csv" else render.write_json
+        writer(sys.stdout, result.columns, [result.rows])
     return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from pipelines.report import report_summary_line, write_report
 
+    _require_folder_target("--out", Path(args.out))
     result = write_report(_settings(args), Path(args.out))
     print(report_summary_line(result))
     return 0
 
 
+def _require_folder_target(flag: str, path: Path) -> None:
+    if path.exists() and not path.is_dir():
+        raise NotADirectoryError(f"{flag} {path}: is a file, not a folder")
+
+
 def cmd_export(args: argparse.Namespace) -> int:
+    if not args.kernelindex and not args.snapshot:
+        raise UsageError(
+            "tracehouse export: nothing to export: give --snapshot DIR and/or "
+            "--kernelindex DEFINITION OUT"
+        )
+    if args.snapshot:
+        _require_folder_target("--snapshot", Path(args.snapshot))
+    if args.kernelindex and Path(args.kernelindex[1]).is_dir():
+        raise IsADirectoryError(f"--kernelindex OUT {args.kernelindex[1]}: is a folder, not a file")
     from pipelines import export
 
     settings = _settings(args)
@@ -117,12 +264,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.snapshot:
         manifest = export.export_snapshot(settings, Path(args.snapshot))
         print(f"exported {len(manifest['tables'])} tables to {args.snapshot}")
-    if not args.kernelindex and not args.snapshot:
-        print(
-            "nothing to export: give --snapshot DIR and/or --kernelindex DEFINITION OUT",
-            file=sys.stderr,
-        )
-        return 2
     return 0
 
 
@@ -141,12 +282,7 @@ def cmd_changes(args: argparse.Namespace) -> int:
     from pipelines import changes
     from pipelines.queries import connect
 
-    settings = _settings(
-        args,
-        regression_min_history=args.min_history,
-        regression_min_change=args.min_change,
-        regression_z_threshold=args.z_threshold,
-    )
+    settings = _settings(args)
     connection = connect(settings)
     try:
         report = changes.change_report(connection, settings, since=args.since, source=args.source)
@@ -159,13 +295,27 @@ def cmd_changes(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    import hashlib
+
     from pipelines.build import build_warehouse
     from pipelines.demo import generate_dataset
-    from pipelines.queries import leaderboard
+    from pipelines.queries import busiest_definition, leaderboard
 
     source = Path(args.source)
+    _require_folder_target("--source", source)
     if not (source / "traces").exists():
-        generated = generate_dataset(source, seed=args.seed)
+        # Written beside the target and renamed into place, so an interrupted demo never
+        # leaves half a dataset that the next `tracehouse demo` would build as if complete.
+        import shutil
+
+        staging = source.with_name(f".{source.name}.{os.getpid()}.tmp")
+        try:
+            generated = generate_dataset(staging, seed=args.seed, overwrite=True)
+            if source.exists():
+                source.rmdir()  # only an empty folder; anything else is not ours to replace
+            os.replace(staging, source)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
         print(
             f"generated a demo dataset in {source}: {generated.definitions} definitions, "
             f"{generated.solutions} solutions, {generated.trace_lines} trace lines (seed {args.seed})"
@@ -178,11 +328,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     settings = _settings(args, source=str(source), revision=revision)
     result = build_warehouse(settings, progress=_progress_bar())
     print("\n".join(result.summary_lines()))
-    from pipelines.queries import busiest_definition
-
     definition = busiest_definition(settings)
     print(f"\nleaderboard for {definition} (`tracehouse leaderboard {definition}`):")
-    _print_frame(leaderboard(settings, definition), "table")
+    _print_leaderboard(leaderboard(settings, definition), wide=False)
     return 0
 
 
@@ -200,66 +348,114 @@ def cmd_tables(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_generations(args: argparse.Namespace) -> int:
+    from pipelines import render
+    from pipelines.warehouse import Warehouse, describe_generation
+
+    settings = _settings(args)
+    warehouse = Warehouse(settings.warehouse, settings.keep_generations)
+    current = warehouse.current_generation()
+    rows = [
+        describe_generation(folder, folder.resolve() == current)
+        for folder in warehouse.completed_generations()
+    ]
+    if not rows:
+        raise LookupError(f"no completed generation in {settings.warehouse}")
+    columns = list(rows[0])
+    values = [list(r.values()) for r in rows]
+    if args.format == "table":
+        print("\n".join(render.table(columns, values, width=10**9)))
+    else:
+        writer = render.write_csv if args.format == "csv" else render.write_json
+        writer(sys.stdout, columns, [values])
+    return 0
+
+
+def cmd_rollback(args: argparse.Namespace) -> int:
+    from pipelines.warehouse import Warehouse
+
+    settings = _settings(args)
+    warehouse = Warehouse(settings.warehouse, settings.keep_generations)
+    previous = warehouse.require_current()
+    with warehouse.build_lock(settings.lock_timeout_s):
+        target = warehouse.find_generation(args.generation)
+        if target == warehouse.current_generation():
+            print(f"generation {target.name} is already current")
+            return 0
+        warehouse.rollback(target)
+    print(
+        f"current generation is now {target.name} (was {previous.name}); the next "
+        "`tracehouse build` rebuilds from its source"
+    )
+    return 0
+
+
+def _add_settings(command: argparse.ArgumentParser, names: Sequence[str]) -> None:
+    """Flags for the named settings, with help from their one declaration; a flag that is not
+    given stays None, so the environment (then the default) decides."""
+    declared = list(command.get_default("setting_names") or [])
+    command.set_defaults(setting_names=declared + [n for n in names if n not in declared])
+    for spec in SETTINGS:
+        if spec.name not in names or spec.metadata["flag"] is None:
+            continue
+        kind = spec.metadata["kind"]
+        if kind is bool:
+            command.add_argument(
+                spec.metadata["flag"],
+                dest=spec.name,
+                action="store_true",
+                default=None,
+                help=describe(spec),
+            )
+        else:
+            command.add_argument(
+                spec.metadata["flag"],
+                dest=spec.name,
+                type=int if kind is int else float if kind is float else str,
+                metavar=spec.name.upper() if kind is not Path else "PATH",
+                help=describe(spec),
+            )
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="tracehouse",
         description="A warehouse for FlashInfer-Bench kernel benchmark results.",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action=_VersionAction)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=help_text, description=help_text)
-        command.add_argument(
-            "--warehouse", help="warehouse folder (env TRACEHOUSE_WAREHOUSE; default ./warehouse)"
-        )
+        _add_settings(command, ("warehouse",))
         return command
 
     build = add("build", "Build or refresh the warehouse from a dataset folder or hf:// URI.")
-    build.add_argument(
-        "--source",
-        help="dataset folder or hf://datasets/<org>/<name>[@rev] (env TRACEHOUSE_SOURCE)",
-    )
-    build.add_argument(
-        "--revision",
-        help="40-hex dataset revision for implementation digests (env TRACEHOUSE_REVISION)",
-    )
-    build.add_argument(
-        "--baselines",
-        help="baseline map JSON {definition: {default: solution}} (env TRACEHOUSE_BASELINES_FILE)",
-    )
-    build.add_argument(
-        "--workers", type=int, help="parser processes (env TRACEHOUSE_WORKERS; default: cores)"
-    )
-    build.add_argument(
-        "--wait",
-        type=float,
-        default=600.0,
-        help="seconds to wait for a running build (default 600)",
-    )
+    _add_settings(build, BUILD_SETTINGS)
     build.add_argument(
         "--no-wait", action="store_true", help="refuse at once if another build is running"
     )
-    build.add_argument(
-        "--include-blobs", action="store_true", help="also mirror blob/ from the Hub"
-    )
     build.add_argument("--force", action="store_true", help="rebuild even when nothing changed")
-    build.add_argument(
-        "--exact",
-        action="store_true",
-        default=None,
-        help="take every record through the exact per-line reference path (env TRACEHOUSE_EXACT)",
-    )
     build.set_defaults(handler=cmd_build)
 
-    query = add("query", "Run one read-only SQL query against the warehouse.")
+    query = add("query", "Run one read-only SQL statement against the warehouse.")
     query.add_argument("sql")
     query.add_argument("--format", choices=OUTPUT_FORMATS, default="table")
+    query.add_argument(
+        "--limit",
+        type=_non_negative_int,
+        help=f"rows shown in table format (default {DEFAULT_QUERY_ROWS}; 0 for all); "
+        "csv and json always write every row",
+    )
     query.set_defaults(handler=cmd_query)
 
     board = add("leaderboard", "Per-definition leaderboard, one block per hardware.")
     board.add_argument("definition")
     board.add_argument("--hardware", help="only this normalized hardware (e.g. B200)")
     board.add_argument("--format", choices=OUTPUT_FORMATS, default="table")
+    board.add_argument(
+        "--wide", action="store_true", help="every column with its full name, names not elided"
+    )
     board.set_defaults(handler=cmd_leaderboard)
 
     report = add(
@@ -281,7 +477,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     export.set_defaults(handler=cmd_export)
 
-    record = add("record", "Show one run's KernelIndex record (by run id or external id).")
+    record = add(
+        "record", "Show one run's KernelIndex record (run id, a unique prefix, or external id)."
+    )
     record.add_argument("id")
     record.add_argument(
         "--json",
@@ -327,6 +525,37 @@ def build_parser() -> argparse.ArgumentParser:
     changes.add_argument("--format", choices=("table", "json"), default="table")
     changes.set_defaults(handler=cmd_changes)
 
+    report = add(
+        "report",
+        "Write the static HTML report (overview + one page per definition) for offline viewing.",
+    )
+    report.add_argument("--out", required=True, help="folder to write the report into")
+    report.set_defaults(handler=cmd_report)
+
+    changes = add(
+        "changes",
+        "New record holders (record_events) and regressions (regressions), for people and CI.",
+    )
+    changes.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="only changes observed at or after an ISO date/time (UTC), or since a revision "
+        "or snapshot id the warehouse read",
+    )
+    changes.add_argument(
+        "--source", help="only changes of this source (as given to `tracehouse build --source`)"
+    )
+    changes.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit with status 1 when a regression is listed (for CI); 2 stays a usage error",
+    )
+    _add_settings(
+        changes, ("regression_min_history", "regression_min_change", "regression_z_threshold")
+    )
+    changes.add_argument("--format", choices=("table", "json"), default="table")
+    changes.set_defaults(handler=cmd_changes)
+
     demo = add(
         "demo", "Generate the demo dataset (if missing), build the warehouse, print a leaderboard."
     )
@@ -341,34 +570,123 @@ def build_parser() -> argparse.ArgumentParser:
 
     tables = sub.add_parser("tables", help="Describe every table and view, column by column.")
     tables.set_defaults(handler=cmd_tables)
+
+    generations = add("generations", "List the kept generations (completed builds).")
+    generations.add_argument("--format", choices=OUTPUT_FORMATS, default="table")
+    generations.set_defaults(handler=cmd_generations)
+
+    rollback = add(
+        "rollback", "Make an earlier generation current again (default: the one before)."
+    )
+    rollback.add_argument(
+        "generation", nargs="?", help="generation folder name or number (see `generations`)"
+    )
+    rollback.set_defaults(handler=cmd_rollback)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    from pipelines.warehouse import WarehouseBusy, WarehouseMissing
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
 
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Errors caused by what the user typed or pointed at: one line, exit 2."""
+    from pipelines.invariants import InvariantViolation
+    from pipelines.warehouse import WarehouseBusy
+
+    errors: list[type[BaseException]] = [
+        UsageError,
+        ValueError,  # SettingsError, NotADataset, bad JSON in a baselines file, ...
+        LookupError,
+        OSError,  # missing or unreadable paths, a file where a folder belongs, ...
+        WarehouseBusy,
+        InvariantViolation,
+    ]
+    if "pipelines.sources.hub" in sys.modules:
+        errors.append(sys.modules["pipelines.sources.hub"].HubError)
+    return tuple(errors)
+
+
+_reported: list[int] = []  # the exit code, once the interrupt line is printed
+
+
+def _report_interrupt(signum: int) -> int:
+    interrupts.stop_listening()
+    if not _reported:
+        generation = interrupts.published()
+        if generation is None:
+            print(interrupts.UNCHANGED, file=sys.stderr)
+        else:
+            print(interrupts.published_line(generation), file=sys.stderr)
+        _reported.append(interrupts.exit_code(signum))
+    return _reported[0]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return _run(argv)  # signals belong to whoever owns the main thread
+    interrupts.install()
     try:
+        try:
+            code = _run(argv)
+        finally:
+            interrupts.stop_listening()  # from here on the command is ending anyway
+    except KeyboardInterrupt:  # arrived between _run's last line and the one above
+        code = 1
+    signum = interrupts.received()
+    if signum is None:
+        return code
+    code = _report_interrupt(signum)
+    # Stop at once: kill parser workers, and do not wait for threads (Hub downloads) that
+    # would otherwise keep the process alive until they time out.
+    interrupts.stop_children()
+    interrupts.stop_helpers()
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    command = "tracehouse"
+    try:
+        args = build_parser().parse_args(argv)
+        command = f"tracehouse {args.command}"
         return int(args.handler(args))
     except BrokenPipeError:  # `tracehouse ... | head`: the reader left; not an error of ours
         sys.stderr.close()
         return 0
-    except (
-        WarehouseBusy,
-        WarehouseMissing,
-        FileNotFoundError,
-        ValueError,
-        PermissionError,
-        LookupError,
-    ) as error:
-        print(f"tracehouse {args.command}: {error}", file=sys.stderr)
-        return 2
-    except Exception as error:  # a database error from user SQL is a message, not a traceback
-        if type(error).__module__.startswith(("duckdb", "_duckdb")):
-            print(f"tracehouse {args.command}: {error}", file=sys.stderr)
+    except BaseException as error:
+        signum = interrupts.received()
+        if signum is not None:  # whatever the interrupt became on its way up
+            return _report_interrupt(signum)
+        if isinstance(error, SystemExit | KeyboardInterrupt):
+            raise
+        if isinstance(error, UsageError):
+            print(_one_line(error), file=sys.stderr)
             return 2
-        raise
+        if isinstance(error, _user_errors()) or type(error).__module__.startswith(
+            ("duckdb", "_duckdb")  # a database error from user SQL is a message
+        ):
+            print(f"{command}: {_one_line(error)}", file=sys.stderr)
+            return 2
+        if os.environ.get("TRACEHOUSE_DEBUG"):
+            raise
+        print(
+            f"{command}: internal error: {type(error).__name__}: {_one_line(error)} "
+            "(TRACEHOUSE_DEBUG=1 shows the traceback)",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":

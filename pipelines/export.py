@@ -16,7 +16,6 @@ from typing import Any
 from pipelines import IMPORTER_VERSION, kernelindex
 from pipelines.files import replace_atomically, sha256_file, write_atomically
 from pipelines.kernelindex import canonical_json, manifest_digest
-from pipelines.schemas import TABLES
 from pipelines.settings import Settings
 from pipelines.warehouse import Warehouse, connect_read_only, table_view_sql
 
@@ -43,23 +42,44 @@ def run_rows(settings: Settings, where: str, parameters: dict[str, Any]) -> list
         connection.close()
 
 
-def find_run(settings: Settings, run_or_external_id: str) -> dict[str, Any]:
-    """A run by its run id, or by KernelIndex external id (re-runs share one: newest wins)."""
+# Shortest run id prefix `tracehouse record` accepts (run ids are 32 hex characters).
+MIN_PREFIX = 6
+
+
+def find_run(settings: Settings, wanted: str) -> dict[str, Any]:
+    """A run by its run id, a unique run id prefix (at least 6 characters), or its KernelIndex
+    external id (re-runs share one: the newest wins, and the others are named)."""
     rows = run_rows(
         settings,
-        "r.run_id = $id OR r.external_id = $id ORDER BY r.observed_at DESC, r.run_id",
-        {"id": run_or_external_id},
+        "r.run_id = $id OR r.external_id = $id "
+        "OR (length($id) >= $min_prefix AND starts_with(r.run_id, $id)) "
+        "ORDER BY r.run_id = $id DESC, r.external_id = $id DESC, r.observed_at DESC NULLS LAST, "
+        "r.run_id",
+        {"id": wanted, "min_prefix": MIN_PREFIX},
     )
     if not rows:
-        raise LookupError(f"no run with id or external id {run_or_external_id!r}")
+        hint = f" (a run id prefix needs {MIN_PREFIX}+ characters)" if len(wanted) < 32 else ""
+        raise LookupError(f"no run with id, id prefix or external id {wanted!r}{hint}")
+    first = rows[0]
+    if first["run_id"] == wanted:
+        return first
+    by_external = [row for row in rows if row["external_id"] == wanted]
+    if by_external:
+        if len(by_external) > 1:
+            others = ", ".join(row["run_id"] for row in by_external[1:])
+            print(
+                f"note: {len(by_external)} runs share external id {wanted!r}; showing the newest "
+                f"({first['run_id']}); others: {others}",
+                file=sys.stderr,
+            )
+        return by_external[0]
     if len(rows) > 1:
-        others = ", ".join(row["run_id"] for row in rows[1:])
-        print(
-            f"note: {len(rows)} runs share external id {run_or_external_id!r}; showing the newest "
-            f"({rows[0]['run_id']}); others: {others}",
-            file=sys.stderr,
+        shown = ", ".join(row["run_id"] for row in rows[:3])
+        raise LookupError(
+            f"run id prefix {wanted!r} matches {len(rows)} runs ({shown}"
+            f"{', ...' if len(rows) > 3 else ''}); give more characters"
         )
-    return rows[0]
+    return first
 
 
 def run_spec_from_row(row: dict[str, Any]) -> dict[str, Any] | None:
@@ -208,13 +228,16 @@ def _number(value: float) -> str:
 
 
 def record_text(settings: Settings, run_or_external_id: str) -> str:
+    """The record as a person reads it: the facts first, then the canonical manifest (the
+    part `--json` prints), or why the run has none."""
     row = find_run(settings, run_or_external_id)
-    manifest = record_manifest_from_row(row)
-    environment_spec = manifest["environment"]["spec"]
-    hardware = environment_spec["hardware"]
-    software = environment_spec.get("software", {})
+    environment = {"hardware": row["hardware_raw"], "libs": json.loads(row["libs_json"])}
+    try:
+        environment_spec: dict[str, Any] | None = kernelindex.environment_spec(environment)
+    except kernelindex.IdentityError:
+        environment_spec = None
     reasons = list(row["ineligible_reasons"] or [])
-    lines = [json.dumps(manifest, indent=2, ensure_ascii=False), ""]
+    observed = row["observed_at_text"] or f"unknown (timestamp {row['timestamp_raw']!r})"
     facts: list[tuple[str, str]] = [
         ("run", f"{row['solution']} · {row['definition']}"),
         ("run id", row["run_id"]),
@@ -222,6 +245,8 @@ def record_text(settings: Settings, run_or_external_id: str) -> str:
         ("external id", row["external_id"] or "—"),
         ("status", f"{row['ki_status']} (upstream {row['status_raw']})"),
     ]
+    if not row["evaluated"]:
+        facts.append(("evaluated", "no: FlashInfer-Bench skipped it after repeated failures"))
     if row["latency_ns"] is not None:
         facts.append(
             (
@@ -229,14 +254,14 @@ def record_text(settings: Settings, run_or_external_id: str) -> str:
                 f"{row['latency_ns']:,} ns ({kernelindex.format_latency_ns(row['latency_ns'])}) · mean",
             )
         )
+    elif row["latency_special"] is not None:
+        facts.append(("mean latency", f"not a number ({row['latency_special']}); never ranked"))
     if row["speedup_factor"] is not None:
         facts.append(("source-native", kernelindex.source_native_line(row["speedup_factor"])))
     rank = (
         f"rank {row['rank']} of {row['cohort_size']}" if row["rank"] is not None else "not ranked"
     )
-    facts.append(
-        ("rank", f"{rank} — {kernelindex.rank_line(row['rank'], row['observed_at_text'], reasons)}")
-    )
+    facts.append(("rank", f"{rank} — {kernelindex.rank_line(row['rank'], observed, reasons)}"))
     events = record_history(settings, row["comparison_key"]) if row["eligible"] else []
     facts += record_lines(row, events)
     facts += [
@@ -248,14 +273,21 @@ def record_text(settings: Settings, run_or_external_id: str) -> str:
         ("correctness key", row["correctness_key"] or "—"),
         ("implementation digest", row["implementation_digest"] or "—"),
         ("evidence level", row["evidence_level"] or "—"),
-        ("observed", row["observed_at_text"]),
-        (
-            "environment",
-            f"GPU {hardware['product']} ({hardware['architecture']}) · {kernelindex.environment_summary(environment_spec)}",
-        ),
+        ("observed", observed),
     ]
-    if software.get("cudaToolkit"):
-        facts.append(("CUDA toolkit", software["cudaToolkit"]))
+    if environment_spec is not None:
+        hardware = environment_spec["hardware"]
+        facts.append(
+            (
+                "environment",
+                f"GPU {hardware['product']} ({hardware['architecture']}) · "
+                f"{kernelindex.environment_summary(environment_spec)}",
+            )
+        )
+        if environment_spec.get("software", {}).get("cudaToolkit"):
+            facts.append(("CUDA toolkit", environment_spec["software"]["cudaToolkit"]))
+    else:
+        facts.append(("environment", f"{row['hardware_raw']} (no KernelIndex environment)"))
     if row["has_correctness"]:
         shown = [f"comparator {kernelindex.RUN_COMPARATOR}"]
         for label, name in (
@@ -266,9 +298,23 @@ def record_text(settings: Settings, run_or_external_id: str) -> str:
             shown.append(f"{label} {_number(value) if value is not None else 'not recorded'}")
         shown.append(f"result {row['ki_status']}")
         facts.append(("correctness", ", ".join(shown)))
+    if row["identity_error"]:
+        facts.append(("identity error", row["identity_error"]))
     facts.append(("source", f"{row['source_file']}:{row['source_line']}"))
     width = max(len(label) for label, _ in facts)
-    lines += [f"{label:<{width}}  {value}" for label, value in facts]
+    lines = [f"{label:<{width}}  {value}" for label, value in facts]
+    try:
+        manifest = record_manifest_from_row(row)
+    except LookupError as missing:
+        lines += ["", f"no KernelIndex manifest: {missing}"]
+        if row["implementation_digest"] is None:
+            lines.append(
+                "(implementation and run digests need the dataset revision: rebuild with "
+                "--revision <40-hex sha>, from a git clone, or from an hf:// source)"
+            )
+    else:
+        lines += ["", "manifest (`--json` prints only this):"]
+        lines.append(json.dumps(manifest, indent=2, ensure_ascii=False))
     return "\n".join(lines)
 
 
@@ -325,6 +371,8 @@ def export_snapshot(settings: Settings, out: Path) -> dict[str, Any]:
     """Every table as Parquet plus manifest.json (rows, bytes, sha256). Byte-identical for an
     unchanged warehouse: files are copied as they are and the manifest holds no export time."""
     import pyarrow.parquet as pq
+
+    from pipelines.schemas import TABLES  # Arrow declarations: only this export needs them
 
     generation = Warehouse(settings.warehouse).require_current()
     out.mkdir(parents=True, exist_ok=True)

@@ -29,7 +29,12 @@ def rejects_by_reason(connection: duckdb.DuckDBPyConnection) -> dict[str, int]:
 
 
 class InvariantViolation(RuntimeError):
-    """A new warehouse state broke an invariant; it was not published."""
+    """A new warehouse state broke an invariant; it was not published. ``outcomes`` holds
+    every invariant evaluated so far (passed or not), by name."""
+
+    def __init__(self, message: str, outcomes: dict[str, Outcome]) -> None:
+        super().__init__(message)
+        self.outcomes = outcomes
 
 
 def query_one(connection: duckdb.DuckDBPyConnection, sql: str, parameters: dict[str, Any]) -> Any:
@@ -58,7 +63,8 @@ def unique_run_ids(connection: duckdb.DuckDBPyConnection) -> Outcome:
 
 STATUS_MATRIX_SQL = """
 WITH joined AS (
-    SELECT r.run_id, r.status, r.latency_ms IS NOT NULL AS has_latency,
+    SELECT r.run_id, r.status,
+           r.latency_ms IS NOT NULL OR r.latency_special IS NOT NULL AS has_latency,
            EXISTS (SELECT 1 FROM correctness AS c WHERE c.run_id = r.run_id) AS has_correctness
     FROM runs AS r
 ),
@@ -80,8 +86,8 @@ SELECT
 
 
 def run_status_matrix(connection: duckdb.DuckDBPyConnection) -> Outcome:
-    """Status decides which blocks a run has (trace format §2.5): PASSED has a latency and a
-    correctness row; INCORRECT_NUMERICAL a correctness row and no latency; INCORRECT_SHAPE,
+    """Status decides which blocks a run has (trace format §2.5): PASSED has a latency (or
+    latency_special saying why it is not a finite number) and a correctness row; INCORRECT_NUMERICAL a correctness row and no latency; INCORRECT_SHAPE,
     INCORRECT_DTYPE, RUNTIME_ERROR, COMPILE_ERROR and TIMEOUT neither; no other status has a
     latency. Every correctness row belongs to a run."""
     violations, sample, by_status, orphans = query_one(
@@ -105,13 +111,15 @@ def run_status_matrix(connection: duckdb.DuckDBPyConnection) -> Outcome:
 PASSED_LATENCY_SQL = """
 SELECT count(*) AS bad, coalesce(list(run_id ORDER BY run_id)[1:$sample], []) AS sample_run_ids
 FROM runs
-WHERE status = $passed
-  AND NOT coalesce(isfinite(latency_ms) AND latency_ms > 0 AND latency_ns > 0, false)
+WHERE (status = $passed AND latency_special IS NULL
+       AND NOT coalesce(isfinite(latency_ms) AND latency_ms > 0 AND latency_ns > 0, false))
+   OR (latency_special IS NOT NULL AND (latency_ms IS NOT NULL OR latency_ns IS NOT NULL))
 """
 
 
 def passed_latency_finite_positive(connection: duckdb.DuckDBPyConnection) -> Outcome:
-    """Every PASSED run has a finite, positive latency_ms and a positive latency_ns."""
+    """Every PASSED run has a finite, positive latency_ms and a positive latency_ns, unless
+    latency_special says why not (then both are null, and the run never ranks)."""
     bad, sample = query_one(
         connection, PASSED_LATENCY_SQL, {"passed": "PASSED", "sample": SAMPLE_IDS}
     )
@@ -233,15 +241,62 @@ def one_cohort_size_per_comparison_key(connection: duckdb.DuckDBPyConnection) ->
 RANKING_INVARIANTS = (one_cohort_size_per_comparison_key,)
 
 
-def enforce(connection: duckdb.DuckDBPyConnection, invariants: tuple[Any, ...]) -> None:
-    """Raise InvariantViolation naming every invariant that fails."""
-    failures = []
+def enforce(
+    connection: duckdb.DuckDBPyConnection,
+    invariants: tuple[Any, ...],
+    outcomes: dict[str, Outcome] | None = None,
+) -> dict[str, Outcome]:
+    """Evaluate ``invariants``, add their outcomes to ``outcomes`` (returned), and raise
+    InvariantViolation naming every one that fails."""
+    outcomes = {} if outcomes is None else outcomes
     for invariant in invariants:
-        passed, metadata = invariant(connection)
-        if not passed:
-            failures.append(f"{invariant.__name__}: {metadata}")
+        outcomes[invariant.__name__] = invariant(connection)
+    raise_failures(outcomes, [invariant.__name__ for invariant in invariants])
+    return outcomes
+
+
+def raise_failures(outcomes: dict[str, Outcome], names: list[str]) -> None:
+    failures = [f"{name}: {outcomes[name][1]}" for name in names if not outcomes[name][0]]
     if failures:
         raise InvariantViolation(
-            "the new warehouse state breaks its invariants and was not published:\n  "
-            + "\n  ".join(failures)
+            "the new warehouse state breaks its invariants and was not published: "
+            + "; ".join(failures),
+            outcomes,
         )
+
+
+# --------------------------------------------------------------------------------------------
+# Publish guards: the new state against the one it would replace (evaluated on table counts)
+
+# Fewer rejects is good news, and the snapshot history only grows.
+SHRINK_EXEMPT = frozenset({"rejects", "source_snapshots"})
+# Tables that hold the benchmark results themselves.
+FACT_TABLES = ("runs", "run_rankings")
+
+
+def tables_shrink_within_limit(
+    previous: dict[str, int] | None, new: dict[str, int], max_share: float
+) -> Outcome:
+    """No table (rejects excepted) loses more than max_shrink_share of the rows it has in the
+    current generation; a first build passes. Stops an empty or wrong source from silently
+    replacing a good warehouse."""
+    shrinking: dict[str, str] = {}
+    for table, before in sorted((previous or {}).items()):
+        after = new.get(table, 0)
+        if table in SHRINK_EXEMPT or before == 0 or after >= before:
+            continue
+        if (before - after) / before > max_share:
+            shrinking[table] = f"{before:,} -> {after:,} rows (-{(before - after) / before:.0%})"
+    return not shrinking, {
+        "max_shrink_share": max_share,
+        "shrinking_tables": shrinking,
+        "previous_counts": dict(previous or {}),
+        "new_counts": dict(new),
+    }
+
+
+def fact_tables_not_empty(new: dict[str, int]) -> Outcome:
+    """The fact tables (runs, run_rankings) have rows: a build that finds no benchmark result
+    at all is almost always a wrong source."""
+    empty = [table for table in FACT_TABLES if new.get(table, 0) == 0]
+    return not empty, {"empty_fact_tables": empty, **{t: new.get(t, 0) for t in FACT_TABLES}}

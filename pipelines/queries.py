@@ -1,8 +1,14 @@
 """Named read-only queries used by the CLI and the Dagster assets. Values are always bound as
-parameters; nothing taken from the data or the command line is formatted into SQL."""
+parameters; nothing taken from the data or the command line is formatted into SQL.
+
+Results are plain Python rows (``Result``), so the read commands import neither Polars nor
+pyarrow and start quickly.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pipelines.changes import store_regression_thresholds
@@ -12,17 +18,28 @@ from pipelines.warehouse import Warehouse, check_read_only, connect_read_only
 if TYPE_CHECKING:
     import duckdb
 
+# The leaderboard view (sql/leaderboard.sql) as `tracehouse leaderboard` shows it.
 LEADERBOARD_SQL = """
 SELECT hardware, leaderboard_rank AS rank, solution, author, is_baseline,
-       workloads_passed || '/' || workloads_in_slice AS passed, round(coverage, 3) AS coverage,
-       workloads_compared, round(geomean_speedup, 3) AS geomean_speedup,
-       round(win_rate, 3) AS win_rate, speedup_reason,
-       round(latency_us_geomean, 2) AS latency_us, round(rerun_spread_median, 3) AS rerun_spread,
+       workloads_passed || '/' || workloads_in_slice AS passed, runs_not_evaluated,
+       round(coverage, 3) AS coverage, workloads_compared,
+       round(geomean_speedup, 3) AS geomean_speedup, round(win_rate, 3) AS win_rate,
+       speedup_reason, round(latency_us_geomean, 2) AS latency_us,
+       round(rerun_spread_median, 3) AS rerun_spread,
        round(fib_all_gpus_avg_speedup, 3) AS fib_all_gpus_avg_speedup, fib_reason
 FROM leaderboard
 WHERE definition = $definition AND ($hardware IS NULL OR hardware = $hardware)
 ORDER BY hardware, leaderboard_rank
 """
+
+BATCH_ROWS = 10_000
+
+
+@dataclass
+class Result:
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+    total_rows: int  # rows the query returns in all; more than len(rows) when truncated
 
 
 def connect(settings: Settings) -> duckdb.DuckDBPyConnection:
@@ -42,34 +59,73 @@ def fetch(
     sql: str,
     parameters: dict[str, Any] | None = None,
     *,
-    user_sql: bool = False,
-) -> Any:
-    """A polars DataFrame with the result of one parameterized read-only query.
-
-    ``user_sql`` marks SQL typed by a person: it must pass ``check_read_only`` first.
-    """
-    import polars as pl
-
+    limit: int | None = None,
+) -> Result:
+    """The rows of one parameterized read-only query (at most ``limit``, counting the rest)."""
     connection = connect(settings)
     try:
-        if user_sql:
-            check_read_only(connection, sql)
-        return pl.from_arrow(connection.sql(sql, params=parameters or {}).to_arrow_table())
+        return _fetch(connection, sql, parameters or {}, limit)
     finally:
         connection.close()
 
 
-def leaderboard(settings: Settings, definition: str, *, hardware: str | None = None) -> Any:
+def _fetch(connection: Any, sql: str, parameters: dict[str, Any], limit: int | None) -> Result:
+    cursor = connection.execute(sql, parameters)
+    columns = [d[0] for d in cursor.description or []]
+    if limit is None:
+        rows = cursor.fetchall()
+        return Result(columns, rows, len(rows))
+    rows = cursor.fetchmany(limit + 1)
+    if len(rows) <= limit:
+        return Result(columns, rows, len(rows))
+    # More rows than shown: count them without converting them to Python objects.
+    cursor.abort()
+    ((total,),) = connection.sql(sql, params=parameters).aggregate("count(*)").fetchall()
+    return Result(columns, rows[:limit], int(total))
+
+
+def user_query(settings: Settings, sql: str, *, limit: int | None) -> Result:
+    """A statement typed by a person: exactly one, read-only (``check_read_only``)."""
+    connection = connect(settings)
+    try:
+        check_read_only(connection, sql)
+        return _fetch(connection, sql, {}, limit)
+    finally:
+        connection.close()
+
+
+def user_query_batches(settings: Settings, sql: str) -> tuple[list[str], Iterator[list[Any]]]:
+    """Every row of a statement typed by a person, in batches (for CSV and JSON output)."""
+    connection = connect(settings)
+    try:
+        check_read_only(connection, sql)
+        cursor = connection.execute(sql)
+    except BaseException:
+        connection.close()
+        raise
+    columns = [d[0] for d in cursor.description or []]
+
+    def batches() -> Iterator[list[Any]]:
+        try:
+            while rows := cursor.fetchmany(BATCH_ROWS):
+                yield rows
+        finally:
+            connection.close()
+
+    return columns, batches()
+
+
+def leaderboard(settings: Settings, definition: str, *, hardware: str | None = None) -> Result:
     return fetch(settings, LEADERBOARD_SQL, {"definition": definition, "hardware": hardware})
 
 
 def busiest_definition(settings: Settings) -> str:
     """The definition with the most solutions, to show a leaderboard worth reading."""
-    frame = fetch(
+    result = fetch(
         settings,
         "SELECT definition FROM leaderboard GROUP BY definition "
         "ORDER BY count(*) DESC, sum(workloads_compared) DESC, definition LIMIT 1",
     )
-    if frame.height == 0:
+    if not result.rows:
         raise LookupError("the warehouse has no runs")
-    return str(frame.item(0, 0))
+    return str(result.rows[0][0])

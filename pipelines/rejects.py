@@ -31,7 +31,6 @@ REJECT_REASONS: dict[str, str] = {
     "status_field_mismatch": "correctness/performance presence contradicts the status (e.g. PASSED without performance).",
     "invalid_latency": "A latency is not a finite positive number (bool, string, zero, negative, NaN, overflow).",
     "invalid_error_bound": "A correctness error bound is negative, boolean or not a number.",
-    "invalid_timestamp": "evaluation.timestamp cannot be parsed.",
     "unknown_definition": "The record names a definition that is not in the dataset.",
     "duplicate_definition": "A second definition file with an already-seen name (first in path order wins).",
     "duplicate_solution": "A second solution file with an already-seen name (first in path order wins).",

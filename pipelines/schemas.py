@@ -260,6 +260,13 @@ RUNS = Table(
         ),
         _c("status_raw", S, "Status as written.", False),
         _c(
+            "evaluated",
+            B,
+            "False for records FlashInfer-Bench wrote without running the solution (its "
+            "`Solution skipped after N failures` COMPILE_ERROR entries); true otherwise.",
+            False,
+        ),
+        _c(
             "ki_status",
             S,
             "KernelIndex status (lower case) or null when KernelIndex rejects the status.",
@@ -269,6 +276,12 @@ RUNS = Table(
             "latency_ns",
             I64,
             "latency_ms in integer nanoseconds, rounded half up (KernelIndex §9.4).",
+        ),
+        _c(
+            "latency_special",
+            S,
+            "`NaN`, `Infinity`, `-Infinity` or `absent` when a PASSED run's latency_ms is not a "
+            "finite number: the run is kept, never ranked (MISSING_PRIMARY_METRIC); null otherwise.",
         ),
         _c(
             "reference_latency_ms",
@@ -283,14 +296,15 @@ RUNS = Table(
         _c(
             "timestamp_raw",
             S,
-            "evaluation.timestamp as written (naive local time in current files).",
+            "evaluation.timestamp as written (naive local time in current files; any text kept).",
             False,
         ),
         _c(
             "observed_at",
             UTC_MS,
-            "Timestamp as KernelIndex reads it: zone-less taken as UTC, truncated to ms.",
-            False,
+            "timestamp_raw as KernelIndex reads it (zone-less taken as UTC, truncated to ms); for "
+            "text that is not an ISO date-time, midnight UTC of a bare date or the instant of "
+            "epoch seconds/milliseconds (identity_error `bad_timestamp`), else null.",
         ),
         _c("environment_id", S, "Key into environments.", False),
         _c("hardware", S, "Normalized hardware product (environments.hardware_product).", False),
@@ -554,6 +568,7 @@ TABLES: dict[str, Table] = {
     )
 }
 
+
 # Row order of every table as written or exported, so two builds of the same data give
 # byte-identical files.
 TABLE_ORDER = {
@@ -618,18 +633,25 @@ RUN_SUMMARY_VIEW = View(
         _v("op_type", "Operation type of the definition."),
         *_same_as(RUNS, "solution"),
         _v("author", "Author of the solution (from the run, else from its solution file)."),
-        _v("is_baseline", "True when the solution is its definition's baseline."),
+        _v(
+            "is_baseline",
+            "True when the solution is the baseline of this run's definition (a baseline of "
+            "another definition is not one here).",
+        ),
         *_same_as(
             RUNS,
             "workload_uuid",
             "workload_key",
             "status",
             "ki_status",
+            "evaluated",
             "latency_ns",
             "latency_ms",
+            "latency_special",
             "reference_latency_ms",
             "speedup_factor",
             "observed_at",
+            "timestamp_raw",
             "hardware",
         ),
         *_same_as(ENVIRONMENTS, "hardware_raw"),
@@ -666,10 +688,17 @@ LEADERBOARD_VIEW = View(
         _v("hardware", "Normalized hardware product."),
         _v("solution", "Solution name."),
         _v("author", "Author of the solution file; null when the file is missing."),
-        _v("is_baseline", "True when the solution is this slice's baseline."),
+        _v(
+            "is_baseline",
+            "True when the solution's file marks it as the baseline of this definition.",
+        ),
         _v("baseline_solution", "The baseline the speedups are against (leaderboard_baselines)."),
         _v("baseline_choice", "Which rule chose the baseline, and why when several matched."),
         _v("runs", "Runs of the solution in this slice, any status."),
+        _v(
+            "runs_not_evaluated",
+            "Of those, records FlashInfer-Bench wrote without evaluating (runs.evaluated).",
+        ),
         _v(
             "workloads_in_slice",
             "Distinct workloads any solution ran on this definition and hardware.",

@@ -1,22 +1,90 @@
-"""Typed settings: command-line flags first, then ``TRACEHOUSE_*`` environment variables, then
-safe local defaults. Every command and every Dagster asset reads settings through here, once.
+"""Typed settings, declared once: command-line flags first, then ``TRACEHOUSE_*`` environment
+variables, then safe local defaults.
 
-This module is imported on the fast path of ``tracehouse build`` (a warm build must cost a few
-tens of milliseconds), so it uses a plain dataclass instead of a settings framework.
+``Settings`` is the one declaration. Each field carries its meaning, its command-line flag and
+its rule in ``metadata``; the ``tracehouse`` command builds its flags and help from it, and the
+Dagster resource (``pipelines.defs.resources``) builds its config fields from it, so neither
+declares a setting a second time. A value given by a flag (or set on the resource) wins; a flag
+that is not given leaves the environment, then the default, in charge.
+
+This module is imported on the fast path of every command, so it uses a plain dataclass instead
+of a settings framework.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields, replace
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import Field, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 ENV_PREFIX = "TRACEHOUSE_"
+HUB_WEB_URL = re.compile(r"^https?://(?:www\.)?huggingface\.co/datasets/([^/@\s]+/[^/@\s]+)")
+
+Check = Callable[[Any], "str | None"]  # a value -> the problem with it, or None
 
 
 def _default_workers() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
+
+
+def _at_least(minimum: float) -> Check:
+    return lambda value: None if value >= minimum else f"must be >= {minimum:g}, got {value:g}"
+
+
+def _finite_at_least_zero(value: float) -> str | None:
+    return None if 0 <= value < float("inf") else f"must be a finite number >= 0, got {value:g}"
+
+
+def _share(value: float) -> str | None:
+    return None if 0.0 <= value <= 1.0 else f"must be a share between 0 and 1, got {value:g}"
+
+
+def _folder_or_absent(value: Path) -> str | None:
+    return "is a file, not a folder" if value.exists() and not value.is_dir() else None
+
+
+def _file_or_absent(value: Path | None) -> str | None:
+    if value is not None and value.is_dir():
+        return "is a folder, not a file"
+    return None
+
+
+def _revision(value: str | None) -> str | None:
+    if value is None:
+        return None
+    from pipelines.kernelindex import is_commit_sha  # the one rule; imported only when needed
+
+    return None if is_commit_sha(value) else "is not a commit sha (40 lowercase hex characters)"
+
+
+def _source(value: str | None) -> str | None:
+    if value is None:
+        return None
+    web = HUB_WEB_URL.match(value)
+    if web:
+        return f"is a web page address; use hf://datasets/{web.group(1)} instead"
+    if value.startswith(("http://", "https://")):
+        return "is a URL; give a dataset folder or hf://datasets/<org>/<name>[@rev]"
+    return None
+
+
+def setting(
+    default: Any,
+    doc: str,
+    kind: type,
+    *,
+    flag: str | None = None,
+    check: Check | None = None,
+    default_factory: Callable[[], Any] | None = None,
+) -> Any:
+    """A settings field with its meaning, type, command-line flag and rule."""
+    metadata = {"doc": doc, "kind": kind, "flag": flag, "check": check}
+    if default_factory is not None:
+        return field(default_factory=default_factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
 
 
 @dataclass(frozen=True)
@@ -26,86 +94,216 @@ class Settings:
     Each field maps to the environment variable ``TRACEHOUSE_<FIELD NAME IN UPPER CASE>``.
     """
 
-    # Folder that holds the warehouse (Parquet tables, tracehouse.duckdb, build cache).
-    warehouse: Path = Path("warehouse")
-    # A dataset folder or an ``hf://datasets/<org>/<name>[@<revision>]`` URI.
-    source: str = "data/demo"
-    # The 40-hex dataset revision that implementation digests embed (KernelIndex §8). A Hub
-    # source resolves it itself; for a local folder it is read from the folder's git HEAD when
-    # there is one, else it must be given here (implementation and run digests stay empty).
-    revision: str | None = None
-    # Optional leaderboard baseline map ({definition: {"default": solution, <device>: solution}}),
-    # the format of FlashInfer-Bench's web/apps/web/data/baselines.json.
-    baselines_file: Path | None = None
-    # Take every record through the exact per-line path instead of the columnar one (the
-    # reference implementation, to check the fast path against; same tables, slower).
-    exact: bool = False
-    # Worker processes used to parse trace files.
-    workers: int = field(default_factory=_default_workers)
-    # Seconds a build waits for another build of the same warehouse to finish; 0 = refuse at once.
-    lock_timeout_s: float = 600.0
-    # Also download blob/ (safetensors) from the Hub; never parsed, only mirrored.
-    include_blobs: bool = False
-    # Where Hub downloads are cached; defaults to <warehouse>/cache/hub.
-    hub_cache: Path | None = None
-    # Regression flags (sql/regressions.sql): a result is a regression when at least this many
-    # earlier results of the same solution on the same comparison key exist (2, as Conbench's
-    # lookback z-score needs, the fewest that give a standard deviation), ...
-    regression_min_history: int = 2
-    # ... it is at least this much slower than their mean (0.10 = 10 %; re-runs of the golden
-    # corpus differ from their earlier mean by under 3 % for 90 % of them, under 10 % for 99 %) ...
-    regression_min_change: float = 0.10
-    # ... and its z-score against them (standard deviations above their mean) is at least this.
-    regression_z_threshold: float = 5.0
-
-    def __post_init__(self) -> None:
-        if self.regression_min_history < 1:
-            raise ValueError(
-                "TRACEHOUSE_REGRESSION_MIN_HISTORY (--min-history) must be at least 1, "
-                f"got {self.regression_min_history}"
-            )
-        for name, value in (
-            ("TRACEHOUSE_REGRESSION_MIN_CHANGE (--min-change)", self.regression_min_change),
-            ("TRACEHOUSE_REGRESSION_Z_THRESHOLD (--z-threshold)", self.regression_z_threshold),
-        ):
-            if not 0 <= value < float("inf"):
-                raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+    warehouse: Path = setting(
+        Path("warehouse"),
+        "Folder that holds the warehouse (Parquet tables, tracehouse.duckdb, build cache).",
+        Path,
+        flag="--warehouse",
+        check=_folder_or_absent,
+    )
+    source: str | None = setting(
+        None,
+        "Dataset folder or hf://datasets/<org>/<name>[@<branch|tag|sha>] to build from; there "
+        "is no default (`tracehouse demo` builds the demo data).",
+        str,
+        flag="--source",
+        check=_source,
+    )
+    revision: str | None = setting(
+        None,
+        "40-hex dataset revision that implementation and run digests embed (KernelIndex §8); a "
+        "Hub source or a git clone knows its own.",
+        str,
+        flag="--revision",
+        check=_revision,
+    )
+    baselines_file: Path | None = setting(
+        None,
+        "Leaderboard baseline map JSON, {definition: {default: solution, <device>: solution}} "
+        "(FlashInfer-Bench's web/apps/web/data/baselines.json).",
+        Path,
+        flag="--baselines",
+        check=_file_or_absent,
+    )
+    exact: bool = setting(
+        False,
+        "Take every record through the exact per-line reference path instead of the columnar "
+        "one (same tables, slower; to check the fast path against).",
+        bool,
+        flag="--exact",
+    )
+    workers: int = setting(
+        None,
+        "Worker processes that parse trace files (default: cores, at most 8).",
+        int,
+        flag="--workers",
+        check=_at_least(1),
+        default_factory=_default_workers,
+    )
+    lock_timeout_s: float = setting(
+        600.0,
+        "Seconds a build waits for another build of the same warehouse; 0 refuses at once.",
+        float,
+        flag="--wait",
+        check=_at_least(0),
+    )
+    include_blobs: bool = setting(
+        False,
+        "Also mirror blob/ (safetensors) from the Hub; never parsed.",
+        bool,
+        flag="--include-blobs",
+    )
+    hub_cache: Path | None = setting(
+        None,
+        "Where Hub downloads are cached (default <warehouse>/cache/hub).",
+        Path,
+        check=lambda value: _folder_or_absent(value) if value is not None else None,
+    )
+    hub_timeout_s: float = setting(
+        15.0,
+        "Seconds the Hub may take to answer a revision or listing request, retries included, "
+        "before the build gives up (an offline machine fails within this time).",
+        float,
+        check=_at_least(0.1),
+    )
+    keep_generations: int = setting(
+        3,
+        "Completed generations kept on disk, the current one included (for `tracehouse rollback`).",
+        int,
+        check=_at_least(1),
+    )
+    max_shrink_share: float = setting(
+        0.5,
+        "Largest share of a table's rows a build may drop against the current generation "
+        "before it refuses to publish (rejects excepted).",
+        float,
+        check=_share,
+    )
+    allow_shrink: bool = setting(
+        False,
+        "Publish even when a table shrinks by more than max_shrink_share.",
+        bool,
+        flag="--allow-shrink",
+    )
+    # Regression flags (sql/regressions.sql): a result is a regression when at least
+    # regression_min_history earlier results of the same solution on the same comparison key
+    # exist (2, as Conbench's lookback z-score needs, the fewest that give a standard deviation),
+    # it is at least regression_min_change slower than their mean (0.10 = 10 %; re-runs of the
+    # golden corpus differ from their earlier mean by under 3 % for 90 % of them, under 10 % for
+    # 99 %), and its z-score against them is at least regression_z_threshold.
+    regression_min_history: int = setting(
+        2,
+        "Earlier results of the same solution and comparison key needed to judge a result.",
+        int,
+        flag="--min-history",
+        check=_at_least(1),
+    )
+    regression_min_change: float = setting(
+        0.10,
+        "Relative slowdown against their mean that counts as a regression (0.10 = 10 %).",
+        float,
+        flag="--min-change",
+        check=_finite_at_least_zero,
+    )
+    regression_z_threshold: float = setting(
+        5.0,
+        "Z-score against their distribution (standard deviations above their mean) that counts "
+        "as a regression.",
+        float,
+        flag="--z-threshold",
+        check=_finite_at_least_zero,
+    )
 
     @property
     def hub_cache_dir(self) -> Path:
         return self.hub_cache if self.hub_cache is not None else self.warehouse / "cache" / "hub"
 
 
-def _coerce(name: str, annotation: Any, text: str) -> Any:
-    kind = str(annotation)
-    if "Path" in kind:
-        return Path(text) if text else None
-    if "bool" in kind:
-        return text.strip().lower() in {"1", "true", "yes", "on"}
-    if "int" in kind:
+SETTINGS: tuple[Field[Any], ...] = fields(Settings)
+
+
+class SettingsError(ValueError):
+    """A setting with a value it cannot take; the message names where the value came from."""
+
+
+def describe(spec: Field[Any]) -> str:
+    """The help text of one setting: its meaning and its environment variable."""
+    return f"{spec.metadata['doc']} (env {env_name(spec.name)})"
+
+
+def env_name(name: str) -> str:
+    return ENV_PREFIX + name.upper()
+
+
+def flag_of(name: str) -> str | None:
+    return next(spec.metadata["flag"] for spec in SETTINGS if spec.name == name)
+
+
+def _parse(kind: type, text: str) -> Any:
+    if kind is Path:
+        return Path(text)
+    if kind is bool:
+        lowered = text.strip().lower()
+        if lowered in {"1", "true", "yes", "on"}:
+            return True
+        if lowered in {"0", "false", "no", "off", ""}:
+            return False
+        raise ValueError(f"not a boolean: {text!r}")
+    if kind is int:
         return int(text)
-    if "float" in kind:
+    if kind is float:
         return float(text)
-    return text or None if "None" in kind else text
+    return text
 
 
-def load_settings(environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
-    """Settings from flags (``overrides``; ``None`` means "not given"), then the environment."""
+def _kind_name(kind: type) -> str:
+    return {Path: "path", bool: "boolean", int: "integer", float: "number"}.get(kind, "text")
+
+
+def _given(overrides: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    known = {spec.name for spec in SETTINGS}
+    for name, value in overrides.items():
+        if name not in known:
+            raise TypeError(f"unknown setting {name!r}")
+        if value is not None:
+            yield name, value
+
+
+def load_settings(
+    environ: Mapping[str, str] | None = None, *, origin: str = "flag", **overrides: Any
+) -> Settings:
+    """Settings from ``overrides`` (``None`` means "not given"), then the environment.
+
+    ``origin`` says how a problem with an override is named: ``"flag"`` by its command-line
+    flag (``--workers``), ``"field"`` by its name (the Dagster resource's config field).
+    Every value is checked here, once; a bad one raises ``SettingsError``.
+    """
     env = os.environ if environ is None else environ
     values: dict[str, Any] = {}
-    for spec in fields(Settings):
-        env_value = env.get(ENV_PREFIX + spec.name.upper())
-        if env_value is not None:
-            try:
-                values[spec.name] = _coerce(spec.name, spec.type, env_value)
-            except ValueError as error:
-                raise ValueError(
-                    f"{ENV_PREFIX}{spec.name.upper()}={env_value!r} is not a valid {spec.type}"
-                ) from error
-    for name, value in overrides.items():
-        if value is not None:
-            values[name] = value
+    where: dict[str, str] = {}
+    for spec in SETTINGS:
+        text = env.get(env_name(spec.name))
+        if text is None or (text.strip() == "" and spec.metadata["kind"] is not bool):
+            continue
+        try:
+            values[spec.name] = _parse(spec.metadata["kind"], text.strip())
+        except ValueError:
+            raise SettingsError(
+                f"{env_name(spec.name)}={text!r} is not a valid {_kind_name(spec.metadata['kind'])}"
+            ) from None
+        where[spec.name] = f"{env_name(spec.name)}={text}"
+    by_name = {spec.name: spec for spec in SETTINGS}
+    for name, value in _given(overrides):
+        kind = by_name[name].metadata["kind"]
+        if kind is Path and isinstance(value, str):
+            value = Path(value)
+        values[name] = value
+        label = (by_name[name].metadata["flag"] if origin == "flag" else None) or name
+        where[name] = f"{label} {value}"
     settings = replace(Settings(), **values)
-    if isinstance(settings.warehouse, str):
-        settings = replace(settings, warehouse=Path(settings.warehouse))
+    for spec in SETTINGS:
+        check = spec.metadata["check"]
+        problem = check(getattr(settings, spec.name)) if check is not None else None
+        if problem is not None:
+            raise SettingsError(f"{where.get(spec.name, spec.name)}: {problem}")
     return settings

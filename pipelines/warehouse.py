@@ -34,7 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pipelines import interrupts
 from pipelines.files import symlink_atomically
+from pipelines.settings import Settings
 
 if TYPE_CHECKING:
     import duckdb
@@ -42,7 +44,10 @@ if TYPE_CHECKING:
 
 DUCKDB_FILE = "tracehouse.duckdb"
 DUCKDB_SPILL_DIR = "duckdb_tmp"  # finalize's DuckDB temp_directory, below cache/
-KEEP_GENERATIONS = 2  # the current one and the one before, for readers still using it
+# Completed generations kept by default (the current one included): readers still using the
+# one before, and `tracehouse rollback` targets. The setting is keep_generations.
+KEEP_GENERATIONS: int = Settings.keep_generations
+COMPLETE_MARKER = ".complete"
 
 
 class WarehouseBusy(RuntimeError):
@@ -56,6 +61,7 @@ class WarehouseMissing(FileNotFoundError):
 @dataclass(frozen=True)
 class Warehouse:
     root: Path
+    keep_generations: int = KEEP_GENERATIONS
 
     @property
     def current(self) -> Path:
@@ -118,8 +124,10 @@ class Warehouse:
     def publish(self, generation: Path) -> None:
         """Make ``generation`` the current state in one atomic rename, then tidy up."""
         _fsync_tree(generation)
-        symlink_atomically(self.current, os.path.relpath(generation, self.root))
-        _fsync_dir(self.root)
+        with interrupts.deferred():  # Ctrl-C now would leave the user guessing: finish first
+            symlink_atomically(self.current, os.path.relpath(generation, self.root))
+            interrupts.note_published(generation.name)
+            _fsync_dir(self.root)
         if not self.duckdb_path.is_symlink():
             with contextlib.suppress(FileNotFoundError):
                 self.duckdb_path.unlink()
@@ -134,13 +142,52 @@ class Warehouse:
             return
         current = self.current_generation()
         folders = sorted(self.generations.iterdir(), key=lambda p: p.name)
-        completed = [p for p in folders if p == current or (p / ".complete").exists()]
-        keep = set(completed[-KEEP_GENERATIONS:])
+        completed = [p for p in folders if p == current or (p / COMPLETE_MARKER).exists()]
+        keep = set(completed[-self.keep_generations :])
         if current is not None:
             keep.add(current)
         for folder in folders:
             if folder not in keep:
                 shutil.rmtree(folder, ignore_errors=True)
+
+    def completed_generations(self) -> list[Path]:
+        """Every generation folder a build finished, oldest first."""
+        if not self.generations.exists():
+            return []
+        return sorted(
+            (p for p in self.generations.iterdir() if (p / COMPLETE_MARKER).exists()),
+            key=lambda p: p.name,
+        )
+
+    def find_generation(self, wanted: str | None) -> Path:
+        """A completed generation by folder name or number (``3`` = ``000003-...``); without
+        one, the newest completed generation older than the current one."""
+        completed = self.completed_generations()
+        current = self.current_generation()
+        if wanted is None:
+            older = [p for p in completed if current is None or p.name < current.name]
+            if not older:
+                raise LookupError(
+                    f"no generation older than the current one in {self.root}; "
+                    "`tracehouse generations` lists what is kept"
+                )
+            return older[-1]
+        matches = [
+            p
+            for p in completed
+            if p.name == wanted or (wanted.isdigit() and int(p.name.split("-")[0]) == int(wanted))
+        ]
+        if len(matches) != 1:
+            kept = ", ".join(p.name for p in completed) or "none"
+            raise LookupError(f"no completed generation {wanted!r} in {self.root} (kept: {kept})")
+        return matches[0]
+
+    def rollback(self, generation: Path) -> None:
+        """Make an earlier completed generation current again, atomically (under the lock)."""
+        with interrupts.deferred():
+            symlink_atomically(self.current, os.path.relpath(generation, self.root))
+            interrupts.note_published(generation.name)
+            _fsync_dir(self.root)
 
     def _remove_temporary_files(self) -> None:
         # Every file a build writes is first written as `.<name>.<pid>.tmp` and then renamed;
@@ -223,13 +270,16 @@ def table_row_count(generation: Path, table: str) -> int:
     return sum(pq.read_metadata(path).num_rows for path in table_files(generation, table))
 
 
-def table_view_sql(generation: Path, table: str) -> str:
-    """The SELECT a view of ``table`` runs: its files, columns in schema order."""
-    from pipelines import schemas
+def table_view_sql(generation: Path, table: str, column_names: list[str] | None = None) -> str:
+    """The SELECT a view of ``table`` runs: its files, columns in schema order (``column_names``
+    when the caller has them already, else from ``schemas``)."""
+    if column_names is None:
+        from pipelines import schemas
 
+        column_names = schemas.TABLES[table].column_names
     files = "[" + ", ".join(sql_literal(path) for path in table_files(generation, table)) + "]"
     columns = []
-    for name in schemas.TABLES[table].column_names:
+    for name in column_names:
         if table == "runs" and name == "snapshot_id":
             snapshot = (generation / SNAPSHOT_FILE).read_text().strip()
             columns.append(f'{sql_literal(snapshot)} AS "snapshot_id"')
@@ -260,15 +310,38 @@ def read_table(generation: Path, table: str) -> pa.Table:
 def create_table_views(
     connection: duckdb.DuckDBPyConnection, generation: Path, *, temporary: bool = False
 ) -> None:
-    """One view per table of the generation (tables whose files exist)."""
-    from pipelines import schemas
+    """One view per table of the generation (tables whose files exist).
 
+    Temporary views (a reader's) take their columns from the views the build stored in the
+    generation's DuckDB file, through DuckDB's catalog: a read command needs no Arrow import."""
+    if temporary:
+        stored = _stored_view_columns(connection)
+        tables = [t for t in stored if (generation / f"{t}.parquet").exists()]
+    else:
+        from pipelines import schemas
+
+        stored = {name: table.column_names for name, table in schemas.TABLES.items()}
+        tables = [t for t in schemas.TABLES if (generation / f"{t}.parquet").exists()]
     kind = "TEMP VIEW" if temporary else "VIEW"
-    for table in schemas.TABLES:
-        if (generation / f"{table}.parquet").exists():
-            connection.execute(
-                f"CREATE OR REPLACE {kind} {table} AS {table_view_sql(generation, table)}"
-            )
+    for table in tables:
+        view = table_view_sql(generation, table, stored[table])
+        connection.execute(f"CREATE OR REPLACE {kind} {table} AS {view}")
+
+
+TABLE_VIEW_COLUMNS_SQL = """
+SELECT table_name, list(column_name ORDER BY column_index) AS columns
+FROM duckdb_columns()
+WHERE database_name = current_database() AND NOT internal
+  AND table_name IN (SELECT view_name FROM duckdb_views() WHERE NOT internal AND NOT temporary)
+GROUP BY table_name
+"""
+
+
+def _stored_view_columns(connection: duckdb.DuckDBPyConnection) -> dict[str, list[str]]:
+    from pipelines.sql_files import VIEW_ORDER
+
+    rows = connection.execute(TABLE_VIEW_COLUMNS_SQL).fetchall()
+    return {name: list(columns) for name, columns in rows if name not in VIEW_ORDER}
 
 
 def sql_literal(path: Path | str) -> str:
@@ -291,6 +364,7 @@ def connect_read_only(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
         read_only=True,
         config={"autoinstall_known_extensions": False, "autoload_known_extensions": False},
     )
+    interrupts.watch_connection(connection)  # Ctrl-C cancels a long query
     # Temporary views over this folder's files shadow the stored ones, whose absolute paths
     # would break once the warehouse folder is moved or restored elsewhere.
     create_table_views(connection, generation, temporary=True)
@@ -314,7 +388,10 @@ def check_read_only(connection: duckdb.DuckDBPyConnection, sql: str) -> None:
     ``EXPLAIN ANALYZE COPY ... TO '<generation>/runs.parquet'`` would otherwise overwrite the
     warehouse (the generation folder is the one place the connection may touch files).
     """
-    for statement in connection.extract_statements(sql):
+    statements = connection.extract_statements(sql)
+    if not statements:
+        raise ReadOnlyViolation("refused: the SQL is empty; give one SELECT statement")
+    for statement in statements:
         kind = statement.type.name
         if kind not in READ_ONLY_STATEMENTS:
             raise ReadOnlyViolation(
@@ -324,6 +401,11 @@ def check_read_only(connection: duckdb.DuckDBPyConnection, sql: str) -> None:
             )
         if kind == "EXPLAIN":
             _check_explain(connection, statement.query)
+    if len(statements) > 1:
+        raise ReadOnlyViolation(
+            f"refused: {len(statements)} statements given; `tracehouse query` runs exactly one "
+            "statement at a time (only the last result would show)"
+        )
 
 
 def _words(sql: str) -> list[tuple[int, str]]:
@@ -382,3 +464,26 @@ def _check_explain(connection: duckdb.DuckDBPyConnection, sql: str) -> None:
             "refused: EXPLAIN ANALYZE runs the statement it explains, and only "
             "EXPLAIN ANALYZE SELECT is allowed; `tracehouse query` is read-only."
         )
+
+
+def describe_generation(folder: Path, current: bool) -> dict[str, object]:
+    """One line of `tracehouse generations`: when it was built, from what, how many runs."""
+    import pyarrow.parquet as pq
+
+    snapshot: dict[str, object] = {}
+    try:
+        history = pq.read_table(folder / "source_snapshots.parquet").to_pylist()
+        snapshot = history[-1] if history else {}  # the build's own snapshot is appended last
+        runs: object = table_row_count(folder, "runs")
+    except OSError:
+        runs = None
+    built_at = snapshot.get("built_at")
+    return {
+        "generation": folder.name,
+        "current": "*" if current else "",
+        "built_at": built_at.strftime("%Y-%m-%d %H:%M:%S") if built_at else None,  # type: ignore[attr-defined]
+        "runs": runs,
+        "source": snapshot.get("source"),
+        "revision": snapshot.get("resolved_sha"),
+        "snapshot_id": snapshot.get("snapshot_id"),
+    }

@@ -7,6 +7,7 @@
 --   coverage          workloads_passed / workloads of this definition run on this hardware
 --   latency_us_geomean geometric mean over the passed workloads of the median latency (µs);
 --   rerun_spread_median the median over re-run workloads of (max − min) / median latency
+--   runs_not_evaluated records FlashInfer-Bench wrote without evaluating (runs.evaluated)
 --   fib_all_gpus_*    FlashInfer-Bench's get_solution_score with every GPU mixed (fib_solution_scores,
 --                     hardware `all`): the same number on each hardware row; NULL + fib_reason
 --                     where FlashInfer-Bench raises or returns None
@@ -53,6 +54,13 @@ ratios AS (
         AND b.solution = lb.baseline_solution AND b.workload_key = w.workload_key
     WHERE w.passed AND b.passed AND w.solution <> lb.baseline_solution
 ),
+-- issue 10: FlashInfer-Bench's "skipped after N failures" records, told apart
+not_evaluated AS (
+    SELECT definition, hardware, solution, count(*) AS runs_not_evaluated
+    FROM runs
+    WHERE solution IS NOT NULL AND NOT evaluated
+    GROUP BY ALL
+),
 scored AS (
     SELECT
         definition,
@@ -71,10 +79,12 @@ assembled AS (
         a.hardware,
         a.solution,
         i.author,
-        coalesce(i.is_baseline, false) AS is_baseline,
+        -- issue 10: a solution is a baseline of its own definition only
+        coalesce(i.is_baseline AND i.definition = a.definition, false) AS is_baseline,
         lb.baseline_solution,
         lb.baseline_choice,
         a.runs::BIGINT AS runs,
+        coalesce(ne.runs_not_evaluated, 0) AS runs_not_evaluated,
         l.workloads_in_slice,
         a.workloads_attempted,
         a.workloads_passed,
@@ -102,6 +112,7 @@ assembled AS (
     FROM attempts AS a
     JOIN slice AS l USING (definition, hardware)
     LEFT JOIN scored AS s USING (definition, hardware, solution)
+    LEFT JOIN not_evaluated AS ne USING (definition, hardware, solution)
     LEFT JOIN leaderboard_baselines AS lb USING (definition, hardware)
     LEFT JOIN implementations AS i ON i.solution = a.solution
     LEFT JOIN fib_solution_scores AS f ON f.hardware = 'all' AND f.solution = a.solution

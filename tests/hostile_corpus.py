@@ -14,6 +14,7 @@ ever be imported.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import subprocess
@@ -381,21 +382,42 @@ def build_corpus(base: Path) -> Corpus:
         ("true", True),
         ("false", False),
         ("string", "0.5"),
-        ("nan_string", "NaN"),
-        ("inf_string", "Infinity"),
-        ("null", None),
     ]:
         main.trace(
             f"latency_{name}", trace_object(u(f"lat-{name}"), latency=latency), "invalid_latency"
         )
-    base = dumps(trace_object(u("lat-bare-nan"), latency=12345.5))
-    main.raw("latency_bare_nan", base.replace(b"12345.5", b"NaN"), "invalid_latency")
-    base = dumps(trace_object(u("lat-bare-inf"), latency=12345.5))
-    main.raw("latency_bare_infinity", base.replace(b"12345.5", b"Infinity"), "invalid_latency")
-    base = dumps(trace_object(u("lat-1e400"), latency=12345.5))
-    main.raw("latency_1e400", base.replace(b"12345.5", b"1e400"), "invalid_latency")
-    base = dumps(trace_object(u("lat-neg-1e400"), latency=12345.5))
-    main.raw("latency_minus_1e400", base.replace(b"12345.5", b"-1e400"), "invalid_latency")
+    # A PASSED run whose latency is not a finite number is kept, as FlashInfer-Bench keeps it
+    # (+inf even serialises as null): latency_ms null, the reason in latency_special.
+    for name, latency, special in [
+        ("nan_string", "NaN", "NaN"),
+        ("inf_string", "Infinity", "Infinity"),
+        ("null", None, "absent"),
+    ]:
+        main.trace(
+            f"latency_{name}",
+            trace_object(u(f"lat-{name}"), latency=latency),
+            RUN,
+            status="PASSED",
+            latency_ms=None,
+            latency_ns=None,
+            latency_special=special,
+        )
+    for name, token, special in [
+        ("bare_nan", b"NaN", "NaN"),
+        ("bare_infinity", b"Infinity", "Infinity"),
+        ("1e400", b"1e400", "Infinity"),
+        ("minus_1e400", b"-1e400", "-Infinity"),
+    ]:
+        uuid = u(f"lat-{name}")
+        base = dumps(trace_object(uuid, latency=12345.5))
+        main.raw(
+            f"latency_{name}",
+            base.replace(b"12345.5", token),
+            RUN,
+            uuid,
+            latency_ms=None,
+            latency_special=special,
+        )
 
     def with_errors(
         uuid: str, relative: Any, absolute: Any, status: str = "INCORRECT_NUMERICAL"
@@ -434,9 +456,50 @@ def build_corpus(base: Path) -> Corpus:
         "invalid_error_bound",
     )
     main.trace("correctness_word", with_errors(u("errword"), "large", 0.5), "invalid_error_bound")
-    t = trace_object(u("badts"))
-    t["evaluation"]["timestamp"] = "yesterday afternoon"
-    main.trace("invalid_timestamp", t, "invalid_timestamp")
+    # A timestamp that is not an ISO date-time never costs the run: the text is kept,
+    # observed_at is filled where unambiguous, and identity_error says KernelIndex refuses it.
+    for name, text, observed in [
+        ("words", "yesterday afternoon", None),
+        ("date_only", "2026-03-17", dt.datetime(2026, 3, 17, tzinfo=dt.UTC)),
+        ("epoch_seconds", "1710684040", dt.datetime(2024, 3, 17, 14, 0, 40, tzinfo=dt.UTC)),
+        (
+            "epoch_milliseconds",
+            "1710684040123",
+            dt.datetime(2024, 3, 17, 14, 0, 40, 123000, tzinfo=dt.UTC),
+        ),
+        ("ctime", "Tue Mar 17 14:20:40 2026", None),
+        ("unknown", "unknown", None),
+    ]:
+        t = trace_object(u(f"ts-{name}"))
+        t["evaluation"]["timestamp"] = text
+        main.trace(
+            f"timestamp_{name}",
+            t,
+            RUN,
+            timestamp_raw=text,
+            observed_at=observed,
+            identity_error="bad_timestamp",
+            latency_ms=0.5,
+        )
+    # FlashInfer-Bench's "skipped after N failures" records: kept, flagged not evaluated.
+    main.trace(
+        "skipped_after_failures",
+        trace_object(
+            u("skipped"),
+            status="COMPILE_ERROR",
+            log="Solution skipped after 3 failures. Last error: nvcc exited with 1\n",
+        ),
+        RUN,
+        status="COMPILE_ERROR",
+        evaluated=False,
+    )
+    main.trace(
+        "compile_error_evaluated",
+        trace_object(u("compile"), status="COMPILE_ERROR", log="error: nvcc exited with 1\n"),
+        RUN,
+        status="COMPILE_ERROR",
+        evaluated=True,
+    )
     t = trace_object(u("axisbig"))
     t["workload"]["axes"]["M"] = 123.5
     main.raw("axis_1e400", dumps(t).replace(b"123.5", b"1e400"), "invalid_field")

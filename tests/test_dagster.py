@@ -2,7 +2,9 @@
 
 1. definitions load; asset keys match a committed snapshot; specs, resource, job, schedule;
 2. the checks called as plain functions on a real warehouse, good and deliberately corrupted;
-3. ``dg.materialize`` of the whole graph (assets + checks) into a temporary warehouse;
+3. ``dg.materialize`` of the whole graph (assets + checks) into a temporary warehouse: what is
+   recorded is what happened (checks from the build's own evaluation, nothing materialized when
+   nothing changed, data versions, a refused build publishes and materializes nothing);
 4. the Hub sensor evaluated by Dagster against the FakeHub server, and the run it requests.
 
 Tiers 2-4 build real warehouses and are marked ``integration``.
@@ -18,13 +20,15 @@ import duckdb
 import pytest
 
 from pipelines import schemas
-from pipelines.build import build_warehouse
+from pipelines.build import build_warehouse, read_checks
 from pipelines.definitions import defs
 from pipelines.defs import assets, checks
 from pipelines.defs.resources import WarehouseResource
 from pipelines.defs.schedules import build_warehouse_job, daily_warehouse_build
 from pipelines.defs.sensors import hub_revision_sensor
 from pipelines.demo import generate_dataset
+from pipelines.invariants import RANKING_INVARIANTS, RUN_INVARIANTS
+from pipelines.settings import SETTINGS
 from pipelines.warehouse import Warehouse, connect_read_only, read_table, table_files
 from tests.hub_server import FakeHub
 from tests.shared_data import GOLDEN_DIR, SAMPLES_DIR, SHARED, requires_shared
@@ -36,15 +40,21 @@ REPO = "flashinfer-ai/flashinfer-trace"
 HUB_URI = f"hf://datasets/{REPO}"
 VIEWS = {"run_summary", "leaderboard", "record_events", "latency_history", "regressions"}
 REPORT = "report"
+SOURCE_ASSET = "source_dataset"
 
-# (asset, check name, blocking): the gate on runs, the cohort check, the identity samples.
-EXPECTED_CHECKS = {
+# (asset, check name, blocking): what the build evaluates before publishing (blocking), then
+# the identity samples recomputed from the published tables.
+BUILD_CHECKS = {
     ("runs", "unique_run_ids", True),
     ("runs", "run_status_matrix", True),
     ("runs", "passed_latency_finite_positive", True),
     ("runs", "runs_resolve_references", True),
     ("runs", "comparison_key_single_digests", True),
     ("run_rankings", "one_cohort_size_per_comparison_key", True),
+    ("runs", "tables_shrink_within_limit", True),
+    ("runs", "fact_tables_not_empty", True),
+}
+EXPECTED_CHECKS = BUILD_CHECKS | {
     ("environments", "environment_digests_recompute", False),
     ("definitions", "operation_digests_recompute", False),
     ("regressions", "no_new_regressions", False),
@@ -95,7 +105,7 @@ def test_asset_keys_match_snapshot() -> None:
     assert text == SNAPSHOT.read_text(), (
         "asset keys changed; rerun with UPDATE_SNAPSHOTS=1 if intended"
     )
-    assert set(keys) == set(schemas.TABLES) | VIEWS | {REPORT}
+    assert set(keys) == set(schemas.TABLES) | VIEWS | {REPORT, SOURCE_ASSET}
 
 
 def test_asset_checks_and_which_block() -> None:
@@ -118,7 +128,38 @@ def test_table_specs_come_from_schemas() -> None:
             c.nullable for c in table.columns
         ]
     assert {dep.asset_key.to_user_string() for dep in specs["run_rankings"].deps} == {"runs"}
-    assert all(not specs[name].deps for name in schemas.TABLES if name != "run_rankings")
+    for name in schemas.TABLES:
+        if name != "run_rankings":
+            assert [d.asset_key.to_user_string() for d in specs[name].deps] == [SOURCE_ASSET]
+
+
+def test_views_wait_for_the_blocking_checks_and_document_their_columns() -> None:
+    asset_graph = defs.resolve_asset_graph()
+    blocking = {
+        spec.asset_key.to_user_string()
+        for spec in (asset_graph.get_check_spec(key) for key in asset_graph.asset_check_keys)
+        if spec.blocking
+    }
+    assert blocking == {"runs", "run_rankings"}
+    for view in VIEWS:
+        parents = {k.to_user_string() for k in asset_graph.get(dg.AssetKey(view)).parent_keys}
+        assert blocking <= parents, (view, parents)
+        assert all(column.doc for column in schemas.VIEWS[view].columns)
+
+
+def test_schedule_and_sensor_start_stopped_and_the_readme_says_how_to_start_them() -> None:
+    assert daily_warehouse_build.default_status == dg.DefaultScheduleStatus.STOPPED
+    assert hub_revision_sensor.default_status == dg.DefaultSensorStatus.STOPPED
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert "dagster schedule start daily_warehouse_build" in readme
+    assert "dagster sensor start hub_revision_sensor" in readme
+
+
+def test_the_resource_declares_no_setting_of_its_own() -> None:
+    fields = WarehouseResource.model_fields
+    assert set(fields) == {spec.name for spec in SETTINGS}
+    for spec in SETTINGS:
+        assert spec.metadata["doc"] in (fields[spec.name].description or ""), spec.name
 
 
 def test_resource_reads_tracehouse_environment(
@@ -180,10 +221,17 @@ def golden_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
 
 
+# The checks that read the tables (the publish guards compare table counts instead).
+TABLE_CHECKS = [
+    *(c for c in checks.BUILD_CHECKS if c.evaluate in (*RUN_INVARIANTS, *RANKING_INVARIANTS)),
+    *checks.STEP_CHECKS,
+]
+
+
 def evaluate_all(warehouse: Path) -> dict[str, tuple[bool, dict[str, Any]]]:
     connection = connect_read_only(Warehouse(warehouse))
     try:
-        return {c.name: c.evaluate(connection) for c in (*checks.GATE_CHECKS, *checks.STEP_CHECKS)}
+        return {c.name: c.evaluate(connection) for c in TABLE_CHECKS}
     finally:
         connection.close()
 
@@ -300,36 +348,89 @@ def test_materialize_everything_into_a_temporary_warehouse(
         for name in [*schemas.TABLES, *VIEWS]:
             ((count,),) = connection.table(name).aggregate("count(*)").fetchall()
             assert materialized[name]["dagster/row_count"].value == count, name
-        ((sha,),) = connection.execute("SELECT resolved_sha FROM source_snapshots").fetchall()
+        ((sha, snapshot_id),) = connection.execute(
+            "SELECT resolved_sha, snapshot_id FROM source_snapshots"
+        ).fetchall()
+        for view in VIEWS:  # the documented columns are the view's columns, in order
+            columns = [row[0] for row in connection.execute(f"DESCRIBE {view}").fetchall()]
+            assert columns == [c.name for c in schemas.VIEWS[view].columns], view
     finally:
         connection.close()
     assert materialized["runs"]["dagster/row_count"].value > 1000
     assert sha == REVISION
+    # Every materialization's data version is the build's snapshot id.
+    versions = {
+        e.materialization.asset_key.to_user_string(): e.materialization.tags.get(
+            "dagster/data_version"
+        )
+        for e in result.get_asset_materialization_events()
+    }
+    assert set(versions.values()) == {snapshot_id}
+    for view in VIEWS:
+        columns = materialized[view]["dagster/column_schema"].value.columns
+        assert [c.name for c in columns] == [c.name for c in schemas.VIEWS[view].columns]
+        assert all(c.description for c in columns), view
+    preview = materialized["leaderboard"]["top_10_by_geomean_speedup"].value
+    assert preview.startswith("| definition | hardware | solution |")
+    assert preview.count("\n") >= 3
+    # The check results are what the build evaluated before publishing, stored with it.
+    generation = Warehouse(warehouse).require_current()
+    stored = read_checks(generation)
+    for evaluation in evaluations:
+        if (evaluation.asset_key.to_user_string(), evaluation.check_name, True) in BUILD_CHECKS:
+            assert stored[evaluation.check_name][0] is evaluation.passed
 
-    # A second run finds the source unchanged: no rebuild, same counts.
+    # A second run finds the source unchanged: nothing is materialized, the views do not run,
+    # and the blocking checks report the outcomes recorded with the current generation.
     again = dg.materialize(graph(), resources={"warehouse": resource(warehouse, demo_source)})
     assert again.success
-    rematerialized = _materialized(again)
-    assert rematerialized["source_snapshots"]["up_to_date"].value is True
-    assert rematerialized["runs"]["dagster/row_count"] == materialized["runs"]["dagster/row_count"]
+    assert _materialized(again) == {}
+    reported = {e.check_name: e for e in again.get_asset_check_evaluations()}
+    assert {(e.asset_key.to_user_string(), name, e.blocking) for name, e in reported.items()} == (
+        BUILD_CHECKS
+    )
+    assert all(e.passed for e in reported.values())
+    assert all(e.metadata["generation"].value == generation.name for e in reported.values())
+    assert Warehouse(warehouse).require_current() == generation
 
 
 @pytest.mark.integration
-def test_a_failed_gate_check_stops_the_ranking_and_the_views(
-    demo_copy: Path, demo_source: Path
+def test_a_refused_build_publishes_and_materializes_nothing(
+    demo_copy: Path, tmp_path: Path
 ) -> None:
-    table, select = CORRUPTIONS["unique_run_ids"]
-    rewrite_table(demo_copy, table, select)
-    # The source is unchanged, so the build is a no-op and the gate reads the corrupted runs.
+    """A source that would empty the warehouse: the blocking checks fail as the build evaluated
+    them, no asset is materialized, the views do not run, the published generation stays."""
+    before = Warehouse(demo_copy).require_current()
+    wrong = tmp_path / "wrong"
+    (wrong / "traces").mkdir(parents=True)
+    (wrong / "definitions").mkdir()
     result = dg.materialize(
-        graph(), resources={"warehouse": resource(demo_copy, demo_source)}, raise_on_error=False
+        graph(), resources={"warehouse": resource(demo_copy, wrong)}, raise_on_error=False
+    )
+    assert not result.success
+    assert _materialized(result) == {}
+    failed = {e.check_name for e in result.get_asset_check_evaluations() if not e.passed}
+    assert failed == {"tables_shrink_within_limit", "fact_tables_not_empty"}
+    passed = {e.check_name for e in result.get_asset_check_evaluations() if e.passed}
+    assert "unique_run_ids" in passed  # evaluated on the refused generation, and true
+    assert Warehouse(demo_copy).require_current() == before
+    assert [p.name for p in Warehouse(demo_copy).completed_generations()] == [before.name]
+
+
+@pytest.mark.integration
+def test_an_empty_first_build_is_not_published_from_dagster(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    (empty / "traces").mkdir(parents=True)
+    (empty / "definitions").mkdir()
+    warehouse = tmp_path / "warehouse"
+    result = dg.materialize(
+        graph(), resources={"warehouse": resource(warehouse, empty)}, raise_on_error=False
     )
     assert not result.success
     failed = {e.check_name for e in result.get_asset_check_evaluations() if not e.passed}
-    assert failed == {"unique_run_ids"}
-    materialized = set(_materialized(result))
-    assert "runs" in materialized
-    assert materialized.isdisjoint({"run_rankings", *VIEWS, REPORT})
+    assert failed == {"fact_tables_not_empty"}
+    assert _materialized(result) == {}
+    assert Warehouse(warehouse).current_generation() is None
 
 
 # --------------------------------------------------------------------------------------------
@@ -397,10 +498,19 @@ def test_the_requested_run_builds_that_sha(
     # Upstream moves on between the tick and the run: the run still builds the sha it was for.
     fake_hub.commit({"traces/extra/late.jsonl": b""})
 
+    instance = dg.DagsterInstance.ephemeral()
     run = defs.resolve_job_def("build_warehouse_job").execute_in_process(
-        run_config=request.run_config, instance=dg.DagsterInstance.ephemeral()
+        run_config=request.run_config, instance=instance
     )
     assert run.success
+    # The Hub dataset was observed first; its data version is the sha the build read.
+    (observation,) = [
+        e.event_specific_data.asset_observation  # type: ignore[union-attr]
+        for e in run.all_events
+        if e.event_type_value == "ASSET_OBSERVATION"
+    ]
+    assert observation.asset_key.to_user_string() == SOURCE_ASSET
+    assert observation.tags["dagster/data_version"] == sha
     connection = connect_read_only(Warehouse(tmp_path / "warehouse"))
     try:
         rows = connection.execute("SELECT source, resolved_sha FROM source_snapshots").fetchall()

@@ -80,16 +80,8 @@ SAMPLE_COUNTS = {
         rejects=0,
         lines=51,
     ),
-    "web_baseline_config": dict(
-        definitions=0,
-        implementations=0,
-        workloads=0,
-        environments=0,
-        runs=0,
-        correctness=0,
-        rejects=0,
-        lines=0,
-    ),
+    # web_baseline_config holds only baselines.json: not a dataset, refused
+    # (tests/test_user_safety.py).
 }
 
 

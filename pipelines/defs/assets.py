@@ -1,18 +1,29 @@
-"""Assets: the warehouse tables and the SQL views over them.
+"""Assets: the source dataset, the warehouse tables, and the SQL views over them.
+
+``source_dataset`` is an observable source asset: its data version is what the configured
+source is at (the commit an ``hf://`` revision resolves to, a folder's git HEAD, else a digest
+of its file listing). Every table depends on it.
 
 One ``@multi_asset`` produces every table, because ``build_warehouse`` (the function behind
 ``tracehouse build``) writes them all at once into a new generation and publishes it with one
 atomic switch; there is no state in which some tables are new and others old. Asset keys are
-the table names, descriptions and column schemas come from ``pipelines.schemas``, and each
-materialization records its row count. ``run_rankings`` is ranked from ``runs`` inside the same
-build (``sql/run_rankings.sql``), which its ``deps`` show, and it is only reported as
-materialized when the gate checks on ``runs`` (``checks.GATE_CHECKS``) pass.
+the table names, descriptions and column schemas come from ``pipelines.schemas``, each
+materialization records its row count, and its data version is the build's snapshot id.
+
+What Dagster records is what happened:
+
+* the blocking checks (``checks.BUILD_CHECKS``) are the invariants the build evaluated before
+  publishing; if one fails, nothing is published, nothing is materialized, the step fails and
+  the views do not run;
+* a build that finds the source unchanged materializes nothing (the views do not run either)
+  and reports the check outcomes recorded with the current generation.
 
 The views (``run_summary``, ``leaderboard``, ``record_events``, ``latency_history``,
-``regressions``) live in the generation's DuckDB file; their assets read them through a
-read-only connection and record what they hold, with the column meanings of
-``schemas.VIEWS``. ``report`` writes the static HTML report (``pipelines.report``, as
-``tracehouse report``) into ``<warehouse>/report``.
+``regressions``) live in the generation's DuckDB file; their assets wait for the blocking checks,
+read the views through a read-only connection, and record what they hold, with the column
+meanings of ``schemas.VIEWS``; the leaderboard adds a Markdown preview of its top rows.
+``report`` writes the static HTML report (``pipelines.report``, as ``tracehouse report``) into
+``<warehouse>/report``.
 """
 
 from collections.abc import Iterator
@@ -22,19 +33,22 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from pipelines import invariants, schemas
-from pipelines.build import BuildResult, ProgressFn, build_warehouse
-from pipelines.defs.checks import GATE_CHECKS
+from pipelines import render, schemas
+from pipelines.build import BuildResult, ProgressFn, build_warehouse, read_checks, source_version
+from pipelines.defs.checks import BUILD_CHECKS
 from pipelines.defs.resources import WarehouseResource
+from pipelines.invariants import InvariantViolation, Outcome
 from pipelines.sql_files import sql_dir
-from pipelines.warehouse import Warehouse, connect_read_only, table_row_count
+from pipelines.warehouse import Warehouse, table_row_count
 
 GROUP = "warehouse"
+SOURCE_ASSET = "source_dataset"
 RANKING = schemas.RUN_RANKINGS.name
+PREVIEW_ROWS = 10
 
 
 def table_schema(table: schemas.Table) -> dg.TableSchema:
-    """The Dagster column schema of a table, from its one declaration in ``schemas``."""
+    """The Dagster column schema of a table or view, from its one declaration in ``schemas``."""
     single_key = table.key if len(table.key) == 1 else ()
     return dg.TableSchema(
         columns=[
@@ -51,6 +65,17 @@ def table_schema(table: schemas.Table) -> dg.TableSchema:
     )
 
 
+@dg.observable_source_asset(
+    name=SOURCE_ASSET,
+    group_name=GROUP,
+    description="The FlashInfer-Trace dataset the warehouse is built from (TRACEHOUSE_SOURCE). "
+    "Data version: the commit an hf:// revision resolves to, a folder's git HEAD, or a digest "
+    "of its file listing.",
+)
+def source_dataset(warehouse: WarehouseResource) -> dg.DataVersion:
+    return dg.DataVersion(source_version(warehouse.settings()))
+
+
 def _table_spec(table: schemas.Table) -> dg.AssetSpec:
     ranking = table.name == RANKING
     return dg.AssetSpec(
@@ -58,9 +83,10 @@ def _table_spec(table: schemas.Table) -> dg.AssetSpec:
         description=table.doc,
         group_name=GROUP,
         kinds={"parquet", "duckdb"},
-        # The ranking reads runs (sql/run_rankings.sql); a failed gate check skips it.
-        deps=[schemas.RUNS.name] if ranking else [],
-        skippable=ranking,
+        # The ranking reads runs (sql/run_rankings.sql); everything else reads the source.
+        deps=[schemas.RUNS.name] if ranking else [SOURCE_ASSET],
+        # Not materialized when the build changes nothing or refuses to publish.
+        skippable=True,
         metadata={
             "dagster/column_schema": table_schema(table),
             "primary_key": ", ".join(table.key),
@@ -88,7 +114,6 @@ def _log_progress(context: dg.AssetExecutionContext) -> ProgressFn:
 def _build_metadata(result: BuildResult) -> dict[str, Any]:
     source = result.source
     return {
-        "up_to_date": result.up_to_date,
         "build_seconds": round(result.seconds, 3),
         "files_parsed": result.files_parsed,
         "files_reused": result.files_reused,
@@ -100,52 +125,66 @@ def _build_metadata(result: BuildResult) -> dict[str, Any]:
     }
 
 
+def _check_results(outcomes: dict[str, Outcome], **extra: Any) -> Iterator[dg.AssetCheckResult]:
+    for check in BUILD_CHECKS:
+        if check.name in outcomes:
+            yield check.result(outcomes[check.name], **extra)
+
+
 @dg.multi_asset(
     name="warehouse_tables",
     specs=TABLE_SPECS,
-    check_specs=[check.spec for check in GATE_CHECKS],
+    check_specs=[check.spec for check in BUILD_CHECKS],
     description="Build every warehouse table with build_warehouse, atomically.",
 )
 def warehouse_tables(
     context: dg.AssetExecutionContext, config: BuildConfig, warehouse: WarehouseResource
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
-    result = build_warehouse(
-        warehouse.settings(), progress=_log_progress(context), force=config.force
-    )
-    context.log.info("\n".join(result.summary_lines()))
-    folder = Warehouse(result.warehouse)
-    generation = folder.require_current()
-    connection = connect_read_only(folder)
+    settings = warehouse.settings()
     try:
-        gate_results = [check.run(connection) for check in GATE_CHECKS]
-        rejects_by_reason = invariants.rejects_by_reason(connection)
-    finally:
-        connection.close()
+        result = build_warehouse(
+            settings, progress=_log_progress(context), force=config.force, require_fact_rows=True
+        )
+        outcomes = result.checks
+        if result.up_to_date:
+            current = Warehouse(result.warehouse).require_current()
+            outcomes = read_checks(current)
+            if {check.name for check in BUILD_CHECKS} - set(outcomes):
+                # A generation from before checks were recorded: evaluate by rebuilding.
+                result = build_warehouse(
+                    settings, progress=_log_progress(context), force=True, require_fact_rows=True
+                )
+                outcomes = result.checks
+    except InvariantViolation as refused:
+        yield from _check_results(refused.outcomes, published=False)
+        raise dg.Failure(description=str(refused)) from None
+    context.log.info("\n".join(result.summary_lines()))
 
+    if result.up_to_date:
+        context.log.info(
+            f"source unchanged: generation {result.generation} stays current; nothing is "
+            "materialized, and the checks report what was evaluated before it was published"
+        )
+        yield from _check_results(outcomes, generation=result.generation, rebuilt=False)
+        return
+    generation = Warehouse(result.warehouse).require_current()
     shared = {"generation": generation.name, "snapshot_id": result.snapshot_id}
     extra: dict[str, dict[str, Any]] = {
         schemas.SOURCE_SNAPSHOTS.name: _build_metadata(result),
-        schemas.REJECTS.name: {"rejects_by_reason": rejects_by_reason},
+        schemas.REJECTS.name: {"rejects_by_reason": result.rejects_by_reason},
     }
     for name in schemas.TABLES:
-        if name == RANKING:
-            continue
-        yield _materialized(generation, name, {**shared, **extra.get(name, {})})
-    yield from gate_results
-    failed = [str(r.check_name) for r in gate_results if not r.passed]
-    if failed:
-        context.log.error(
-            f"gate checks failed on runs ({', '.join(failed)}): {RANKING} is not reported as "
-            "materialized and the views downstream will not run"
-        )
-        return
-    yield _materialized(generation, RANKING, shared)
+        yield _materialized(generation, name, result.snapshot_id, {**shared, **extra.get(name, {})})
+    yield from _check_results(outcomes, generation=generation.name, rebuilt=True)
 
 
-def _materialized(generation: Path, table: str, metadata: dict[str, Any]) -> dg.MaterializeResult:
+def _materialized(
+    generation: Path, table: str, snapshot_id: str | None, metadata: dict[str, Any]
+) -> dg.MaterializeResult:
     path = generation / f"{table}.parquet"
     return dg.MaterializeResult(
         asset_key=table,
+        data_version=dg.DataVersion(snapshot_id) if snapshot_id else None,
         metadata={
             "dagster/row_count": table_row_count(generation, table),
             "path": dg.MetadataValue.path(str(path)),
@@ -154,13 +193,23 @@ def _materialized(generation: Path, table: str, metadata: dict[str, Any]) -> dg.
     )
 
 
-def _view_result(warehouse: WarehouseResource, view: str) -> dg.MaterializeResult:
+def _snapshot_id(connection: Any) -> str | None:
+    """The current generation's snapshot: the last row of its source_snapshots history."""
+    rows = connection.execute("SELECT snapshot_id FROM source_snapshots").fetchall()
+    return rows[-1][0] if rows else None
+
+
+def _view_result(
+    warehouse: WarehouseResource, view: str, extra: dict[str, Any] | None = None
+) -> dg.MaterializeResult:
     with warehouse.connect() as connection:
         relation = connection.table(view)
         ((rows,),) = relation.aggregate("count(*)").fetchall()
         columns = list(zip(relation.columns, relation.types, strict=True))
+        snapshot_id = _snapshot_id(connection)
     docs = {column.name: column.doc for column in schemas.VIEWS[view].columns}
     return dg.MaterializeResult(
+        data_version=dg.DataVersion(snapshot_id) if snapshot_id else None,
         metadata={
             "dagster/row_count": rows,
             "dagster/column_schema": dg.TableSchema(
@@ -170,7 +219,8 @@ def _view_result(warehouse: WarehouseResource, view: str) -> dg.MaterializeResul
                 ]
             ),
             "sql": dg.MetadataValue.path(str(sql_dir() / f"{view}.sql")),
-        }
+            **(extra or {}),
+        },
     )
 
 
@@ -184,16 +234,34 @@ def run_summary(warehouse: WarehouseResource) -> dg.MaterializeResult:
     return _view_result(warehouse, "run_summary")
 
 
+LEADERBOARD_PREVIEW_SQL = """
+SELECT definition, hardware, solution, author, workloads_compared,
+       round(geomean_speedup, 3) AS geomean_speedup, round(win_rate, 3) AS win_rate
+FROM leaderboard
+WHERE NOT is_baseline AND workloads_compared > 0
+ORDER BY geomean_speedup DESC, workloads_compared DESC, definition, hardware, solution
+LIMIT $rows
+"""
+
+
 @dg.asset(
     group_name=GROUP,
     kinds={"duckdb"},
-    deps=["runs", "implementations", "environments", "baseline_map", "trace_lines"],
+    deps=["runs", "implementations", "environments", "baseline_map", "trace_lines", RANKING],
 )
 def leaderboard(warehouse: WarehouseResource) -> dg.MaterializeResult:
-    """Per (definition, hardware, solution): tracehouse's geometric-mean speedup over the
-    hardware's baseline with coverage, and FlashInfer-Bench's own score beside it
-    (sql/leaderboard.sql)."""
-    return _view_result(warehouse, "leaderboard")
+    """Per (definition, hardware, solution): coverage and geometric-mean speedup against the
+    definition's baseline (sql/leaderboard.sql). Waits for the blocking checks of the build."""
+    with warehouse.connect() as connection:
+        cursor = connection.execute(LEADERBOARD_PREVIEW_SQL, {"rows": PREVIEW_ROWS})
+        columns = [d[0] for d in cursor.description]
+        top = cursor.fetchall()
+    preview = render.markdown_table(columns, top)
+    return _view_result(
+        warehouse,
+        "leaderboard",
+        {f"top_{PREVIEW_ROWS}_by_geomean_speedup": dg.MetadataValue.md(preview)},
+    )
 
 
 @dg.asset(group_name=GROUP, kinds={"duckdb"}, deps=["runs", RANKING])
@@ -241,10 +309,13 @@ def report(warehouse: WarehouseResource) -> dg.MaterializeResult:
             ),
         ]
     )
+    with warehouse.connect() as connection:
+        snapshot_id = _snapshot_id(connection)
     return dg.MaterializeResult(
+        data_version=dg.DataVersion(snapshot_id) if snapshot_id else None,
         metadata={
             "path": dg.MetadataValue.path(str(result.index)),
             "pages": len(result.pages),
             "overview_top_rows": dg.MetadataValue.md(table),
-        }
+        },
     )

@@ -1,15 +1,16 @@
-"""Asset checks over the built warehouse: each one a SQL query with bound parameters, run on a
-read-only connection to the current generation, returning counts and a few offending ids.
+"""Asset checks: what Dagster reports about each warehouse state.
 
-Two kinds:
+Three kinds:
 
-* ``GATE_CHECKS`` on ``runs`` are blocking and decide whether the ranking may be published as
-  an asset. ``build_warehouse`` ranks inside the same atomic build, so they run inside the
-  build step itself (``check_specs`` of the ``warehouse_tables`` multi-asset); when one fails,
-  ``run_rankings`` is not materialized, the step fails and the views downstream do not run.
-* The rest are ordinary ``@asset_check`` steps that can also be re-run on their own from the UI.
-  ``one_cohort_size_per_comparison_key`` is blocking, so ``run_summary`` and ``leaderboard``
-  wait for it.
+* ``BUILD_CHECKS`` are blocking and are the outcomes of the invariants ``build_warehouse``
+  evaluates on a new generation *before* publishing it (``pipelines.invariants``): the run
+  invariants on ``runs``, the cohort rule on ``run_rankings``, and the publish guards (no table
+  shrinks beyond ``max_shrink_share``; the fact tables are not empty). They are declared on the
+  ``warehouse_tables`` multi-asset and reported from its step, never recomputed afterwards; when
+  one fails, nothing is published or materialized and the views downstream do not run. When the
+  source is unchanged, the step reports the outcomes recorded with the current generation.
+* ``STEP_CHECKS`` recompute a sample of stored digests from the published tables, as ordinary
+  ``@asset_check`` steps that can be re-run on their own from the UI.
 
 ``no_new_regressions`` on ``regressions`` is not an invariant: a slower kernel is news about
 the data, not a broken warehouse, so it reports with severity WARN and blocks nothing.
@@ -27,11 +28,13 @@ from pipelines import kernelindex
 from pipelines.changes import no_new_regressions
 from pipelines.defs.resources import WarehouseResource
 from pipelines.invariants import (
+    RANKING_INVARIANTS,
     RUN_INVARIANTS,
     SAMPLE_IDS,
     Outcome,
-    one_cohort_size_per_comparison_key,
+    fact_tables_not_empty,
     query_one,
+    tables_shrink_within_limit,
 )
 from pipelines.kernelindex import CanonicalizationError, manifest_digest
 from pipelines.transforms.ingest import environment_id
@@ -45,7 +48,7 @@ class WarehouseCheck:
     """A named check of one table; ``evaluate``'s docstring is its description."""
 
     asset: str
-    evaluate: Callable[[duckdb.DuckDBPyConnection], Outcome]
+    evaluate: Callable[..., Outcome]
     blocking: bool = False
     severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR
 
@@ -63,22 +66,28 @@ class WarehouseCheck:
             self.name, asset=self.asset, blocking=self.blocking, description=self.description
         )
 
-    def run(self, connection: duckdb.DuckDBPyConnection) -> dg.AssetCheckResult:
-        passed, metadata = self.evaluate(connection)
+    def result(self, outcome: Outcome, **extra: Any) -> dg.AssetCheckResult:
+        passed, metadata = outcome
         return dg.AssetCheckResult(
             asset_key=self.asset,
             check_name=self.name,
             passed=passed,
             severity=self.severity,
-            metadata=metadata,
+            metadata={**metadata, **extra},
         )
+
+    def run(self, connection: duckdb.DuckDBPyConnection) -> dg.AssetCheckResult:
+        return self.result(self.evaluate(connection))
 
 
 # --------------------------------------------------------------------------------------------
-# Gate checks on runs (blocking, evaluated inside the build step)
+# Build checks (blocking): outcomes of what the build evaluated before publishing
 
-GATE_CHECKS: tuple[WarehouseCheck, ...] = tuple(
-    WarehouseCheck("runs", evaluate, blocking=True) for evaluate in RUN_INVARIANTS
+BUILD_CHECKS: tuple[WarehouseCheck, ...] = (
+    *(WarehouseCheck("runs", evaluate, blocking=True) for evaluate in RUN_INVARIANTS),
+    *(WarehouseCheck("run_rankings", evaluate, blocking=True) for evaluate in RANKING_INVARIANTS),
+    WarehouseCheck("runs", tables_shrink_within_limit, blocking=True),
+    WarehouseCheck("runs", fact_tables_not_empty, blocking=True),
 )
 
 
@@ -184,7 +193,6 @@ def operation_digests_recompute(connection: duckdb.DuckDBPyConnection) -> Outcom
 
 
 STEP_CHECKS: tuple[WarehouseCheck, ...] = (
-    WarehouseCheck("run_rankings", one_cohort_size_per_comparison_key, blocking=True),
     WarehouseCheck("environments", environment_digests_recompute),
     WarehouseCheck("definitions", operation_digests_recompute),
 )

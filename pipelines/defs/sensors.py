@@ -11,7 +11,7 @@ import dagster as dg
 
 from pipelines.defs.resources import WarehouseResource
 from pipelines.defs.schedules import build_warehouse_job
-from pipelines.sources.hub import HubDatasetRef, parse_hub_uri, resolve_revision
+from pipelines.sources.hub import HubDatasetRef, RetryPolicy, parse_hub_uri, resolve_revision
 
 
 @dg.sensor(
@@ -19,18 +19,22 @@ from pipelines.sources.hub import HubDatasetRef, parse_hub_uri, resolve_revision
     job=build_warehouse_job,
     minimum_interval_seconds=15 * 60,
     description="Request a build when the hf:// source points at a new commit.",
+    default_status=dg.DefaultSensorStatus.STOPPED,  # see schedules.py: turned on on purpose
 )
 def hub_revision_sensor(
     context: dg.SensorEvaluationContext, warehouse: WarehouseResource
 ) -> dg.SensorResult | dg.SkipReason:
-    source = warehouse.settings().source
+    settings = warehouse.settings()
+    source = settings.source
+    if source is None:
+        return dg.SkipReason("no source configured (TRACEHOUSE_SOURCE); nothing to watch")
     reference = parse_hub_uri(source)
     if reference is None:
         return dg.SkipReason(
             f"source {source!r} is a local folder, not an hf:// dataset; nothing to watch "
             "(the daily schedule rebuilds it)"
         )
-    sha = resolve_revision(reference)
+    sha = resolve_revision(reference, retry=RetryPolicy.within(settings.hub_timeout_s))
     if sha == context.cursor:
         return dg.SkipReason(f"{reference.uri} is still at {sha}")
     pinned = HubDatasetRef(reference.repo_id, sha).uri

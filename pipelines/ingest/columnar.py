@@ -34,6 +34,7 @@ import pyarrow as pa
 from pipelines import kernelindex
 from pipelines.kernelindex import canonical_number
 from pipelines.rejects import NEEDS_CORRECTNESS
+from pipelines.transforms.evaluation_rules import was_evaluated
 from pipelines.transforms.normalize import LOG_TRUNCATED_SUFFIX, log_excerpt
 
 # Members of a trace line, its evaluation, correctness and performance blocks this path takes;
@@ -257,6 +258,7 @@ class ColumnarBatch:
         columns["status"].append(status)
         columns["timestamp_raw"].append(evaluation["timestamp"])
         log = evaluation.get("log")
+        columns["evaluated"].append(was_evaluated(status, log or ""))
         if log:
             encoded = log.encode("utf-8")
             columns["log_bytes"].append(len(encoded))
@@ -452,6 +454,7 @@ _LOOP_SCHEMA: dict[str, pl.DataType] = {
     "solution": pl.String(),
     "status": pl.String(),
     "timestamp_raw": pl.String(),
+    "evaluated": pl.Boolean(),
     "log_bytes": pl.Int64(),
     "log_digest": pl.String(),
     "log_truncated": pl.Boolean(),
@@ -707,6 +710,8 @@ def _run_columns(frame: pl.DataFrame) -> pl.DataFrame:
         pl.when(variant == "").then(pl.lit("current")).otherwise(variant).alias("schema_variant"),
         pl.lit(0, dtype=pl.Int64).alias("record_index"),
         pl.col("latency_ms").is_not_null().alias("has_timing"),
+        # Clean lines have a finite positive latency; the other kinds take the exact path.
+        pl.lit(None, dtype=pl.String()).alias("latency_special"),
     ).with_columns(
         # Lines KernelIndex cannot identify keep only what the exact path keeps without one.
         pl.when(identified).then(pl.col("evidence_level")).otherwise(None).alias("evidence_level"),

@@ -21,8 +21,9 @@ Hub endpoints used (the same URLs ``huggingface_hub`` builds; checked against it
 Endpoint and token are chosen like the official client: explicit argument, else the
 ``HF_ENDPOINT`` environment variable (default ``https://huggingface.co``, trailing ``/`` removed)
 and ``HF_TOKEN`` (falling back to the legacy ``HUGGING_FACE_HUB_TOKEN``) sent as
-``Authorization: Bearer``. Unlike the official client, the environment is read at call time and the
-token file written by ``hf auth login`` is not read.
+``Authorization: Bearer``, else the token file ``hf auth login`` writes (``$HF_TOKEN_PATH``, default
+``$HF_HOME/token``, ``HF_HOME`` defaulting to ``~/.cache/huggingface``). The environment is read at
+call time. The token is only ever sent in that header: no message, log or file names it.
 
 Cache layout (``cache_dir``)::
 
@@ -250,17 +251,36 @@ def hub_endpoint(endpoint: str | None = None) -> str:
     return value.rstrip("/")
 
 
-def hub_token(token: str | bool | None = None) -> str | None:
-    """The token to send: a string as given; ``False`` for none; None/True read the environment.
+def hub_token_file() -> Path:
+    """Where ``hf auth login`` stores the token: ``$HF_TOKEN_PATH``, else ``$HF_HOME/token``."""
+    explicit = os.environ.get("HF_TOKEN_PATH")
+    if explicit:
+        return Path(explicit).expanduser()
+    home = os.environ.get("HF_HOME")
+    if not home:
+        cache = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
+        home = os.path.join(cache, "huggingface")
+    return Path(home).expanduser() / "token"
 
-    Environment: ``HF_TOKEN``, else ``HUGGING_FACE_HUB_TOKEN``; blank values count as unset.
+
+def hub_token(token: str | bool | None = None) -> str | None:
+    """The token to send: a string as given; ``False`` for none; None/True look where the Hub's
+    own client looks.
+
+    ``HF_TOKEN``, else ``HUGGING_FACE_HUB_TOKEN``, else the token file (``hub_token_file``);
+    blank values count as unset.
     """
     if token is False:
         return None
     if isinstance(token, str):
         return token.strip() or None
     value = os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN") or ""
-    return value.strip() or None
+    if value.strip():
+        return value.strip()
+    try:
+        return hub_token_file().read_text().strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 class HubError(RuntimeError):
@@ -329,6 +349,12 @@ class RetryPolicy:
     def body_deadline_s(self, size: int) -> float:
         return self.deadline_s + size / self.min_bytes_per_s
 
+    @classmethod
+    def within(cls, seconds: float) -> RetryPolicy:
+        """A policy whose metadata requests give up after ``seconds`` in total (connect
+        attempts included), so an offline machine fails fast."""
+        return cls(deadline_s=seconds, connect_timeout_s=min(cls.connect_timeout_s, seconds))
+
 
 def _retry_after_s(headers: Mapping[str, str]) -> float | None:
     """Seconds the server asked us to wait, from Retry-After or an exhausted RateLimit header."""
@@ -387,8 +413,18 @@ def _get_json(
     while True:
         attempt += 1
         retry_after: float | None = None
+        # No attempt may run past the deadline: an unanswered request ends with it.
+        remaining = max(0.1, policy.deadline_s - (time.monotonic() - started))
+        timeout = httpx.Timeout(
+            connect=min(policy.connect_timeout_s, remaining),
+            read=min(policy.read_timeout_s, remaining),
+            write=min(policy.read_timeout_s, remaining),
+            pool=remaining,
+        )
         try:
-            response = client.get(url, headers=headers, params=params, follow_redirects=True)
+            response = client.get(
+                url, headers=headers, params=params, follow_redirects=True, timeout=timeout
+            )
             if response.status_code == 200:
                 try:
                     return response, orjson.loads(response.content)
@@ -402,8 +438,12 @@ def _get_json(
         except _RETRY_EXCEPTIONS as exc:
             error = f"{type(exc).__name__}: {exc}"
         wait = policy.delay(attempt, retry_after)
-        if attempt >= policy.max_attempts or time.monotonic() - started + wait > policy.deadline_s:
-            raise HubError(f"{what}: giving up after {attempt} attempts; last error: {error}")
+        elapsed = time.monotonic() - started
+        if attempt >= policy.max_attempts or elapsed + wait > policy.deadline_s:
+            raise HubError(
+                f"{what}: giving up after {attempt} attempts in {elapsed:.1f} s "
+                f"(limit {policy.deadline_s:g} s); last error: {error}"
+            )
         policy.sleep(wait)
 
 
@@ -1094,28 +1134,27 @@ def fetch_dataset(
             progress(done_files, total_files, done_bytes, total_bytes)
 
         job = _Job(http, base, ref.repo_id, sha, headers, policy, blobs_dir, tmp_dir)
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hub-fetch") as pool:
-            futures = [pool.submit(_download, job, f) for f in pending]
-            try:
-                for future in as_completed(futures):
-                    outcome = future.result()
-                    group = by_oid[outcome.file.oid]
-                    transferred_bytes += outcome.received
-                    if outcome.ok:
-                        transferred.append(outcome.file.path)
-                    else:
-                        failed.extend(
-                            RejectedRemoteFile(f.path, outcome.reason, outcome.message)
-                            for f in group
-                        )
-                    done_files += len(group)
-                    done_bytes += sum(f.size for f in group)
-                    if progress:
-                        progress(done_files, total_files, done_bytes, total_bytes)
-            except BaseException:  # e.g. KeyboardInterrupt: do not start the queued downloads
-                for future in futures:
-                    future.cancel()
-                raise
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hub-fetch")
+        futures = [pool.submit(_download, job, f) for f in pending]
+        try:
+            for future in as_completed(futures):
+                outcome = future.result()
+                group = by_oid[outcome.file.oid]
+                transferred_bytes += outcome.received
+                if outcome.ok:
+                    transferred.append(outcome.file.path)
+                else:
+                    failed.extend(
+                        RejectedRemoteFile(f.path, outcome.reason, outcome.message) for f in group
+                    )
+                done_files += len(group)
+                done_bytes += sum(f.size for f in group)
+                if progress:
+                    progress(done_files, total_files, done_bytes, total_bytes)
+        except BaseException:  # e.g. Ctrl-C: start no queued download, wait for no running one
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
     finally:
         if own_client:
             http.close()

@@ -118,6 +118,28 @@ def discover(root: Path) -> tuple[list[SourceFile], list[Reject]]:
     return files, rejects
 
 
+class NotADataset(ValueError):
+    """The source folder holds none of the places a FlashInfer-Trace dataset keeps its files."""
+
+
+def require_dataset(root: Path, shown: str) -> None:
+    """Refuse a folder that is missing, not a folder, or holds no dataset: an empty or wrong
+    folder must not build an empty warehouse over a good one."""
+    if not root.exists():
+        raise FileNotFoundError(f"source {shown}: no such folder")
+    if not root.is_dir():
+        raise NotADataset(f"source {shown}: is a file, not a dataset folder")
+    if any((root / name).is_dir() for name in DATA_FOLDERS):
+        return
+    if any(entry.name.endswith(".jsonl") for entry in os.scandir(root)):
+        return
+    wanted = ", ".join(f"{name}/" for name in DATA_FOLDERS)
+    raise NotADataset(
+        f"source {shown}: not a FlashInfer-Trace dataset: none of {wanted} or a *.jsonl file "
+        "at its top level"
+    )
+
+
 def git_revision(root: Path) -> str | None:
     """The commit a git checkout of the dataset (e.g. a clone of the Hub repo) is at."""
     git = root / ".git"

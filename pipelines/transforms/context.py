@@ -170,19 +170,34 @@ def load_context(
 
 
 def read_baseline_map(path: Path | None) -> dict[str, dict[str, str]]:
-    """FlashInfer-Bench's web baseline map: {definition: {"default": name, <device>: name}}."""
+    """FlashInfer-Bench's web baseline map: {definition: {"default": name, <device>: name}}.
+
+    A file of any other shape is an error naming the file and what is wrong, never ignored."""
     if path is None:
         return {}
     import json
 
-    data = json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_bytes())
+    except OSError as error:
+        raise FileNotFoundError(
+            f"baselines file {path}: cannot read it ({error.strerror or error})"
+        ) from None
+    except ValueError as error:  # invalid JSON or invalid UTF-8
+        raise ValueError(f"baselines file {path}: not JSON ({error})") from None
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: a baseline map must be a JSON object of definitions")
-    return {
-        str(definition): {str(k): str(v) for k, v in entry.items() if isinstance(v, str)}
-        for definition, entry in data.items()
-        if isinstance(entry, dict)
-    }
+        raise ValueError(
+            f"baselines file {path}: must be a JSON object "
+            '{"<definition>": {"default": "<solution>", "<device>": "<solution>"}}, '
+            f"not a JSON {type(data).__name__}"
+        )
+    for definition, entry in data.items():
+        if not isinstance(entry, dict) or not all(isinstance(v, str) for v in entry.values()):
+            raise ValueError(
+                f"baselines file {path}: the entry for {definition!r} must be an object of "
+                'solution names such as {"default": "<solution>"}'
+            )
+    return {str(d): {str(k): v for k, v in entry.items()} for d, entry in data.items()}
 
 
 def baseline_map_rows(path: Path | None) -> list[dict[str, Any]]:

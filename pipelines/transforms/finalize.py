@@ -51,6 +51,7 @@ class FinalizeOutcome:
     rejects_by_reason: dict[str, int]
     snapshot_id: str
     records_by_path: dict[str, int]
+    checks: dict[str, invariants.Outcome]  # every invariant evaluated before publishing
 
 
 def _write_arrow(table: schemas.Table, rows: list[dict[str, Any]], path: Path) -> None:
@@ -287,8 +288,13 @@ def finalize(
     file_entries: dict[str, Any],
     discovery_rejects: list[Reject],
     progress: Callable[[str, int, int], None] | None,
+    before_publish: Callable[[Path, dict[str, int], dict[str, invariants.Outcome]], None]
+    | None = None,
 ) -> FinalizeOutcome:
+    """``before_publish(generation, table_counts, outcomes)`` runs the publish guards last;
+    it may add outcomes, and raises to keep the generation unpublished."""
     generation = warehouse.new_generation()
+    checks: dict[str, invariants.Outcome] = {}
     if progress:
         progress("finalize", 0, 1)
     groups = _groups(warehouse, file_entries)
@@ -402,10 +408,10 @@ def finalize(
                 )
 
         create_table_views(connection, generation)
-        invariants.enforce(connection, invariants.RUN_INVARIANTS)
+        invariants.enforce(connection, invariants.RUN_INVARIANTS, checks)
         copy("run_rankings", f"SELECT * FROM ({sql_text('run_rankings')}) s")  # noqa: S608
         create_table_views(connection, generation)
-        invariants.enforce(connection, invariants.RANKING_INVARIANTS)
+        invariants.enforce(connection, invariants.RANKING_INVARIANTS, checks)
         counts = {
             name: connection.execute(f"SELECT count(*) FROM {name}").fetchone()[0]  # type: ignore[index]  # noqa: S608
             for name in schemas.TABLES
@@ -415,6 +421,8 @@ def finalize(
         connection.close()
 
     _write_duckdb_file(generation, settings)
+    if before_publish is not None:
+        before_publish(generation, counts, checks)
     (generation / ".complete").write_text(f"{IMPORTER_VERSION}\n")
     warehouse.publish(generation)
     _remove_unlinked_parts(warehouse)
@@ -426,7 +434,7 @@ def finalize(
         "exact": sum(r["exact_records"] for r in path_rows),
     }
     return FinalizeOutcome(
-        generation, counts, rejects_by_reason, snapshot["snapshot_id"], records_by_path
+        generation, counts, rejects_by_reason, snapshot["snapshot_id"], records_by_path, checks
     )
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ import pyarrow.parquet as pq
 from pipelines import kernelindex, schemas
 from pipelines.files import sha256_file
 from pipelines.kernelindex import digest, manifest_digest, text_digest
+from pipelines.transforms.evaluation_rules import was_evaluated
 from pipelines.transforms.fib_lines import fib_trace_line, is_fib_trace_file
 from pipelines.transforms.normalize import (
     RecordError,
@@ -34,6 +34,7 @@ from pipelines.transforms.normalize import (
     to_json,
 )
 from pipelines.transforms.records import Record, Reject, iter_jsonl, looks_binary, raw_prefix
+from pipelines.transforms.timestamps import observed_at
 
 
 @dataclass(frozen=True)
@@ -347,12 +348,6 @@ class FileIngester:
             raise RecordError(
                 "unknown_definition", f"definition {trace.definition!r} is not in the dataset"
             )
-        try:
-            observed_at = datetime.fromisoformat(kernelindex.observed_at(trace.timestamp))
-        except (kernelindex.IdentityError, ValueError) as error:
-            raise RecordError(
-                "invalid_timestamp", f"timestamp {trace.timestamp[:40]!r}: {error}"
-            ) from None
         operation = context.operation_digests.get(trace.definition)
 
         line_digest = hashlib.sha256(record.raw).hexdigest()
@@ -363,11 +358,13 @@ class FileIngester:
             "workload_uuid": trace.workload.get("uuid"),
             "status": trace.status,
             "status_raw": trace.status_raw,
+            "evaluated": was_evaluated(trace.status, trace.log),
             "latency_ms": trace.latency_ms,
+            "latency_special": trace.latency_special,
             "reference_latency_ms": trace.reference_latency_ms,
             "speedup_factor": trace.speedup_factor,
             "timestamp_raw": trace.timestamp,
-            "observed_at": observed_at,
+            "observed_at": observed_at(trace.timestamp),
             "line_digest": line_digest,
             "kernelindex_scope": self.in_scope,
             "log_bytes": len(trace.log.encode("utf-8", "surrogatepass")),

@@ -18,6 +18,7 @@ from typing import Any, TypeGuard
 import orjson
 
 from pipelines.rejects import FORBIDS_CORRECTNESS, NEEDS_CORRECTNESS, STATUSES
+from pipelines.transforms.evaluation_rules import LatencyProblem, read_latency
 
 LOG_TRUNCATED_SUFFIX = "[log truncated]"
 ERROR_WORDS = ("error", "exception", "traceback", "failed")
@@ -223,18 +224,13 @@ def _bound(value: Any, field: str) -> Bound:
     return Bound(number, None)
 
 
-def _latency(value: Any, field: str, *, required: bool) -> float | None:
-    if value is None and not required:
-        return None
-    if not is_number(value):
-        shown = "missing" if value is None else f"{type(value).__name__} {str(value)[:40]!r}"
-        raise RecordError("invalid_latency", f"{field} is {shown}, not a number")
-    number = float(value)
-    if math.isnan(number) or math.isinf(number):
-        raise RecordError("invalid_latency", f"{field} is not finite ({value})")
-    if number < 0 or (required and number == 0):
-        raise RecordError("invalid_latency", f"{field} must be > 0, got {value}")
-    return number
+def _latency(value: Any, field: str, *, required: bool) -> tuple[float | None, str | None]:
+    """(value, special): the rule is evaluation_rules.read_latency."""
+    try:
+        latency = read_latency(value, field, required=required)
+    except LatencyProblem as problem:
+        raise RecordError("invalid_latency", str(problem)) from None
+    return latency.value, latency.special
 
 
 def normalize_workload(workload: Any) -> tuple[dict[str, Any], list[str]]:
@@ -304,6 +300,7 @@ class Trace:
     matched_ratio: float | None
     variants: list[str]
     extra_json: str | None
+    latency_special: str | None = None  # why a PASSED run's latency_ms is null (kept, unranked)
 
 
 def normalize_trace(value: dict[str, Any]) -> Trace:
@@ -378,13 +375,15 @@ def normalize_trace(value: dict[str, Any]) -> Trace:
     if status in FORBIDS_CORRECTNESS and correctness is not None:
         raise RecordError("status_field_mismatch", f"{status} with a correctness block")
 
-    latency_ms = reference_ms = speedup = None
+    latency_ms = reference_ms = speedup = latency_special = None
     if performance is not None:
-        latency_ms = _latency(performance.get("latency_ms"), "latency_ms", required=True)
-        reference_ms = _latency(
+        latency_ms, latency_special = _latency(
+            performance.get("latency_ms"), "latency_ms", required=True
+        )
+        reference_ms, _ = _latency(
             performance.get("reference_latency_ms"), "reference_latency_ms", required=False
         )
-        speedup = _latency(performance.get("speedup_factor"), "speedup_factor", required=False)
+        speedup, _ = _latency(performance.get("speedup_factor"), "speedup_factor", required=False)
 
     absolute = relative = None
     matched_ratio = None
@@ -445,6 +444,7 @@ def normalize_trace(value: dict[str, Any]) -> Trace:
         matched_ratio=matched_ratio,
         variants=variants,
         extra_json=to_json(record_extra) if record_extra else None,
+        latency_special=latency_special,
     )
 
 

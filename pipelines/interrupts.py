@@ -1,0 +1,209 @@
+"""Ctrl-C and SIGTERM for the ``tracehouse`` command: stop at once, leave nothing behind.
+
+``install`` (called by the CLI only, never on import) turns SIGINT and SIGTERM into an
+``Interrupted`` exception in the main thread and remembers the signal. Whatever the exception
+becomes on its way up (DuckDB reports an interrupted query as its own error, a process pool as
+a broken pool), the CLI asks ``received()`` and prints one line instead of a traceback.
+
+Nothing a build writes is visible before the atomic publish (``Warehouse.publish``), so an
+interrupt anywhere else leaves the published warehouse as it was. The publish itself runs
+``deferred()``: a signal that arrives during the switch is held until the switch is done, and
+``published()`` then tells the CLI that the new warehouse is in place, so the message says so.
+
+Parser workers ignore SIGINT (a terminal sends it to the whole process group; the parent
+decides) and die on SIGTERM; the parent kills its remaining children with ``stop_children``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import weakref
+from collections.abc import Iterator
+from types import FrameType
+from typing import Any
+
+HANDLED = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(KeyboardInterrupt):
+    """The command received SIGINT or SIGTERM."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+_received: int | None = None
+_deferred_depth = 0
+_pending: int | None = None
+_published: str | None = None
+
+
+def _handler(signum: int, _frame: FrameType | None) -> None:
+    global _received, _pending
+    if _received is None:
+        _received = signum
+    if _deferred_depth:
+        _pending = _pending or signum
+        return
+    raise Interrupted(signum)
+
+
+def stop_listening() -> None:
+    """Ignore further signals: the command is already stopping (a second Ctrl-C must not turn
+    the one-line report into a traceback)."""
+    for signum in HANDLED:
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def install() -> None:
+    """Turn SIGINT and SIGTERM into ``Interrupted`` (main thread of the CLI only), and start the
+    watchdog that stops the process even while the main thread is inside C code."""
+    import os
+    import threading
+
+    for signum in HANDLED:
+        signal.signal(signum, _handler)
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    signal.set_wakeup_fd(write_end)
+    threading.Thread(
+        target=_watchdog, args=(read_end,), name="interrupt-watchdog", daemon=True
+    ).start()
+
+
+# Python runs a signal handler only between bytecodes: a DuckDB query or a Parquet write in C
+# may hold the main thread for longer than anyone waits. The watchdog wakes on the signal,
+# interrupts the DuckDB connections in use, and if the main thread has still not ended the
+# process after GRACE_S (outside the atomic switch), it ends it itself with the same line.
+GRACE_S = 2.5
+_connections: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def watch_connection(connection: Any) -> Any:
+    """Let an interrupt cancel the queries of ``connection`` (a DuckDB connection)."""
+    _connections.add(connection)
+    return connection
+
+
+def _watchdog(read_end: int) -> None:
+    import os
+    import time
+
+    while not os.read(read_end, 1):
+        pass
+    for connection in list(_connections):
+        with contextlib.suppress(Exception):
+            connection.interrupt()
+    time.sleep(GRACE_S)
+    while _deferred_depth:  # never stop in the middle of the atomic switch
+        time.sleep(0.01)
+    signum = _received or signal.SIGINT
+    stop_children()
+    stop_helpers()
+    import sys
+
+    with contextlib.suppress(Exception):
+        line = UNCHANGED if _published is None else published_line(_published)
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    os._exit(exit_code(signum))
+
+
+def published_line(generation: str) -> str:
+    return f"interrupted after generation {generation} was published; the warehouse is complete"
+
+
+def _exit_at_once(signum: int, _frame: FrameType | None) -> None:
+    import os
+    import sys
+
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(UNCHANGED + "\n")
+        sys.stderr.flush()
+    os._exit(exit_code(signum))
+
+
+def install_early() -> None:
+    """While the command is still importing its modules nothing has been touched: a signal
+    then ends the process at once, with the usual one line. ``install`` takes over in main."""
+    for signum in HANDLED:
+        signal.signal(signum, _exit_at_once)
+
+
+UNCHANGED = "interrupted; warehouse unchanged"
+
+
+def received() -> int | None:
+    """The first signal received since ``install``, or None."""
+    return _received
+
+
+def published() -> str | None:
+    """The generation this process made current, if it got that far."""
+    return _published
+
+
+def note_published(generation: str) -> None:
+    global _published
+    _published = generation
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """Run a block that must not be cut in half; a signal meanwhile is raised at its end."""
+    global _deferred_depth, _pending
+    _deferred_depth += 1
+    try:
+        yield
+    finally:
+        _deferred_depth -= 1
+    if _deferred_depth == 0 and _pending is not None:
+        signum, _pending = _pending, None
+        raise Interrupted(signum)
+
+
+def ignore_in_worker() -> None:
+    """Initializer of parser worker processes: the parent handles Ctrl-C and stops them."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def stop_children(timeout_s: float = 2.0) -> None:
+    """Kill every child process this process started (parser workers), and reap them."""
+    import multiprocessing
+
+    children = multiprocessing.active_children()
+    for child in children:
+        with contextlib.suppress(Exception):
+            child.kill()
+    for child in children:
+        with contextlib.suppress(Exception):
+            child.join(timeout_s)
+
+
+def stop_helpers() -> None:
+    """Just before the process ends on an interrupt: kill the helpers multiprocessing started for
+    the workers (the fork server they come from, and the resource tracker, which would print a
+    warning about the workers' semaphores), so nothing is left and nothing else is printed."""
+    import os
+    import sys
+
+    helpers = [
+        getattr(getattr(sys.modules.get(module), singleton, None), attribute, None)
+        for module, singleton, attribute in (
+            ("multiprocessing.forkserver", "_forkserver", "_forkserver_pid"),
+            ("multiprocessing.resource_tracker", "_resource_tracker", "_pid"),
+        )
+    ]
+    for pid in helpers:
+        if isinstance(pid, int) and pid > 0:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+
+
+def exit_code(signum: int) -> int:
+    """The shell's convention: 128 + signal number (130 for SIGINT, 143 for SIGTERM)."""
+    return 128 + signum

@@ -1,0 +1,71 @@
+"""Which trace records are real measurements: rules shared by every ingest path.
+
+* ``was_evaluated``: FlashInfer-Bench's runner gives up on a solution after repeated build
+  failures and then writes one record per remaining workload *without running it*: status
+  ``COMPILE_ERROR`` and a log that starts ``Solution skipped after <N> failures.``
+  (flashinfer-trace-format.md §2.5; samples/SOURCES.md §6). Those rows are kept and flagged
+  ``evaluated = false`` so they can be told apart from failures that were measured.
+* ``read_latency``: a latency as written. FlashInfer-Bench keeps a PASSED run whose latency is
+  not a finite number (+inf even serialises as ``null``), so it is kept here too, with the
+  value null and the reason in ``latency_special``; wrong types, negative and zero values are
+  still rejected as ``invalid_latency``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+SKIPPED_LOG = re.compile(r"\s*Solution skipped after \d+ failures?\b")
+SKIPPED_STATUS = "COMPILE_ERROR"
+NON_FINITE_TEXT = {
+    "NaN": "NaN",
+    "nan": "NaN",
+    "Infinity": "Infinity",
+    "+Infinity": "Infinity",
+    "inf": "Infinity",
+    "-Infinity": "-Infinity",
+    "-inf": "-Infinity",
+}
+
+
+def was_evaluated(status: str, log: str) -> bool:
+    """False for FlashInfer-Bench's "Solution skipped after N failures" records."""
+    return not (status == SKIPPED_STATUS and SKIPPED_LOG.match(log) is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class Latency:
+    value: float | None  # finite and positive, or None
+    special: str | None  # NaN, Infinity, -Infinity or absent when value is None
+
+
+class LatencyProblem(ValueError):
+    """A latency that is neither a usable number nor a non-finite one FlashInfer-Bench keeps."""
+
+
+def read_latency(value: Any, field: str, *, required: bool) -> Latency:
+    """``value`` as a latency. Non-finite values (NaN, ±Infinity, overflow, and ``null`` for a
+    required one) are kept as ``special``; anything else that is not a positive number (zero
+    allowed when not required) raises LatencyProblem."""
+    if value is None:
+        return Latency(None, "absent")
+    if isinstance(value, str):
+        if value in NON_FINITE_TEXT:
+            return Latency(None, NON_FINITE_TEXT[value])
+        raise LatencyProblem(f"{field} is str {value[:40]!r}, not a number")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise LatencyProblem(f"{field} is {type(value).__name__} {str(value)[:40]!r}, not a number")
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond any double
+        return Latency(None, "Infinity" if value > 0 else "-Infinity")
+    if math.isnan(number):
+        return Latency(None, "NaN")
+    if math.isinf(number):
+        return Latency(None, "Infinity" if number > 0 else "-Infinity")
+    if number < 0 or (required and number == 0):
+        raise LatencyProblem(f"{field} must be > 0, got {value}")
+    return Latency(number, None)

@@ -1,0 +1,326 @@
+"""Issue 10, part 2: Ctrl-C or SIGTERM at any moment stops a command cleanly.
+
+Like the SIGKILL tests (tests/test_crash_safety.py), `tracehouse build` runs as a subprocess in
+its own process group and is interrupted at moments detected by polling the warehouse folder —
+staging parts (parser workers at work), the new generation's tables, its
+DuckDB file, its checks, the ``.complete`` marker, the ``current`` switch, the manifest — and at
+seeded random delays. SIGINT goes to the whole group, as a terminal's Ctrl-C does (the workers
+get it too); SIGTERM goes to the main process only, as ``kill PID`` does (the workers must be
+stopped by it). After every interrupt:
+
+* the process ended within 5 s of the signal, with exit code 130 (SIGINT) or 143 (SIGTERM);
+* stderr is exactly one line: ``interrupted; warehouse unchanged`` — or, when the signal came
+  after the switch, the line saying which generation was published — and no traceback;
+* no process of its group is left;
+* the build lock is free;
+* the published generation is untouched (same ``current`` link, same files, same bytes), or
+  it is the new complete one when the line says so.
+
+Read commands (a long query), ``demo`` while it generates its dataset, and a build fetching
+from a slow Hub are interrupted too. Finally the build runs to completion and its tables equal
+those of an uninterrupted build of the same source.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import random
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.hostile_corpus import CLI, build, reader_counts, write_plain_dataset
+from tests.hub_server import FakeHub, Fault
+from tests.test_crash_safety import (
+    Trigger,
+    Watch,
+    _view,
+    after,
+    current_changed,
+    generation_appears,
+    generation_has,
+    manifest_rewritten,
+    staging_parts,
+    staging_tmp,
+)
+
+pytestmark = pytest.mark.integration
+
+SEED = 20261130
+LINES = 200  # per trace file: a build takes a few seconds, long enough to hit every phase
+DEADLINE_S = 5.0
+UNCHANGED = "interrupted; warehouse unchanged"
+RESULTS: dict[str, Any] = {}  # figures for docs/guarantees.md, printed by the tests
+
+
+@dataclass
+class Stopped:
+    code: int
+    stderr: str
+    seconds: float  # from the signal to the process's exit
+
+
+def _group_members(group: int) -> list[int]:
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        # pid (comm) state ppid pgrp ...: comm may hold spaces, so split after its ')'
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[2]) == group and fields[0] != "Z":
+            members.append(int(entry))
+    return members
+
+
+def interrupt(
+    command: list[str], trigger: Trigger, watch: Watch, signum: int, *, env: dict[str, str]
+) -> Stopped | None:
+    """Run ``command`` in its own process group; when ``trigger`` fires send ``signum`` (SIGINT
+    to the group, like Ctrl-C; SIGTERM to the main process, like `kill`). None when the command
+    ended before the trigger fired."""
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        env=env,
+    )
+    try:
+        while process.poll() is None:
+            if trigger(watch):
+                sent = time.monotonic()
+                if signum == signal.SIGINT:
+                    os.killpg(process.pid, signum)
+                else:
+                    os.kill(process.pid, signum)
+                try:
+                    process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    raise AssertionError(f"still running 30 s after {signum!r}") from None
+                seconds = time.monotonic() - sent
+                stderr = process.stderr.read().decode() if process.stderr else ""
+                for _ in range(50):  # children are reaped by their parent; give the kernel a moment
+                    if not _group_members(process.pid):
+                        break
+                    time.sleep(0.01)
+                assert not _group_members(process.pid), "processes left behind"
+                return Stopped(process.returncode, stderr, seconds)
+            if time.monotonic() - watch.started > 120:
+                raise AssertionError("command did not finish in time")
+            time.sleep(0.002)
+        stderr = process.stderr.read().decode() if process.stderr else ""
+        assert process.returncode == 0, stderr
+        return None
+    finally:
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        if process.stderr:
+            process.stderr.close()
+
+
+def published_state(warehouse: Path) -> tuple[str | None, list[tuple[str, int, int]]]:
+    """The ``current`` link and (name, size, mtime) of every file of the generation it names."""
+    try:
+        link = os.readlink(warehouse / "current")
+    except OSError:
+        return None, []
+    folder = warehouse / link
+    files = sorted(
+        (p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir() if p.is_file()
+    )
+    return link, files
+
+
+def lock_is_free(warehouse: Path) -> bool:
+    lock = warehouse / ".build.lock"
+    if not lock.exists():
+        return True
+    with lock.open("a+") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        return True
+
+
+def check_stopped(stopped: Stopped, signum: int) -> str:
+    """The one line printed; asserts the exit code, the time and the absence of a traceback."""
+    assert stopped.seconds < DEADLINE_S, f"took {stopped.seconds:.2f} s to stop"
+    assert stopped.code == 128 + signum, (stopped.code, stopped.stderr)
+    assert "Traceback" not in stopped.stderr, stopped.stderr
+    lines = stopped.stderr.splitlines()
+    assert len(lines) == 1, stopped.stderr
+    return lines[0]
+
+
+def _environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("TRACEHOUSE_")}
+
+
+def _plan(rng: random.Random, typical: float) -> list[tuple[str, Trigger]]:
+    plan: list[tuple[str, Trigger]] = [
+        ("process start (Python imports the command)", after(0.1)),
+        ("first staging part temporary file (workers writing)", staging_tmp()),
+        ("first staging part", staging_parts(1)),
+        ("a quarter of the staging parts", staging_parts(12)),
+        ("most staging parts", staging_parts(40)),
+        ("new generation folder", generation_appears()),
+        ("runs.parquet in the new generation", generation_has("runs.parquet")),
+        ("rejects.parquet in the new generation", generation_has("rejects.parquet")),
+        ("run_rankings.parquet in the new generation", generation_has("run_rankings.parquet")),
+        ("tracehouse.duckdb being written", generation_has("tracehouse.duckdb")),
+        ("checks.json (publish guards ran)", generation_has("checks.json")),
+        (".complete marker (just before the switch)", generation_has(".complete")),
+        ("current link switched", current_changed()),
+        ("manifest rewritten", manifest_rewritten()),
+    ]
+    for _ in range(6):
+        delay = round(rng.uniform(0.1, typical * 0.9), 3)
+        plan.append((f"random delay {delay:.3f} s", after(delay)))
+    return plan
+
+
+def test_interrupting_a_build_at_any_moment_is_clean(tmp_path: Path) -> None:
+    rng = random.Random(SEED)
+    source = tmp_path / "dataset"
+    warehouse = tmp_path / "warehouse"
+    env = _environment()
+
+    expected: dict[str, dict[str, Any]] = {}
+    started = time.monotonic()
+    for variant in ("B", "A"):  # A is built last, into the warehouse under test
+        write_plain_dataset(source, variant, lines=LINES)
+        target = warehouse if variant == "A" else tmp_path / "reference-B"
+        assert build(source, target).returncode == 0
+    typical = (time.monotonic() - started) / 2
+    expected["A"] = _view(reader_counts(warehouse)["counts"])
+    expected["B"] = _view(reader_counts(tmp_path / "reference-B")["counts"])
+    assert expected["A"] != expected["B"]
+
+    published, target = "A", "B"
+    write_plain_dataset(source, target, lines=LINES)
+    command = [*CLI, "build", "--source", str(source), "--warehouse", str(warehouse)]
+    command += ["--workers", "2"]
+    trials: list[tuple[str, str, str, float]] = []  # (moment, signal, outcome, seconds)
+    missed: list[str] = []
+    for number, (name, trigger) in enumerate(_plan(rng, typical)):
+        signum = signal.SIGINT if number % 2 == 0 else signal.SIGTERM
+        for _attempt in range(3):  # a narrow moment may pass between two polls: try again
+            state = published_state(warehouse)
+            stopped = interrupt(command, trigger, Watch.start(warehouse), signum, env=env)
+            if stopped is not None:
+                break
+            # The build finished first: the new state is published; go on from there.
+            published, target = target, published
+            write_plain_dataset(source, target, lines=LINES)
+        else:
+            missed.append(name)
+            continue
+        if stopped.code == 0 and not stopped.stderr:
+            # The signal came as the process was exiting after a complete build (signals are
+            # ignored once the command has finished): the new state is published and whole.
+            link, _ = published_state(warehouse)
+            assert link is not None and link != state[0], name
+            assert (warehouse / link / ".complete").exists(), name
+            trials.append((name, signal.Signals(signum).name, "completed", stopped.seconds))
+            published, target = target, published
+            write_plain_dataset(source, target, lines=LINES)
+            continue
+        line = check_stopped(stopped, signum)
+        assert lock_is_free(warehouse), name
+        if line == UNCHANGED:
+            assert published_state(warehouse) == state, name
+            outcome = "unchanged"
+        else:  # the signal arrived after the switch: the line must say so, and be true
+            new_link, _ = published_state(warehouse)
+            assert new_link is not None and new_link != state[0], (name, line)
+            generation = Path(new_link).name
+            assert line == (
+                f"interrupted after generation {generation} was published; the warehouse is "
+                "complete"
+            ), line
+            assert (warehouse / new_link / ".complete").exists()
+            outcome = "published"
+            published, target = target, published
+            write_plain_dataset(source, target, lines=LINES)
+        trials.append((name, signal.Signals(signum).name, outcome, stopped.seconds))
+
+    # To completion: the same tables as an uninterrupted build of the same source.
+    assert build(source, warehouse).returncode == 0
+    assert _view(reader_counts(warehouse)["counts"]) == expected[target]
+    leftovers = [p.name for p in warehouse.rglob("*.tmp")]
+    assert not leftovers, leftovers
+    generations = sorted((warehouse / "generations").iterdir())
+    assert all((g / ".complete").exists() for g in generations), [g.name for g in generations]
+
+    RESULTS["build"] = trials
+    slowest = max(seconds for *_, seconds in trials)
+    print(
+        f"\ninterrupt moments: {len(trials)}; never caught: {missed}; slowest stop {slowest:.2f} s"
+    )
+    for name, signame, outcome, seconds in trials:
+        print(f"  {signame:<7} {name:<55} {outcome:<9} stopped in {seconds:.2f} s")
+    interrupted = [t for t in trials if t[2] != "completed"]
+    assert len(interrupted) >= 18, f"only {len(interrupted)} interrupt moments hit"
+    assert {signame for _, signame, _, _ in trials} == {"SIGINT", "SIGTERM"}
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_interrupting_a_long_query_is_clean(signum: int, tmp_path: Path) -> None:
+    from tests.hostile_corpus import write_plain_dataset as write
+
+    write(tmp_path / "dataset", "A", files=2, lines=20)
+    warehouse = tmp_path / "warehouse"
+    assert build(tmp_path / "dataset", warehouse).returncode == 0
+    state = published_state(warehouse)
+    command = [*CLI, "query", "SELECT count(*) FROM range(1000000000000)"]
+    command += ["--warehouse", str(warehouse)]
+    stopped = interrupt(command, after(1.0), Watch.start(warehouse), signum, env=_environment())
+    assert stopped is not None, "the query finished before the signal"
+    assert check_stopped(stopped, signum) == UNCHANGED
+    assert published_state(warehouse) == state
+
+
+def test_interrupting_demo_leaves_no_half_dataset(tmp_path: Path) -> None:
+    demo = tmp_path / "demo"
+    command = [*CLI, "demo", "--source", str(demo), "--warehouse", str(tmp_path / "warehouse")]
+    stopped = interrupt(
+        command, after(0.8), Watch.start(tmp_path / "warehouse"), 2, env=_environment()
+    )
+    assert stopped is not None, "demo finished before the signal"
+    assert check_stopped(stopped, signal.SIGINT) == UNCHANGED
+    # Either no dataset at all, or a complete one; never the generator's temporary folder.
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+    assert not demo.exists() or (demo / "traces").is_dir()
+
+
+def test_interrupting_a_slow_hub_fetch_is_clean(tmp_path: Path) -> None:
+    dataset = tmp_path / "dataset"
+    write_plain_dataset(dataset, "A", files=6, lines=20)
+    with FakeHub(repo_id="org/data") as hub:
+        hub.commit(FakeHub.read_folder(dataset))
+        # Every body trickles in for many seconds: the downloads are in flight when we stop.
+        hub.inject(Fault("slow", pattern="traces/*", times=None, pieces=20, delay_s=1.0))
+        env = {**_environment(), "HF_ENDPOINT": hub.endpoint}
+        warehouse = tmp_path / "warehouse"
+        command = [*CLI, "build", "--source", "hf://datasets/org/data", "--warehouse"]
+        command.append(str(warehouse))
+        stopped = interrupt(command, after(2.0), Watch.start(warehouse), signal.SIGTERM, env=env)
+    assert stopped is not None, "the fetch finished before the signal"
+    assert check_stopped(stopped, signal.SIGTERM) == UNCHANGED
+    assert lock_is_free(warehouse)
+    assert published_state(warehouse) == (None, [])
