@@ -405,7 +405,7 @@ def _add_settings(command: argparse.ArgumentParser, names: Sequence[str]) -> Non
                 dest=spec.name,
                 action="store_true",
                 default=None,
-                help=describe(spec),
+                help=describe(spec).replace("%", "%%"),
             )
         else:
             command.add_argument(
@@ -413,7 +413,7 @@ def _add_settings(command: argparse.ArgumentParser, names: Sequence[str]) -> Non
                 dest=spec.name,
                 type=int if kind is int else float if kind is float else str,
                 metavar=spec.name.upper() if kind is not Path else "PATH",
-                help=describe(spec),
+                help=describe(spec).replace("%", "%%"),
             )
 
 
@@ -458,13 +458,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     board.set_defaults(handler=cmd_leaderboard)
 
-    report = add(
-        "report",
-        "Write the static HTML report (overview + one page per definition) for offline viewing.",
-    )
-    report.add_argument("--out", required=True, help="folder to write the report into")
-    report.set_defaults(handler=cmd_report)
-
     export = add("export", "Export a Parquet snapshot and/or KernelIndex-style JSON.")
     export.add_argument(
         "--snapshot", help="folder to write every table as Parquet plus manifest.json"
@@ -487,43 +480,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="print only the canonical manifest {run, protocol, environment}",
     )
     record.set_defaults(handler=cmd_record)
-
-    changes = add(
-        "changes",
-        "New record holders (record_events) and regressions (regressions), for people and CI.",
-    )
-    changes.add_argument(
-        "--since",
-        metavar="WHEN",
-        help="only changes observed at or after an ISO date/time (UTC), or since a revision "
-        "or snapshot id the warehouse read",
-    )
-    changes.add_argument(
-        "--source", help="only changes of this source (as given to `tracehouse build --source`)"
-    )
-    changes.add_argument(
-        "--fail-on-regression",
-        action="store_true",
-        help="exit with status 1 when a regression is listed (for CI); 2 stays a usage error",
-    )
-    changes.add_argument(
-        "--min-history",
-        type=int,
-        help="earlier results needed to judge one (env TRACEHOUSE_REGRESSION_MIN_HISTORY; default 2)",
-    )
-    changes.add_argument(
-        "--min-change",
-        type=float,
-        help="relative slowdown against their mean, 0.10 = 10%% "
-        "(env TRACEHOUSE_REGRESSION_MIN_CHANGE; default 0.10)",
-    )
-    changes.add_argument(
-        "--z-threshold",
-        type=float,
-        help="z-score against their distribution (env TRACEHOUSE_REGRESSION_Z_THRESHOLD; default 5)",
-    )
-    changes.add_argument("--format", choices=("table", "json"), default="table")
-    changes.set_defaults(handler=cmd_changes)
 
     report = add(
         "report",
