@@ -499,7 +499,7 @@ TRACE_LINES = Table(
         _c(
             "latency_ms",
             F64,
-            "performance.latency_ms as FlashInfer-Bench's models read it (0, negative and infinite kept).",
+            "performance.latency_ms as FlashInfer-Bench's models read it (0, negative and infinite kept; NaN as null).",
         ),
         _c(
             "latency_is_json_number",
@@ -507,9 +507,21 @@ TRACE_LINES = Table(
             'latency_ms is a JSON number (the web ignores strings such as "Infinity").',
             False,
         ),
-        _c("speedup_factor", F64, "performance.speedup_factor (vs the PyTorch reference)."),
-        _c("max_absolute_error", F64, "correctness.max_absolute_error (NaN and infinity kept)."),
-        _c("max_relative_error", F64, "correctness.max_relative_error (NaN and infinity kept)."),
+        _c(
+            "speedup_factor",
+            F64,
+            "performance.speedup_factor (vs the PyTorch reference; NaN as null).",
+        ),
+        _c(
+            "max_absolute_error",
+            F64,
+            "correctness.max_absolute_error (infinity kept, NaN as null).",
+        ),
+        _c(
+            "max_relative_error",
+            F64,
+            "correctness.max_relative_error (infinity kept, NaN as null).",
+        ),
         _c("timestamp", S, "evaluation.timestamp as written."),
     ),
 )

@@ -1,7 +1,7 @@
 -- FlashInfer-Bench's TraceSet.get_best_trace(definition) and len(filter_traces(definition))
 -- with their default tolerances (fib-metrics.md §5), per hardware scope: among the trace lines
 -- filed under the definition (every solution, baselines included), the PASSED ones with
--- max_absolute_error ≤ 1e-2 and max_relative_error ≤ 1e-2 (NaN never passes), the one with
+-- max_absolute_error ≤ 1e-2 and max_relative_error ≤ 1e-2 (NaN, stored as NULL, never passes), the one with
 -- the largest speedup_factor — FlashInfer-Bench's speedup against the PyTorch reference, not
 -- against the baseline. Ties go to the first in load order. outcome `none`: nothing qualifies.
 -- For other tolerances, filter trace_lines the same way with your own bounds.
@@ -19,8 +19,8 @@ WITH qualifying AS (
     JOIN trace_lines AS t
         ON t.has_evaluation AND (h.hardware = 'all' OR t.hardware = h.hardware)
     WHERE t.status = 'PASSED'
-      AND t.max_absolute_error <= 1e-2 AND NOT isnan(t.max_absolute_error)
-      AND t.max_relative_error <= 1e-2 AND NOT isnan(t.max_relative_error)
+      AND t.max_absolute_error <= 1e-2
+      AND t.max_relative_error <= 1e-2
 ),
 counted AS (
     SELECT hardware, definition, count(*) AS n_filter_traces

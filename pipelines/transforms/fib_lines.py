@@ -21,21 +21,23 @@ _SPECIAL_FLOATS = {"nan": math.nan, "infinity": math.inf, "inf": math.inf}
 
 
 def _python_float(value: Any) -> float | None:
-    """The float pydantic would read from a JSON value, or None when it is not a number."""
+    """The float pydantic would read from a JSON value; None when it is not a number, and for
+    NaN (as in the correctness table: every comparison FlashInfer-Bench makes with NaN is false,
+    and so is SQL's with NULL)."""
+    number: float | None = None
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
         try:
-            return float(value)
+            number = float(value)
         except OverflowError:
-            return math.inf if value > 0 else -math.inf
-    if isinstance(value, str):
+            number = math.inf if value > 0 else -math.inf
+    elif isinstance(value, str):
         text = value.strip().lower()
-        sign = -1.0 if text.startswith("-") else 1.0
         special = _SPECIAL_FLOATS.get(text.lstrip("+-"))
         if special is not None:
-            return sign * special
-    return None
+            number = -special if text.startswith("-") else special
+    return None if number is None or math.isnan(number) else number
 
 
 def _text(value: Any) -> str | None:
