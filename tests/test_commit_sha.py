@@ -71,14 +71,16 @@ def test_cli_revision_flag_refuses_a_trailing_newline(tmp_path: Path) -> None:
 
 
 def test_cli_revision_environment_variable_refuses_a_trailing_newline(tmp_path: Path) -> None:
-    (tmp_path / "dataset").mkdir()
+    (tmp_path / "dataset" / "traces").mkdir(parents=True)  # a dataset, so the revision is judged
     result = run_cli(
         "build",
         "--source",
         str(tmp_path / "dataset"),
         "--warehouse",
         str(tmp_path / "warehouse"),
-        env={"TRACEHOUSE_REVISION": SHA_NEWLINE},
+        # Settings trim surrounding whitespace from environment values (as `$(cat file)` leaves
+        # a newline), so the newline is put inside the value here.
+        env={"TRACEHOUSE_REVISION": SHA_NEWLINE + "x"},
     )
     assert result.returncode == 2, result.stderr
     assert "not a commit sha" in result.stderr
