@@ -153,6 +153,11 @@ def cases(p: dict[str, Path]) -> list[tuple[str, list[str], dict[str, str], str]
         # demo
         ("demo into a file", ["demo", "--source", str(p["file"]), *w], {}, "--source"),
         ("demo seed not a number", ["demo", "--seed", "x", *w], {}, "--seed"),
+        # report and changes
+        ("report into a file", ["report", "--out", str(p["file"]), *w], {}, "--out"),
+        ("changes min-history 0", ["changes", "--min-history", "0", *w], {}, "--min-history 0: must be >= 1"),
+        ("changes negative z", ["changes", "--z-threshold", "-1", *w], {}, "--z-threshold -1.0: must be a finite number >= 0"),
+        ("changes regression env", ["changes", *w], {"TRACEHOUSE_REGRESSION_MIN_CHANGE": "x"}, "TRACEHOUSE_REGRESSION_MIN_CHANGE='x' is not a valid number"),
         # generations and rollback
         ("rollback with nothing older", ["rollback", *w], {}, "no generation older"),
         ("rollback to an unknown generation", ["rollback", "99", *w], {}, "no completed generation '99'"),
