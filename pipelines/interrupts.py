@@ -189,7 +189,11 @@ def stop_helpers() -> None:
     warning about the workers' semaphores), so nothing is left and nothing else is printed."""
     import os
     import sys
+    import warnings
 
+    # Killing the tracker is ours to do: if a late semaphore clean-up then finds it gone, its
+    # "died unexpectedly, relaunching" warning would be a second line after the one we print.
+    warnings.filterwarnings("ignore", message="resource_tracker: process died unexpectedly")
     helpers = [
         getattr(getattr(sys.modules.get(module), singleton, None), attribute, None)
         for module, singleton, attribute in (
