@@ -580,6 +580,7 @@ def _run_tasks(
     # and the child then hangs on its first frame.
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["pipelines.transforms.ingest", "pipelines.ingest.columnar"])
+    interrupts.start_fork_server()
     pool = ProcessPoolExecutor(
         max_workers=min(workers, len(tasks)),
         mp_context=context,

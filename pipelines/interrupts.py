@@ -170,6 +170,25 @@ def ignore_in_worker() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+def start_fork_server() -> None:
+    """Start multiprocessing's fork server (and its resource tracker) with SIGINT blocked.
+
+    A terminal's Ctrl-C goes to the whole process group. A fork server still importing its
+    preload modules would die of it with a traceback on the stderr it shares with us, after our
+    one line. Blocked, the signal waits; the server then ignores SIGINT for good, which discards
+    it, and its workers inherit the block (they leave interrupts to this process). The tracker
+    is started first because its own start unblocks SIGINT when it is done.
+    """
+    from multiprocessing import forkserver, resource_tracker
+
+    resource_tracker.ensure_running()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def stop_children(timeout_s: float = 2.0) -> None:
     """Kill every child process this process started (parser workers), and reap them."""
     import multiprocessing

@@ -324,3 +324,40 @@ def test_interrupting_a_slow_hub_fetch_is_clean(tmp_path: Path) -> None:
     assert check_stopped(stopped, signal.SIGTERM) == UNCHANGED
     assert lock_is_free(warehouse)
     assert published_state(warehouse) == (None, [])
+
+
+FORK_SERVER_PROBE = """
+import multiprocessing, os, signal, sys, time
+from multiprocessing import forkserver
+from pipelines import interrupts
+
+if __name__ == "__main__":
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["pipelines.transforms.ingest", "pipelines.ingest.columnar"])
+    interrupts.start_fork_server()
+    server = forkserver._forkserver._forkserver_pid
+    for delay in (0.0, 0.02, 0.05, 0.1, 0.2):  # while the server starts and imports its preload
+        time.sleep(delay)
+        os.kill(server, signal.SIGINT)
+    time.sleep(0.5)
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, set()) == set(), "SIGINT left blocked here"
+    with context.Pool(1) as pool:  # the server survived and still starts workers
+        print(pool.apply(os.getpid) > 0)
+"""
+
+
+def test_a_fork_server_interrupted_while_it_starts_prints_nothing(tmp_path: Path) -> None:
+    """The moment a CI run once hit: Ctrl-C reached the fork server while it imported its preload
+    modules, and its traceback followed our one line on the shared stderr."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(FORK_SERVER_PROBE)
+    done = subprocess.run(
+        [CLI[0], str(probe)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"
+    assert done.stderr == ""
