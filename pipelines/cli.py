@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from pipelines import IMPORTER_VERSION
-from pipelines.settings import SETTINGS, Settings, describe, load_settings
+from pipelines.settings import SETTINGS, Settings, SettingsError, describe, load_settings
 
 OUTPUT_FORMATS = ("table", "csv", "json")
 DEFAULT_QUERY_ROWS = 200
@@ -43,6 +43,11 @@ BUILD_SETTINGS = (
     "include_blobs",
     "allow_shrink",
 )
+
+
+# Commands that only read: with an object-store warehouse (or --as-of) they read a local replica
+# of the state published in the Iceberg catalog.
+READ_COMMANDS = frozenset({"query", "leaderboard", "export", "record", "report", "changes"})
 
 
 class UsageError(Exception):
@@ -80,7 +85,14 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
     if getattr(args, "no_wait", False):
         given["lock_timeout_s"] = 0.0
     given.update(extra)
-    return load_settings(**given)
+    settings = load_settings(**given)
+    if getattr(args, "command", None) in READ_COMMANDS and (
+        settings.object_store is not None or settings.as_of is not None
+    ):
+        from pipelines.publish.iceberg import reading_settings
+
+        settings = reading_settings(settings)
+    return settings
 
 
 def _progress_bar() -> Any:
@@ -355,10 +367,15 @@ def cmd_generations(args: argparse.Namespace) -> int:
     settings = _settings(args)
     warehouse = Warehouse(settings.warehouse, settings.keep_generations)
     current = warehouse.current_generation()
-    rows = [
-        describe_generation(folder, folder.resolve() == current)
-        for folder in warehouse.completed_generations()
-    ]
+    if settings.object_store is not None:  # its states are the catalog's publications
+        from pipelines.publish.iceberg import publication_lines
+
+        rows = publication_lines(settings)
+    else:
+        rows = [
+            describe_generation(folder, folder.resolve() == current)
+            for folder in warehouse.completed_generations()
+        ]
     if not rows:
         raise LookupError(f"no completed generation in {settings.warehouse}")
     columns = list(rows[0])
@@ -375,6 +392,12 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     from pipelines.warehouse import Warehouse
 
     settings = _settings(args)
+    if settings.object_store is not None:
+        raise SettingsError(
+            f"--warehouse {settings.object_store}: rollback switches a local folder's "
+            "generations; an object-store warehouse keeps every publication, read an earlier "
+            "one with --as-of <revision|snapshot id>"
+        )
     warehouse = Warehouse(settings.warehouse, settings.keep_generations)
     previous = warehouse.require_current()
     with warehouse.build_lock(settings.lock_timeout_s):
@@ -427,7 +450,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=help_text, description=help_text)
-        _add_settings(command, ("warehouse",))
+        _add_settings(command, ("warehouse", "catalog"))
+        if name in READ_COMMANDS:
+            _add_settings(command, ("as_of",))
         return command
 
     build = add("build", "Build or refresh the warehouse from a dataset folder or hf:// URI.")
