@@ -1,0 +1,286 @@
+"""The warehouse on object storage as Apache Iceberg tables (pipelines/publish/iceberg.py).
+
+Real parts only: moto's S3-compatible server runs on 127.0.0.1 (a free port) for the module,
+the catalog is a SQLite SqlCatalog file, and every build and read is the `tracehouse` command in
+its own process, as two machines sharing one warehouse would run it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import GOLDEN_REVISION, run_cli
+from tests.shared_data import GOLDEN_DIR, SHARED
+
+BUCKET = "tracehouse-test"
+SECRET = "not-a-real-secret-4f1d2c"  # must never appear in any output
+REVISION_A = "a" * 40
+REVISION_B = "b" * 40
+REVISION_C = "c" * 40
+
+requires_golden = pytest.mark.skipif(
+    SHARED is None or not GOLDEN_DIR.is_dir(),
+    reason="../shared/golden/kernelindex-2026-08-16 not found beside the checkout",
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    """moto's S3 server on 127.0.0.1, with one bucket; stopped after the module."""
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError("moto server did not start") from None
+                time.sleep(0.1)
+        import boto3
+
+        boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key=SECRET,
+        ).create_bucket(Bucket=BUCKET)
+        yield endpoint
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def _aws_env(endpoint: str, staging: Path) -> dict[str, str]:
+    return {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": SECRET,
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": endpoint,
+        "TRACEHOUSE_STAGING": str(staging),
+    }
+
+
+def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    result = run_cli(*args, env=env)
+    assert SECRET not in result.stdout + result.stderr
+    return result
+
+
+def _ok(env: dict[str, str], *args: str) -> str:
+    result = _cli(env, *args)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def _export(env: dict[str, str], out: Path, *where: str) -> dict[str, bytes]:
+    _ok(env, "export", "--snapshot", str(out), *where)
+    return {path.name: path.read_bytes() for path in sorted(out.iterdir())}
+
+
+def _count(env: dict[str, str], table: str, *where: str) -> int:
+    sql = f"SELECT count(*) AS n FROM {table}"  # noqa: S608  (our own table names)
+    return json.loads(_ok(env, "query", sql, "--format", "json", *where))[0]["n"]
+
+
+def _without_built_at(export: Path) -> list[dict[str, object]]:
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(export / "source_snapshots.parquet").drop_columns(["built_at"])
+    return rows.to_pylist()
+
+
+def _corpus(folder: Path, drop_traces: int) -> Path:
+    """The golden dataset without its last ``drop_traces`` trace files (a smaller revision)."""
+    shutil.copytree(GOLDEN_DIR / "dataset", folder, dirs_exist_ok=True)
+    traces = sorted((folder / "traces").rglob("*.jsonl"))
+    for path in traces[len(traces) - drop_traces :] if drop_traces else []:
+        path.unlink()
+    return folder
+
+
+@requires_golden
+def test_golden_build_on_s3_exports_exactly_the_local_build(
+    s3_endpoint: str, golden_warehouse: Path, tmp_path: Path
+) -> None:
+    env = _aws_env(s3_endpoint, tmp_path / "staging")
+    where = ("--warehouse", f"s3://{BUCKET}/golden", "--catalog", f"sqlite:///{tmp_path}/cat.db")
+    built = _ok(
+        env,
+        "build",
+        "--source",
+        str(GOLDEN_DIR / "dataset"),
+        "--revision",
+        GOLDEN_REVISION,
+        *where,
+    )
+    assert f"Iceberg tables to s3://{BUCKET}/golden" in built
+    # A reader on another machine: its own staging folder, only the bucket and catalog shared.
+    reader = _aws_env(s3_endpoint, tmp_path / "reader")
+    remote = _export(reader, tmp_path / "from-s3", *where)
+    # Byte for byte the export of the build that was published (its local staging folder)...
+    staged = _export({}, tmp_path / "staged", "--warehouse", str(tmp_path / "staging"))
+    assert remote == staged
+    # ...and of an independent local build, up to the time each build ran (built_at).
+    local = _export({}, tmp_path / "local", "--warehouse", str(golden_warehouse))
+    assert list(remote) == list(local)
+    different = [name for name in local if remote[name] != local[name]]
+    assert different == ["manifest.json", "source_snapshots.parquet"], different
+    assert _without_built_at(tmp_path / "from-s3") == _without_built_at(tmp_path / "local")
+    assert _count(reader, "leaderboard", *where) > 0  # the views work over the replica
+    # Nothing of the build's staging is needed to read: the replica came from S3 alone.
+    assert not (tmp_path / "reader" / "generations").exists()
+    # The tracehouse snapshot is in every Iceberg snapshot's summary.
+    from pipelines.publish.iceberg import NAMESPACE, PROPERTY_SNAPSHOT, open_catalog
+    from pipelines.settings import load_settings
+
+    os.environ.update(reader)
+    try:
+        settings = load_settings(
+            environ={}, warehouse=f"s3://{BUCKET}/golden", catalog=f"sqlite:///{tmp_path}/cat.db"
+        )
+        runs = open_catalog(settings).load_table((NAMESPACE, "runs"))
+    finally:
+        for name in reader:
+            os.environ.pop(name, None)
+    snapshot_id = json.loads(
+        _ok(
+            reader,
+            "query",
+            "SELECT any_value(snapshot_id) AS s FROM runs",
+            "--format",
+            "json",
+            *where,
+        )
+    )[0]["s"]
+    current = runs.current_snapshot()
+    assert current is not None and current.summary is not None
+    assert current.summary[PROPERTY_SNAPSHOT] == snapshot_id
+
+
+@requires_golden
+def test_time_travel_and_a_build_killed_mid_commit(s3_endpoint: str, tmp_path: Path) -> None:
+    env = _aws_env(s3_endpoint, tmp_path / "staging")
+    catalog_file = tmp_path / "cat.db"
+    where = ("--warehouse", f"s3://{BUCKET}/travel", "--catalog", f"sqlite:///{catalog_file}")
+    source = tmp_path / "dataset"
+
+    def build(revision: str, drop: int) -> str:
+        _corpus(source, drop)
+        return _ok(env, "build", "--source", str(source), "--revision", revision, *where)
+
+    build(REVISION_A, 20)
+    runs_a = _count(env, "runs", *where)
+    build(REVISION_B, 10)
+    runs_b = _count(env, "runs", *where)
+    assert runs_b > runs_a
+    assert _count(env, "runs", *where, "--as-of", REVISION_A) == runs_a  # time travel
+    wrong = _cli(env, "query", "SELECT 1", *where, "--as-of", REVISION_C)
+    assert wrong.returncode == 2 and len(wrong.stderr.strip().splitlines()) == 1
+    assert "--as-of" in wrong.stderr
+    before = _export(env, tmp_path / "before", *where)
+
+    # Build revision C, and SIGKILL it once its first table is committed to the catalog.
+    _corpus(source, 0)
+    metadata = _table_metadata(catalog_file)
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TRACEHOUSE_")}
+    environment.update(env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.cli", "build", "--source", str(source)]
+        + ["--revision", REVISION_C, *where],
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 300
+    while _table_metadata(catalog_file) == metadata and process.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    changed = [t for t, m in _table_metadata(catalog_file).items() if metadata.get(t) != m]
+    assert changed and "tracehouse_publications" not in changed, changed
+    # Another process sees the last published state, byte for byte.
+    assert _export(env, tmp_path / "after-kill", *where) == before
+    assert _count(env, "runs", *where) == runs_b
+    # The next build completes the publication.
+    build(REVISION_C, 0)
+    assert _count(env, "runs", *where) > runs_b
+    assert _count(env, "runs", *where, "--as-of", REVISION_B) == runs_b
+    listed = _ok(env, "generations", *where, "--format", "json")
+    assert [row["revision"] for row in json.loads(listed)] == [REVISION_A, REVISION_B, REVISION_C]
+
+
+def _table_metadata(catalog_file: Path) -> dict[str, str]:
+    """Each Iceberg table's current metadata file, as the SQLite catalog records it."""
+    if not catalog_file.exists():
+        return {}
+    with sqlite3.connect(f"file:{catalog_file}?mode=ro", uri=True) as connection:
+        rows = connection.execute(
+            "SELECT table_name, metadata_location FROM iceberg_tables"
+        ).fetchall()
+    return dict(rows)
+
+
+def test_object_store_settings_errors_are_one_line(tmp_path: Path) -> None:
+    cases = [
+        (("build", "--source", str(tmp_path), "--warehouse", "s3://bucket/wh"), "needs a catalog"),
+        (
+            ("query", "SELECT 1", "--warehouse", "gs://bucket/wh", "--catalog", "sqlite:///x.db"),
+            "gs://",
+        ),
+        (
+            ("query", "SELECT 1", "--warehouse", "s3://bucket/wh", "--catalog", "mysql://h/db"),
+            "--catalog",
+        ),
+        (
+            (
+                "rollback",
+                "--warehouse",
+                "s3://bucket/wh",
+                "--catalog",
+                f"sqlite:///{tmp_path}/c.db",
+            ),
+            "--as-of",
+        ),
+        (
+            ("query", "SELECT 1", "--warehouse", str(tmp_path / "wh"), "--as-of", REVISION_A),
+            "--catalog",
+        ),
+    ]
+    for args, named in cases:
+        result = run_cli(*args, env={"AWS_SECRET_ACCESS_KEY": SECRET})
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 2, (args, result.stderr)
+        assert len(lines) == 1 and named in lines[0], (args, lines)
+        assert SECRET not in result.stderr + result.stdout
+    environment = run_cli("query", "SELECT 1", env={"TRACEHOUSE_WAREHOUSE": "s3://bucket/wh"})
+    assert environment.returncode == 2
+    assert "TRACEHOUSE_WAREHOUSE=s3://bucket/wh" in environment.stderr
+    assert "needs a catalog" in environment.stderr
