@@ -40,6 +40,7 @@ import shutil
 import time
 import uuid
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -81,6 +82,11 @@ PROPERTY_SOURCE = "tracehouse.source"
 PROPERTY_REVISION = "tracehouse.revision"
 PROPERTY_PUBLICATION = "tracehouse.publication-id"
 COMMIT_ATTEMPTS = 20  # optimistic concurrency: tries per table before giving up
+# pyiceberg would retry a conflicting commit itself by re-basing the same delete and files on
+# the new state; ours re-plans the whole replacement from a fresh table instead (so a build
+# racing another build of the *same* source still removes that build's rows), so its own
+# retries are off.
+TABLE_PROPERTIES = {"commit.retry.num-retries": "0"}
 REPLICA_FOLDER = "replica"
 KEEP_REPLICAS = 2
 
@@ -109,6 +115,7 @@ class Published:
     tables: int
     retries: int
     skipped: bool = False
+    unchanged: int = 0  # tables that already held exactly these rows
 
     def summary_line(self, settings: Settings) -> str:
         where = location(settings)
@@ -116,8 +123,8 @@ class Published:
         if self.skipped:
             return f"  published: snapshot {self.snapshot_id} is already in {catalog} ({where})"
         return (
-            f"  published {self.tables} Iceberg tables to {where} (catalog {catalog}, "
-            f"publication {self.publication_id}, {self.retries} commit retries)"
+            f"  published {self.tables} Iceberg tables to {where} ({self.unchanged} unchanged; "
+            f"catalog {catalog}, publication {self.publication_id}, {self.retries} commit retries)"
         )
 
 
@@ -182,20 +189,16 @@ def publish_generation(
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
         committed: dict[str, list[int]] = {}
-        retries = 0
+        retries = unchanged = 0
         try:
             for table in schemas.TABLES:
                 local = _table_file(generation, table, work, snapshot["source"])
-                target = (
-                    f"{location(settings)}/data/{table}/{publication_id}-"
-                    f"{_sha256(local)[:16]}.parquet"
+                outcome = publish_table(
+                    catalog, io, settings, table, local, snapshot["source"], properties
                 )
-                _upload(io, local, target)
-                snapshot_id, sequence, tries = _commit_table(
-                    catalog, table, pq.read_schema(local), target, snapshot["source"], properties
-                )
-                committed[table] = [snapshot_id, sequence]
-                retries += tries
+                committed[table] = [outcome.snapshot_id, outcome.sequence_number]
+                retries += outcome.retries
+                unchanged += outcome.unchanged
         finally:
             shutil.rmtree(work, ignore_errors=True)
         row = {
@@ -210,7 +213,9 @@ def publish_generation(
         retries += _append_with_retries(
             catalog, PUBLICATIONS, pa.Table.from_pylist([row], schema=PUBLICATIONS_SCHEMA)
         )
-    return Published(publication_id, snapshot["snapshot_id"], len(committed), retries)
+    return Published(
+        publication_id, snapshot["snapshot_id"], len(committed), retries, unchanged=unchanged
+    )
 
 
 def _build_snapshot(generation: Path) -> dict[str, Any]:
@@ -252,16 +257,64 @@ def _table_file(generation: Path, table: str, work: Path, source: str | None) ->
     return path
 
 
-def _commit_table(
+@dataclass(frozen=True)
+class TableCommit:
+    snapshot_id: int
+    sequence_number: int
+    retries: int
+    unchanged: bool  # the table already held exactly these rows: nothing was committed
+
+
+def publish_table(
     catalog: Catalog,
-    name: str,
-    schema: pa.Schema,
-    data_file: str,
+    io: FileIO,
+    settings: Settings,
+    table: str,
+    local: Path,
     source: str | None,
     properties: dict[str, str],
-) -> tuple[int, int, int]:
-    """Replace this build's rows of one table with ``data_file`` in one Iceberg commit;
-    returns (snapshot id, sequence number, retries)."""
+) -> TableCommit:
+    """Upload one table's file (named by its content) and commit it: this source's rows of the
+    Iceberg table (all rows, for a table without a ``source`` column) become the file's."""
+    digest = _sha256(local)[:16]
+    publication = properties.get(PROPERTY_PUBLICATION, "manual")
+    target = f"{location(settings)}/data/{table}/{publication}-{digest}.parquet"
+    schema = pq.read_schema(local)
+    uploaded = False
+
+    def upload() -> str:
+        nonlocal uploaded
+        if not uploaded:
+            _upload(io, local, target)
+            uploaded = True
+        return target
+
+    return _commit_table(catalog, io, table, schema, upload, digest, source, properties)
+
+
+def _live_files(table: IcebergTable, io: FileIO) -> list[str]:
+    snapshot = table.current_snapshot()
+    if snapshot is None:
+        return []
+    return [
+        entry.data_file.file_path
+        for manifest in snapshot.manifests(io)
+        for entry in manifest.fetch_manifest_entry(io, discard_deleted=True)
+    ]
+
+
+def _commit_table(
+    catalog: Catalog,
+    io: FileIO,
+    name: str,
+    schema: pa.Schema,
+    upload: Callable[[], str],
+    digest: str,
+    source: str | None,
+    properties: dict[str, str],
+) -> TableCommit:
+    """Replace this build's rows of one table with the uploaded file in one Iceberg commit,
+    retried against a fresh table state when another writer committed first."""
     from pyiceberg.exceptions import CommitFailedException
     from pyiceberg.expressions import AlwaysTrue, EqualTo
 
@@ -274,19 +327,26 @@ def _commit_table(
     )
     for attempt in range(COMMIT_ATTEMPTS):
         table = _load_or_create(catalog, name, schema, SOURCE_COLUMN in schema.names)
+        live = _live_files(table, io)
+        # Files are named by their content (which holds the source column where there is
+        # one): the same rows are already there, as a rebuild that changed no row finds.
+        mine = [path for path in live if path.endswith(f"-{digest}.parquet")]
+        current = table.current_snapshot()
+        if current is not None and mine and (by_source or len(live) == 1):
+            return TableCommit(current.snapshot_id, current.sequence_number or 0, attempt, True)
         try:
             transaction = table.transaction()
             with transaction.update_schema() as update:
                 update.union_by_name(schema)  # a column added by a newer importer
             transaction.delete(replaced, snapshot_properties=properties)
-            transaction.add_files([data_file], snapshot_properties=properties)
+            transaction.add_files([upload()], snapshot_properties=properties)
             committed = transaction.commit_transaction()
         except CommitFailedException:
             _backoff(attempt)
             continue
         current = committed.current_snapshot()
         assert current is not None
-        return current.snapshot_id, current.sequence_number or 0, attempt
+        return TableCommit(current.snapshot_id, current.sequence_number or 0, attempt, False)
     raise PublishError(
         f"could not commit table {name} after {COMMIT_ATTEMPTS} attempts: other writers kept "
         "changing it; run the build again"
@@ -328,7 +388,7 @@ def _load_or_create(
     except NoSuchTableError:
         pass
     try:
-        table = catalog.create_table(identifier, schema=schema)
+        table = catalog.create_table(identifier, schema=schema, properties=TABLE_PROPERTIES)
     except TableAlreadyExistsError:
         return catalog.load_table(identifier)
     if partition_by_source:
