@@ -35,6 +35,7 @@ from pipelines import kernelindex
 from pipelines.kernelindex import canonical_number
 from pipelines.rejects import NEEDS_CORRECTNESS
 from pipelines.transforms.evaluation_rules import was_evaluated
+from pipelines.transforms.fib_lines import fib_trace_line
 from pipelines.transforms.normalize import LOG_TRUNCATED_SUFFIX, log_excerpt
 
 # Members of a trace line, its evaluation, correctness and performance blocks this path takes;
@@ -162,8 +163,13 @@ class _Combination:
     environment_extra: dict[str, Any]
     tolerance_max_atol: float | None
     tolerance_max_rtol: float | None
+    # What FlashInfer-Bench reads of the raw workload and environment (its trace_lines row).
+    fib_columns: dict[str, str | None]
 
 
+# trace_lines columns (pipelines.transforms.fib_lines) that depend only on the raw workload and
+# environment, which every line of a combination shares byte for byte.
+FIB_ENTITY_COLUMNS = ("workload_uuid", "hardware", "device")
 # Entity columns copied from the representative line's exact row.
 COMBINATION_COLUMNS = (
     "environment_id",
@@ -197,18 +203,19 @@ class ColumnarBatch:
     context: Any  # transforms.ingest.DatasetContext
     combination_ids: dict[tuple[Any, ...], int] = field(default_factory=dict)
     combinations: list[_Combination] = field(default_factory=list)
-    # (source_file, kernelindex_scope, path_author) of each file seen, by position
-    files: list[tuple[str, bool, str | None]] = field(default_factory=list)
+    # (source_file, kernelindex_scope, path_author, FlashInfer-Bench reads it) of each file
+    # seen, by position
+    files: list[tuple[str, bool, str | None, bool]] = field(default_factory=list)
     file_ids: dict[str, int] = field(default_factory=dict)
-    columns: dict[str, list[Any]] = field(default_factory=dict)
+    rows: list[tuple[Any, ...]] = field(default_factory=list)  # one per line, _LOOP_SCHEMA order
     derived: dict[tuple[Any, ...], Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.columns = {name: [] for name in _LOOP_COLUMNS}
+        self.rows = []
         self.derived = _combination_cache(self.context)
 
     def __len__(self) -> int:
-        return len(self.columns["source_line"])
+        return len(self.rows)
 
     def take(self, record: Any, ingester: Any) -> bool:
         """Gather one record of the file ``ingester`` reads (transforms.ingest.FileIngester),
@@ -237,91 +244,89 @@ class ColumnarBatch:
         if file_id is None:
             file_id = self.file_ids[ingester.rel] = len(self.files)
             author = ingester.rel.split("/")[1] if ingester.in_scope else None
-            self.files.append((ingester.rel, ingester.in_scope, author))
+            self.files.append((ingester.rel, ingester.in_scope, author, ingester.fib_reads))
 
-        columns = self.columns
-        columns["file"].append(file_id)
         raw = record.raw
         line_digest = hashlib.sha256(raw).hexdigest()
-        columns["run_id"].append(
-            hashlib.sha256(
-                f"{ingester.rel}\n{record.line}\n{record.index}\n{line_digest}".encode()
-            ).hexdigest()[:32]
-        )
-        columns["line_digest"].append(line_digest)
-        columns["source_line"].append(record.line)
-        columns["source_offset"].append(record.offset)
-        columns["combination"].append(combination_id)
-        columns["definition"].append(value["definition"])
-        columns["solution"].append(value.get("solution"))
+        run_id = hashlib.sha256(
+            f"{ingester.rel}\n{record.line}\n{record.index}\n{line_digest}".encode()
+        ).hexdigest()[:32]
         status = evaluation["status"]
-        columns["status"].append(status)
-        columns["timestamp_raw"].append(evaluation["timestamp"])
         log = evaluation.get("log")
-        columns["evaluated"].append(was_evaluated(status, log or ""))
         if log:
             encoded = log.encode("utf-8")
-            columns["log_bytes"].append(len(encoded))
-            columns["log_digest"].append("sha256:" + hashlib.sha256(encoded).hexdigest())
-            columns["log_truncated"].append(log[-64:].rstrip().endswith(LOG_TRUNCATED_SUFFIX))
-            columns["log_excerpt"].append(log_excerpt(log) if status != "PASSED" else None)
+            log_bytes = len(encoded)
+            log_digest = "sha256:" + hashlib.sha256(encoded).hexdigest()
+            log_truncated = log[-64:].rstrip().endswith(LOG_TRUNCATED_SUFFIX)
+            excerpt = log_excerpt(log) if status != "PASSED" else None
         else:
-            columns["log_bytes"].append(0)
-            columns["log_digest"].append(None)
-            columns["log_truncated"].append(False)
-            columns["log_excerpt"].append(None)
+            log_bytes, log_digest, log_truncated, excerpt = 0, None, False, None
         has_log_file = "log_file" in evaluation
-        columns["has_log_file"].append(has_log_file)
         record_extra: dict[str, Any] = {}
         if combination.environment_extra:
             record_extra["environment"] = combination.environment_extra
         if has_log_file:
             record_extra["log_file"] = evaluation["log_file"]
-        columns["extra_json"].append(orjson.dumps(record_extra).decode() if record_extra else None)
 
         correctness = evaluation.get("correctness")
-        columns["has_correctness"].append(correctness is not None)
         if correctness is not None:
-            for member, prefix in (
-                ("max_absolute_error", "absolute"),
-                ("max_relative_error", "relative"),
-            ):
-                bound = correctness[member]
-                if type(bound) is str:  # "NaN" or "Infinity" (_clean_trace took no other)
-                    columns[f"{prefix}_error"].append(None)
-                    columns[f"{prefix}_special"].append(bound)
-                else:
-                    columns[f"{prefix}_error"].append(float(bound))
-                    columns[f"{prefix}_special"].append(None)
+            # "NaN" or "Infinity" words go to the *_special columns (_clean_trace took no other
+            # strings); numbers to the value columns.
+            absolute = correctness["max_absolute_error"]
+            relative = correctness["max_relative_error"]
+            absolute_is_word = type(absolute) is str
+            relative_is_word = type(relative) is str
             extra = correctness.get("extra")
             ratio = extra.get("matched_ratio") if extra is not None else None
-            columns["matched_ratio"].append(
-                float(ratio) if isinstance(ratio, int | float) and type(ratio) is not bool else None
-            )
-            columns["correctness_extra_json"].append(
-                orjson.dumps({"extra": extra}).decode() if "extra" in correctness else None
+            correctness_columns: tuple[Any, ...] = (
+                True,
+                None if absolute_is_word else float(absolute),
+                absolute if absolute_is_word else None,
+                None if relative_is_word else float(relative),
+                relative if relative_is_word else None,
+                float(ratio)
+                if isinstance(ratio, int | float) and type(ratio) is not bool
+                else None,
+                orjson.dumps({"extra": extra}).decode() if "extra" in correctness else None,
             )
         else:
-            for name in (
-                "absolute_error",
-                "absolute_special",
-                "relative_error",
-                "relative_special",
-                "matched_ratio",
-                "correctness_extra_json",
-            ):
-                columns[name].append(None)
+            correctness_columns = NO_CORRECTNESS
 
         performance = evaluation.get("performance")
         if performance is not None:
-            columns["latency_ms"].append(float(performance["latency_ms"]))
-            for member in ("reference_latency_ms", "speedup_factor"):
-                other = performance.get(member)
-                columns[member].append(None if other is None else float(other))
+            reference = performance.get("reference_latency_ms")
+            speedup = performance.get("speedup_factor")
+            performance_columns: tuple[Any, ...] = (
+                float(performance["latency_ms"]),
+                None if reference is None else float(reference),
+                None if speedup is None else float(speedup),
+            )
         else:
-            columns["latency_ms"].append(None)
-            columns["reference_latency_ms"].append(None)
-            columns["speedup_factor"].append(None)
+            performance_columns = NO_PERFORMANCE
+        # One tuple per line, in _LOOP_SCHEMA order: Polars builds the columns in one pass.
+        self.rows.append(
+            (
+                file_id,
+                run_id,
+                line_digest,
+                record.line,
+                record.offset,
+                combination_id,
+                value["definition"],
+                value.get("solution"),
+                status,
+                evaluation["timestamp"],
+                was_evaluated(status, log or ""),
+                log_bytes,
+                log_digest,
+                log_truncated,
+                excerpt,
+                has_log_file,
+                orjson.dumps(record_extra).decode() if record_extra else None,
+                *correctness_columns,
+                *performance_columns,
+            )
+        )
         ingester.result.runs += 1
         return True
 
@@ -355,6 +360,9 @@ class ColumnarBatch:
                 }
             )
         ingester.result.workload_records += 1
+        ingester.fib_line(
+            record
+        )  # a workload line with `"evaluation": {}` counts for FlashInfer-Bench
         return True
 
     @staticmethod
@@ -379,12 +387,13 @@ class ColumnarBatch:
                 }
             )
 
-    def frames(self) -> tuple[pa.Table, pa.Table]:
-        """The gathered lines as staging runs and correctness tables; the batch is emptied."""
+    def frames(self) -> tuple[pa.Table, pa.Table, pa.Table]:
+        """The gathered lines as staging runs, correctness and trace_lines tables; the batch is
+        emptied."""
         from pipelines import schemas
         from pipelines.transforms.ingest import STAGING_RUNS
 
-        batch = pl.DataFrame(self.columns, schema=_LOOP_SCHEMA)
+        batch = pl.DataFrame(self.rows, schema=_LOOP_SCHEMA, orient="row")
         entities = pl.DataFrame(
             [
                 {
@@ -394,6 +403,7 @@ class ColumnarBatch:
                     "variants_before_log": ",".join(c.workload_variants + c.environment_variants),
                     "tolerance_max_atol": c.tolerance_max_atol,
                     "tolerance_max_rtol": c.tolerance_max_rtol,
+                    **{f"fib_{name}": value for name, value in c.fib_columns.items()},
                 }
                 for index, c in enumerate(self.combinations)
             ],
@@ -405,12 +415,14 @@ class ColumnarBatch:
                 "source_file": [f[0] for f in self.files],
                 "kernelindex_scope": [f[1] for f in self.files],
                 "path_author": [f[2] for f in self.files],
+                "fib_reads": [f[3] for f in self.files],
             },
             schema={
                 "file": pl.Int64(),
                 "source_file": pl.String(),
                 "kernelindex_scope": pl.Boolean(),
                 "path_author": pl.String(),
+                "fib_reads": pl.Boolean(),
             },
         )
         runs = _run_columns(
@@ -433,11 +445,11 @@ class ColumnarBatch:
             )
             .to_arrow()
         )
-        for values in self.columns.values():
-            values.clear()
+        self.rows.clear()
         return (
             runs_table.cast(STAGING_RUNS.arrow_schema),
             correctness_table.cast(schemas.CORRECTNESS.arrow_schema),
+            _fib_trace_lines(runs).cast(schemas.TRACE_LINES.arrow_schema),
         )
 
 
@@ -472,7 +484,9 @@ _LOOP_SCHEMA: dict[str, pl.DataType] = {
     "reference_latency_ms": pl.Float64(),
     "speedup_factor": pl.Float64(),
 }
-_LOOP_COLUMNS = tuple(_LOOP_SCHEMA)
+# The trailing columns of a line without a correctness or a performance block.
+NO_CORRECTNESS = (False, None, None, None, None, None, None)
+NO_PERFORMANCE = (None, None, None)
 _ENTITY_SCHEMA: dict[str, pl.DataType] = {
     "combination": pl.Int64(),
     **{name: pl.String() for name in COMBINATION_COLUMNS},
@@ -481,6 +495,7 @@ _ENTITY_SCHEMA: dict[str, pl.DataType] = {
     "variants_before_log": pl.String(),
     "tolerance_max_atol": pl.Float64(),
     "tolerance_max_rtol": pl.Float64(),
+    **{f"fib_{name}": pl.String() for name in FIB_ENTITY_COLUMNS},
 }
 
 
@@ -488,16 +503,13 @@ def _derive_combination(ingester: Any, record: Any) -> _Combination | None:
     """Run the exact path on a representative line in a scratch ingester and keep what every
     line of its combination shares; None when the exact path would not import it."""
     from pipelines.transforms.ingest import FileIngester
-    from pipelines.transforms.normalize import RecordError, normalize_trace
 
-    try:
-        trace = normalize_trace(record.value)
-    except RecordError:
-        return None
     scratch = FileIngester(ingester.rel, ingester.context)
     scratch.record(record)
+    trace = scratch.last_trace
     if (
-        len(scratch.parts["runs"]) != 1
+        trace is None
+        or len(scratch.parts["runs"]) != 1
         or len(scratch.parts["environments"]) != 1
         or len(scratch.parts["workloads"]) != 1
     ):
@@ -508,6 +520,7 @@ def _derive_combination(ingester: Any, record: Any) -> _Combination | None:
         v for v in trace.variants if v in ("device_key", "numeric_lib_version")
     )
     tolerance = trace.workload.get("tolerance") or {}
+    line = fib_trace_line(ingester.rel, record) or {}
     return _Combination(
         columns={name: row.get(name) for name in COMBINATION_COLUMNS},
         identified=row.get("run_body_template") is not None,
@@ -519,6 +532,7 @@ def _derive_combination(ingester: Any, record: Any) -> _Combination | None:
         environment_extra=trace.environment_extra,
         tolerance_max_atol=_tolerance(tolerance.get("max_atol")),
         tolerance_max_rtol=_tolerance(tolerance.get("max_rtol")),
+        fib_columns={name: line.get(name) for name in FIB_ENTITY_COLUMNS},
     )
 
 
@@ -653,6 +667,45 @@ def _run_body_template() -> pl.Expr:
         + _quoted("ki_status")
         + pl.when(pl.col("latency_ms").is_not_null()).then(timing).otherwise(pl.lit(""))
         + pl.lit(',"workloadDigest":' + TEMPLATE_SLOT + "}}")
+    )
+
+
+def _fib_error_bound(prefix: str) -> pl.Expr:
+    """FlashInfer-Bench reads the "Infinity" word as infinity and "NaN" as no number."""
+    return (
+        pl.when(pl.col(f"{prefix}_special") == "Infinity")
+        .then(pl.lit(math.inf))
+        .otherwise(pl.col(f"{prefix}_error"))
+    )
+
+
+def _fib_trace_lines(runs: pl.DataFrame) -> pa.Table:
+    """The trace_lines rows of the batch's lines (fib_lines.fib_trace_line, column-wise): a
+    clean line is one strict JSON object with a non-empty evaluation whose numbers are finite,
+    so most of FlashInfer-Bench's reading is the staged columns themselves."""
+    return (
+        runs.filter(pl.col("fib_reads"))
+        .select(
+            "source_file",
+            "source_line",
+            "record_index",
+            pl.lit(True).alias("json_parse_ok"),
+            "definition",
+            "solution",
+            pl.col("fib_workload_uuid").alias("workload_uuid"),
+            pl.lit(True).alias("has_evaluation"),
+            "status",
+            pl.col("fib_hardware").alias("hardware"),
+            pl.col("fib_device").alias("device"),
+            pl.col("has_timing").alias("has_performance"),
+            "latency_ms",
+            pl.col("has_timing").alias("latency_is_json_number"),
+            "speedup_factor",
+            _fib_error_bound("absolute").alias("max_absolute_error"),
+            _fib_error_bound("relative").alias("max_relative_error"),
+            pl.col("timestamp_raw").alias("timestamp"),
+        )
+        .to_arrow()
     )
 
 

@@ -221,6 +221,9 @@ class FileIngester:
         self.environments_seen: set[str] = set()
         self.workloads_seen: set[tuple[str, str]] = set()
         self.result = FileResult(rel)
+        # The last trace this ingester normalised: the columnar path's entity derivation reads
+        # it instead of normalising its representative line a second time.
+        self.last_trace: Trace | None = None
 
     def reject(self, line: int | None, reason: str, message: str, raw: bytes | None) -> None:
         self.parts["rejects"].add(
@@ -341,7 +344,7 @@ class FileIngester:
         return environment_id
 
     def _trace(self, record: Record) -> None:
-        trace = normalize_trace(record.value)
+        trace = self.last_trace = normalize_trace(record.value)
         context = self.context
         definition_object = context.definitions.get(trace.definition)
         if definition_object is None:
@@ -491,10 +494,12 @@ class PartWriter:
                 self.write(name, rows.to_arrow())
                 rows.rows.clear()
         if columnar is not None and len(columnar):
-            runs, correctness = columnar.frames()
+            runs, correctness, trace_lines = columnar.frames()
             self.write("runs", runs)
             if correctness.num_rows:
                 self.write("correctness", correctness)
+            if trace_lines.num_rows:
+                self.write("trace_lines", trace_lines)
 
 
 def ingest_group(
@@ -544,8 +549,6 @@ def _ingest_lines(
                 or (columnar is not None and len(columnar) >= chunk_rows)
             ):
                 writer.flush(columnar)
-            if not isinstance(item, Reject):
-                ingester.fib_line(item)
             if isinstance(item, Reject):
                 counts.records += 1
                 ingester.reject(item.line, item.reason, item.message, None)
@@ -554,6 +557,7 @@ def _ingest_lines(
                 counts.records += 1
                 counts.columnar_records += 1
             else:
+                ingester.fib_line(item)
                 ingester.record(item)
         counts.content_sha256 = content.hexdigest()
     except OSError as error:
