@@ -45,6 +45,7 @@ test: lint typecheck unit
 # ~154,000 trace lines (~485 MB), the 1x size of the issue's targets.
 bench: install
 	$(PYTHON) -m bench.run --lines 154000 --repeat $(REPEAT)
+	$(PYTHON) -m bench.object_store --lines 154000 --repeat $(REPEAT)
 
 # 4x the 1x size: peak memory against the 1x figure.
 bench-large: install

@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.object_store import local_s3_server
 from tests.conftest import GOLDEN_REVISION, run_cli
 from tests.shared_data import GOLDEN_DIR, SHARED
 
@@ -36,45 +36,12 @@ requires_golden = pytest.mark.skipif(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def s3_endpoint() -> Iterator[str]:
-    """moto's S3 server on 127.0.0.1, with one bucket; stopped after the module."""
-    port = _free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError("moto server did not start") from None
-                time.sleep(0.1)
-        import boto3
-
-        boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            region_name="us-east-1",
-            aws_access_key_id="testing",
-            aws_secret_access_key=SECRET,
-        ).create_bucket(Bucket=BUCKET)
-        yield endpoint
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+    """moto's S3 server on 127.0.0.1 (a free port), with the test bucket; stopped after the
+    module."""
+    with local_s3_server(BUCKET) as environment:
+        yield environment["AWS_ENDPOINT_URL"]
 
 
 def _aws_env(endpoint: str, staging: Path) -> dict[str, str]:
