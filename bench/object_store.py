@@ -170,9 +170,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     args = parser.parse_args(argv)
     source, dataset, _ = ensure_dataset(args.data_root, args.lines, args.seed)
-    with tempfile.TemporaryDirectory(prefix="tracehouse-s3-bench-") as folder:
-        with local_s3_server() as s3:
-            legs = run_legs(source, args.repeat, Path(folder), s3)
+    with (
+        tempfile.TemporaryDirectory(prefix="tracehouse-s3-bench-") as folder,
+        local_s3_server() as s3,
+    ):
+        legs = run_legs(source, args.repeat, Path(folder), s3)
     report = {"lines": args.lines, "repeat": args.repeat, "dataset": dataset, "legs": legs}
     text = render(report)
     print("\n".join(text))
