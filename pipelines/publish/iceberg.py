@@ -426,11 +426,11 @@ def _publication_rows(publications: IcebergTable) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (r["published_at"], r["publication_id"]))
 
 
-def publications(settings: Settings) -> list[dict[str, Any]]:
+def publications(settings: Settings, catalog: Catalog | None = None) -> list[dict[str, Any]]:
     """Every publication of the warehouse, oldest first."""
     from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
-    catalog = open_catalog(settings)
+    catalog = catalog or open_catalog(settings)
     try:
         table = catalog.load_table((NAMESPACE, PUBLICATIONS))
     except (NoSuchTableError, NoSuchNamespaceError):
@@ -491,7 +491,8 @@ def reading_settings(settings: Settings) -> Settings:
             f"--as-of {settings.as_of}: time travel reads the Iceberg catalog; pass --catalog "
             "or set TRACEHOUSE_CATALOG"
         )
-    rows = publications(settings)
+    catalog = open_catalog(settings)
+    rows = publications(settings, catalog)
     if not rows:
         where = settings.object_store or str(settings.warehouse)
         raise WarehouseMissing(
@@ -500,12 +501,16 @@ def reading_settings(settings: Settings) -> Settings:
         )
     publication, snapshots = chosen_snapshots(rows, settings.as_of)
     replica = Warehouse(settings.warehouse / REPLICA_FOLDER)
-    _materialize(settings, replica, publication, snapshots)
+    _materialize(settings, catalog, replica, publication, snapshots)
     return replace(settings, warehouse=replica.root)
 
 
 def _materialize(
-    settings: Settings, replica: Warehouse, publication: dict[str, Any], snapshots: dict[str, int]
+    settings: Settings,
+    catalog: Catalog,
+    replica: Warehouse,
+    publication: dict[str, Any],
+    snapshots: dict[str, int],
 ) -> None:
     """Download the chosen snapshots' files into a generation folder of ``replica`` (once per
     distinct state) and make it current."""
@@ -515,7 +520,6 @@ def _materialize(
     name = hashlib.sha256(key.encode()).hexdigest()[:16]
     folder = replica.generations / name
     if not (folder / COMPLETE_MARKER).exists():
-        catalog = open_catalog(settings)
         io = catalog._load_file_io(location=location(settings))
         temporary = replica.generations / f".{name}.{os.getpid()}.tmp"
         shutil.rmtree(temporary, ignore_errors=True)
