@@ -243,7 +243,10 @@ def build_warehouse(
             if settings.catalog is not None:  # the published form: Iceberg tables in a catalog
                 from pipelines.publish.iceberg import publish_generation
 
-                published = publish_generation(settings, warehouse, force=force)
+                source_uri = result.source.source if result.source else source
+                published = publish_generation(
+                    settings, warehouse, source_uri=source_uri, force=force
+                )
                 result.published = published.summary_line(settings)
             return result
         except BaseException:

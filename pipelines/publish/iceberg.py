@@ -74,6 +74,8 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table as IcebergTable
 
 NAMESPACE = "tracehouse"
+# A generation of several sources lists them here (name, uri, snapshot id, revision).
+SOURCES_FILE = "sources.json"
 PUBLICATIONS = "tracehouse_publications"
 SOURCE_COLUMN = "source"  # tables with this column hold several sources (issue "sources")
 # Summary properties every Iceberg snapshot of a build carries.
@@ -164,11 +166,13 @@ def open_catalog(settings: Settings) -> Catalog:
 
 
 def publish_generation(
-    settings: Settings, warehouse: Warehouse, *, force: bool = False
+    settings: Settings, warehouse: Warehouse, *, source_uri: str | None = None, force: bool = False
 ) -> Published:
-    """Commit every table of the current generation of ``warehouse`` to the catalog."""
+    """Commit every table of the current generation of ``warehouse`` to the catalog: the rows
+    of the source built from ``source_uri`` in tables that hold several sources, the whole
+    table otherwise."""
     generation = warehouse.require_current()
-    snapshot = _build_snapshot(generation)
+    snapshot = _build_snapshot(generation, source_uri)
     catalog = open_catalog(settings)
     with warnings.catch_warnings():
         # pyiceberg warns when a delete matches no rows (every first publish of a table)
@@ -218,9 +222,23 @@ def publish_generation(
     )
 
 
-def _build_snapshot(generation: Path) -> dict[str, Any]:
-    """The tracehouse snapshot a generation shows: its id, and the source and revision of the
-    build (the last row of source_snapshots is the build's own)."""
+def _build_snapshot(generation: Path, source_uri: str | None) -> dict[str, Any]:
+    """The tracehouse snapshot of the build's source in a generation: its id, and the source's
+    name and revision."""
+    sources_file = generation / SOURCES_FILE
+    if sources_file.exists():  # a warehouse of several sources: one entry each
+        entries = json.loads(sources_file.read_text())
+        given = source_uri.split("@", 1)[0] if source_uri else None
+        own = [e for e in entries if e.get("uri") in (source_uri, given)]
+        if not own and len(entries) == 1:
+            own = entries
+        if not own:
+            raise LookupError(f"{sources_file} lists no source {source_uri!r}")
+        return {
+            "snapshot_id": own[0]["snapshot_id"],
+            "source": own[0]["source"],
+            "revision": own[0].get("revision"),
+        }
     snapshot_id = (generation / SNAPSHOT_FILE).read_text().strip()
     history = pq.read_table(generation / "source_snapshots.parquet").to_pylist()
     own = next((r for r in reversed(history) if r.get("snapshot_id") == snapshot_id), {})
@@ -289,7 +307,8 @@ def publish_table(
             uploaded = True
         return target
 
-    return _commit_table(catalog, io, table, schema, upload, digest, source, properties)
+    rows = pq.read_metadata(local).num_rows
+    return _commit_table(catalog, io, table, schema, upload, digest, rows, source, properties)
 
 
 def _live_files(table: IcebergTable, io: FileIO) -> list[str]:
@@ -310,6 +329,7 @@ def _commit_table(
     schema: pa.Schema,
     upload: Callable[[], str],
     digest: str,
+    rows: int,
     source: str | None,
     properties: dict[str, str],
 ) -> TableCommit:
@@ -319,6 +339,7 @@ def _commit_table(
     from pyiceberg.expressions import AlwaysTrue, EqualTo
 
     by_source = SOURCE_COLUMN in schema.names and source is not None
+    empty = rows == 0
     # (pyright reads EqualTo's pydantic fields as its constructor; (term, literal) is its API)
     replaced = (
         EqualTo(SOURCE_COLUMN, source)  # pyright: ignore[reportCallIssue]
@@ -339,7 +360,8 @@ def _commit_table(
             with transaction.update_schema() as update:
                 update.union_by_name(schema)  # a column added by a newer importer
             transaction.delete(replaced, snapshot_properties=properties)
-            transaction.add_files([upload()], snapshot_properties=properties)
+            if not (by_source and empty):  # a source with no rows here: only the delete
+                transaction.add_files([upload()], snapshot_properties=properties)
             committed = transaction.commit_transaction()
         except CommitFailedException:
             _backoff(attempt)
