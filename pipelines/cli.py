@@ -592,6 +592,8 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     ]
     if "pipelines.sources.hub" in sys.modules:
         errors.append(sys.modules["pipelines.sources.hub"].HubError)
+    if "pipelines.publish.iceberg" in sys.modules:  # the catalog or object store refused
+        errors.extend(sys.modules["pipelines.publish.iceberg"].catalog_errors())
     return tuple(errors)
 
 

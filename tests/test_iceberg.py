@@ -122,6 +122,10 @@ def test_golden_build_on_s3_exports_exactly_the_local_build(
     assert different == ["manifest.json", "source_snapshots.parquet"], different
     assert _without_built_at(tmp_path / "from-s3") == _without_built_at(tmp_path / "local")
     assert _count(reader, "leaderboard", *where) > 0  # the views work over the replica
+    # One catalog serves one warehouse: another prefix with the same catalog is refused.
+    other = _cli(reader, "query", "SELECT 1", "--warehouse", f"s3://{BUCKET}/other", *where[2:])
+    assert other.returncode == 2 and len(other.stderr.strip().splitlines()) == 1
+    assert f"s3://{BUCKET}/golden" in other.stderr
     # Nothing of the build's staging is needed to read: the replica came from S3 alone.
     assert not (tmp_path / "reader" / "generations").exists()
     # The tracehouse snapshot is in every Iceberg snapshot's summary.
@@ -203,6 +207,24 @@ def test_time_travel_and_a_build_killed_mid_commit(s3_endpoint: str, tmp_path: P
     assert _count(env, "runs", *where, "--as-of", REVISION_B) == runs_b
     listed = _ok(env, "generations", *where, "--format", "json")
     assert [row["revision"] for row in json.loads(listed)] == [REVISION_A, REVISION_B, REVISION_C]
+
+
+@requires_golden
+def test_folder_warehouse_with_a_catalog_inside_it(tmp_path: Path) -> None:
+    """A folder warehouse reads as before; with --catalog it also publishes Iceberg tables into
+    <folder>/iceberg, which --as-of reads back."""
+    warehouse = tmp_path / "wh"
+    where = ("--warehouse", str(warehouse), "--catalog", f"sqlite:///{warehouse}/catalog.db")
+    source = tmp_path / "dataset"
+    counts = []
+    for revision, drop in ((REVISION_A, 40), (REVISION_B, 30)):
+        _corpus(source, drop)
+        out = _ok({}, "build", "--source", str(source), "--revision", revision, *where)
+        assert "Iceberg tables to file://" in out
+        counts.append(_count({}, "runs", "--warehouse", str(warehouse)))  # the folder, no catalog
+    assert counts[1] > counts[0]
+    assert _count({}, "runs", *where, "--as-of", REVISION_A) == counts[0]
+    assert any((warehouse / "iceberg" / "data" / "runs").glob("*.parquet"))
 
 
 def _table_metadata(catalog_file: Path) -> dict[str, str]:

@@ -130,6 +130,30 @@ class Published:
         )
 
 
+def catalog_errors() -> tuple[type[BaseException], ...]:
+    """Errors a catalog or object store answers with that are about the user's setup (an
+    unreachable or refusing catalog database, a REST catalog's refusal): one line, exit 2."""
+    from pyiceberg.exceptions import RESTError
+    from sqlalchemy.exc import DBAPIError
+
+    return (RESTError, DBAPIError)
+
+
+class WrongWarehouse(LookupError):
+    """The catalog's tables live somewhere else than the warehouse named."""
+
+
+def _check_location(table: IcebergTable, settings: Settings) -> None:
+    """One catalog may serve one warehouse: its tables must live below the warehouse given."""
+    expected = location(settings).rstrip("/") + "/"
+    if not table.location().startswith(expected):
+        where = table.location().rsplit("/tracehouse/", 1)[0]
+        raise WrongWarehouse(
+            f"--catalog {redact(settings.catalog or '')} holds the warehouse at {where}, not "
+            f"{expected.rstrip('/')}: give that --warehouse, or another catalog"
+        )
+
+
 def location(settings: Settings) -> str:
     """Where the Iceberg tables' files live."""
     if settings.object_store is not None:
@@ -179,6 +203,7 @@ def publish_generation(
         warnings.filterwarnings("ignore", "Delete operation did not match any records")
         _ensure_namespace(catalog)
         publications = _load_or_create(catalog, PUBLICATIONS, PUBLICATIONS_SCHEMA, False)
+        _check_location(publications, settings)
         if not force and _already_published(publications, snapshot):
             return Published("", snapshot["snapshot_id"], 0, 0, skipped=True)
         publication_id = uuid.uuid4().hex
@@ -457,6 +482,7 @@ def publications(settings: Settings, catalog: Catalog | None = None) -> list[dic
         table = catalog.load_table((NAMESPACE, PUBLICATIONS))
     except (NoSuchTableError, NoSuchNamespaceError):
         return []
+    _check_location(table, settings)
     return _publication_rows(table)
 
 
