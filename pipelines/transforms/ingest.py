@@ -12,7 +12,7 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import pyarrow as pa
@@ -35,6 +35,9 @@ from pipelines.transforms.normalize import (
 )
 from pipelines.transforms.records import Record, Reject, iter_jsonl, looks_binary, raw_prefix
 from pipelines.transforms.timestamps import observed_at
+
+if TYPE_CHECKING:  # the columnar path imports this module; imported here only when used
+    from pipelines.ingest.columnar import ColumnarBatch
 
 
 @dataclass(frozen=True)
@@ -487,7 +490,7 @@ class PartWriter:
         os.replace(temporary, self.staging_dir / file_name)
         self.written.setdefault(name, []).append(file_name)
 
-    def flush(self, columnar: Any) -> None:
+    def flush(self, columnar: ColumnarBatch | None) -> None:
         """Write everything gathered so far (both paths) as the next chunk, and forget it."""
         for name, rows in self.rows.items():
             if len(rows):
@@ -533,7 +536,11 @@ def ingest_group(
 
 
 def _ingest_lines(
-    path: Path, ingester: FileIngester, columnar: Any, writer: PartWriter, chunk_rows: int
+    path: Path,
+    ingester: FileIngester,
+    columnar: ColumnarBatch | None,
+    writer: PartWriter,
+    chunk_rows: int,
 ) -> None:
     counts = ingester.result
     try:
