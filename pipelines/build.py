@@ -243,6 +243,10 @@ def build_warehouse(
             if settings.catalog is not None:  # the published form: Iceberg tables in a catalog
                 from pipelines.publish.iceberg import publish_generation
 
+                if settings.object_store is not None:
+                    # Readers see the catalog, not the staging folder: until the publication
+                    # row lands, an interrupted build left the warehouse unchanged.
+                    interrupts.note_published(None)
                 source_uri = result.source.source if result.source else source
                 published = publish_generation(
                     settings, warehouse, source_uri=source_uri, force=force

@@ -180,26 +180,15 @@ def test_time_travel_and_a_build_killed_mid_commit(s3_endpoint: str, tmp_path: P
 
     # Build revision C, and SIGKILL it once its first table is committed to the catalog.
     _corpus(source, 0)
-    metadata = _table_metadata(catalog_file)
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("TRACEHOUSE_")}
-    environment.update(env)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", "build", "--source", str(source)]
-        + ["--revision", REVISION_C, *where],
-        env=environment,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 300
-    while _table_metadata(catalog_file) == metadata and process.poll() is None:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    changed = [t for t, m in _table_metadata(catalog_file).items() if metadata.get(t) != m]
+    build_c = ["build", "--source", str(source), "--revision", REVISION_C, *where]
+    changed, _ = _stop_during_publish(env, build_c, catalog_file, signal.SIGKILL)
     assert changed and "tracehouse_publications" not in changed, changed
     # Another process sees the last published state, byte for byte.
     assert _export(env, tmp_path / "after-kill", *where) == before
+    # Ctrl-C during the next publish: one line, exit 130, and it says the truth.
+    changed, stopped = _stop_during_publish(env, build_c, catalog_file, signal.SIGINT)
+    assert stopped.returncode == 130 and "tracehouse_publications" not in changed
+    assert stopped.stderr.strip() == "interrupted; warehouse unchanged"
     # The next build finds its local work done (the kill came after it) and publishes it.
     rebuilt = _ok(env, "build", "--source", str(source), "--revision", REVISION_C, *where)
     assert "is up to date" in rebuilt and "published" in rebuilt
@@ -225,6 +214,32 @@ def test_folder_warehouse_with_a_catalog_inside_it(tmp_path: Path) -> None:
     assert counts[1] > counts[0]
     assert _count({}, "runs", *where, "--as-of", REVISION_A) == counts[0]
     assert any((warehouse / "iceberg" / "data" / "runs").glob("*.parquet"))
+
+
+def _stop_during_publish(
+    env: dict[str, str], args: list[str], catalog_file: Path, signum: signal.Signals
+) -> tuple[list[str], subprocess.CompletedProcess[str]]:
+    """Run `tracehouse build`, send ``signum`` once a table commit lands in the catalog; the
+    tables whose Iceberg metadata changed, and how the process ended."""
+    metadata = _table_metadata(catalog_file)
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TRACEHOUSE_")}
+    environment.update(env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.cli", *args],
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 300
+    while _table_metadata(catalog_file) == metadata and process.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    process.send_signal(signum)
+    out, err = process.communicate(timeout=60)
+    assert SECRET not in out + err
+    changed = [t for t, m in _table_metadata(catalog_file).items() if metadata.get(t) != m]
+    return changed, subprocess.CompletedProcess(args, process.returncode, out, err)
 
 
 def _table_metadata(catalog_file: Path) -> dict[str, str]:

@@ -50,7 +50,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipelines import schemas
+from pipelines import interrupts, schemas
 from pipelines.files import symlink_atomically
 from pipelines.settings import Settings, SettingsError
 from pipelines.storage import (
@@ -239,9 +239,14 @@ def publish_generation(
             "generation": generation.name,
             "table_snapshots": json.dumps(committed, sort_keys=True),
         }
-        retries += _append_with_retries(
-            catalog, PUBLICATIONS, pa.Table.from_pylist([row], schema=PUBLICATIONS_SCHEMA)
-        )
+        # The commit point: Ctrl-C waits for this one short commit, so the interrupt line can
+        # say for sure whether the build was published.
+        with interrupts.deferred():
+            retries += _append_with_retries(
+                catalog, PUBLICATIONS, pa.Table.from_pylist([row], schema=PUBLICATIONS_SCHEMA)
+            )
+            if settings.object_store is not None:
+                interrupts.note_published(generation.name)
     return Published(
         publication_id, snapshot["snapshot_id"], len(committed), retries, unchanged=unchanged
     )
