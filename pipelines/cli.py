@@ -306,16 +306,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if not (source / "traces").exists():
         # Written beside the target and renamed into place, so an interrupted demo never
         # leaves half a dataset that the next `tracehouse demo` would build as if complete.
-        import shutil
+        # The rename replaces only an empty folder; anything else is not ours to replace.
+        if source.is_dir() and any(source.iterdir()):
+            raise UsageError(
+                f"tracehouse demo: --source {source}: a folder with files but no traces/;"
+                " give an empty or new folder"
+            )
+        from pipelines.files import replace_atomically
 
-        staging = source.with_name(f".{source.name}.{os.getpid()}.tmp")
-        try:
-            generated = generate_dataset(staging, seed=args.seed, overwrite=True)
-            if source.exists():
-                source.rmdir()  # only an empty folder; anything else is not ours to replace
-            os.replace(staging, source)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+        generated = replace_atomically(
+            source, lambda staging: generate_dataset(staging, seed=args.seed, overwrite=True)
+        )
         print(
             f"generated a demo dataset in {source}: {generated.definitions} definitions, "
             f"{generated.solutions} solutions, {generated.trace_lines} trace lines (seed {args.seed})"

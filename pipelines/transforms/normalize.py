@@ -17,7 +17,7 @@ from typing import Any, TypeGuard
 
 import orjson
 
-from pipelines.rejects import FORBIDS_CORRECTNESS, NEEDS_CORRECTNESS, STATUSES
+from pipelines.rejects import FORBIDS_CORRECTNESS, NEEDS_CORRECTNESS, REJECT_REASONS, STATUSES
 from pipelines.transforms.evaluation_rules import LatencyProblem, read_latency
 
 LOG_TRUNCATED_SUFFIX = "[log truncated]"
@@ -34,6 +34,8 @@ class RecordError(ValueError):
     """A record that cannot be imported; ``reason`` is a REJECT_REASONS code."""
 
     def __init__(self, reason: str, message: str) -> None:
+        if reason not in REJECT_REASONS:
+            raise ValueError(f"unregistered reject reason {reason!r} ({message})")
         super().__init__(message)
         self.reason = reason
         self.message = message
