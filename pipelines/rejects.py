@@ -18,7 +18,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 from pipelines import kernelindex
+
+
+class ReasonedError(ValueError):
+    """A refusal that carries a code of one registry (`REASONS`, set by each subclass) and a
+    message. A code the registry does not hold is a bug, refused when the error is made."""
+
+    REASONS: ClassVar[Mapping[str, str]] = {}
+
+    def __init__(self, reason: str, message: str) -> None:
+        if reason not in self.REASONS:
+            raise ValueError(f"unregistered reason {reason!r} for {type(self).__name__}: {message}")
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
 
 # The reason column of the rejects table; the README's glossary explains each (a test checks it).
 REJECT_REASONS: dict[str, str] = {
