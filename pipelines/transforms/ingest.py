@@ -447,10 +447,12 @@ class PartWriter:
                 self.write(name, rows.to_arrow())
                 rows.rows.clear()
         if columnar is not None and len(columnar):
-            runs, correctness = columnar.frames()
+            runs, correctness, trace_lines = columnar.frames()
             self.write("runs", runs)
             if correctness.num_rows:
                 self.write("correctness", correctness)
+            if trace_lines.num_rows:
+                self.write("trace_lines", trace_lines)
 
 
 def ingest_group(
@@ -500,8 +502,6 @@ def _ingest_lines(
                 or (columnar is not None and len(columnar) >= chunk_rows)
             ):
                 writer.flush(columnar)
-            if not isinstance(item, Reject):
-                ingester.fib_line(item)
             if isinstance(item, Reject):
                 counts.records += 1
                 ingester.reject(item.line, item.reason, item.message, None)
@@ -510,6 +510,7 @@ def _ingest_lines(
                 counts.records += 1
                 counts.columnar_records += 1
             else:
+                ingester.fib_line(item)
                 ingester.record(item)
         counts.content_sha256 = content.hexdigest()
     except OSError as error:
