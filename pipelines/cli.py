@@ -303,6 +303,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     source = Path(args.source)
     _require_folder_target("--source", source)
+    # Demo data has no upstream commit; a revision derived from the generator's seed keeps
+    # implementation and run digests defined and stable. Settings are checked first, so a bad
+    # argument generates nothing.
+    revision = (
+        args.revision or hashlib.sha1(f"tracehouse-demo seed={args.seed}".encode()).hexdigest()
+    )
+    settings = _settings(args, source=str(source), revision=revision)
     if not (source / "traces").exists():
         # Written beside the target and renamed into place, so an interrupted demo never
         # leaves half a dataset that the next `tracehouse demo` would build as if complete.
@@ -321,12 +328,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
             f"generated a demo dataset in {source}: {generated.definitions} definitions, "
             f"{generated.solutions} solutions, {generated.trace_lines} trace lines (seed {args.seed})"
         )
-    # Demo data has no upstream commit; a revision derived from the generator's seed keeps
-    # implementation and run digests defined and stable.
-    revision = (
-        args.revision or hashlib.sha1(f"tracehouse-demo seed={args.seed}".encode()).hexdigest()
-    )
-    settings = _settings(args, source=str(source), revision=revision)
     result = build_warehouse(settings, progress=_progress_bar())
     print("\n".join(result.summary_lines()))
     definition = busiest_definition(settings)

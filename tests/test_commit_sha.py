@@ -64,10 +64,11 @@ def test_implementation_digest_refuses_a_revision_with_a_trailing_newline() -> N
     assert caught.value.code == "invalid_revision"
 
 
-def test_cli_revision_flag_refuses_a_trailing_newline(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["build", "demo"])
+def test_cli_revision_flag_refuses_a_trailing_newline(tmp_path: Path, command: str) -> None:
     (tmp_path / "dataset").mkdir()
     result = run_cli(
-        "build",
+        command,
         "--source",
         str(tmp_path / "dataset"),
         "--warehouse",
@@ -79,6 +80,7 @@ def test_cli_revision_flag_refuses_a_trailing_newline(tmp_path: Path) -> None:
     assert result.stderr.count("\n") == 1, result.stderr
     assert "--revision" in result.stderr and "not a commit sha" in result.stderr
     assert not (tmp_path / "warehouse" / "current").exists()
+    assert list((tmp_path / "dataset").iterdir()) == []  # the demo generated nothing
 
 
 def test_cli_revision_environment_variable_refuses_a_trailing_newline(tmp_path: Path) -> None:
@@ -222,19 +224,3 @@ def test_hub_listing_entry_with_a_newline_in_its_blob_id_is_rejected(tmp_path: P
         )
     assert [f.path for f in files] == ["traces/b.jsonl"]
     assert [(r.path, r.reason) for r in rejected] == [("traces/a.jsonl", "bad_entry")]
-
-
-def test_demo_revision_flag_refuses_a_trailing_newline(tmp_path: Path) -> None:
-    result = run_cli(
-        "demo",
-        "--source",
-        str(tmp_path / "dataset"),
-        "--warehouse",
-        str(tmp_path / "warehouse"),
-        "--revision",
-        SHA_NEWLINE,
-    )
-    assert result.returncode == 2, result.stderr
-    assert result.stderr.count("\n") == 1, result.stderr
-    assert "not a commit sha" in result.stderr
-    assert not (tmp_path / "warehouse" / "current").exists()
