@@ -250,11 +250,13 @@ def _fsync_tree(folder: Path) -> None:
     _fsync_dir(folder)
 
 
-# Tables stored as a folder of parts, one per group of source files (cache/parts/<table>/),
-# so that a build re-writes only the parts of the files that changed. Their rows are in no
-# particular order across parts; exports sort them. runs.snapshot_id is not stored in the parts
-# (it would change every part on every build): the views add it from the generation.
-PARTED_TABLES = ("runs", "correctness", "rejects")
+# Tables stored as a folder of parts (cache/parts/<table>/), so that a build re-writes only
+# the parts whose inputs changed: one part per group of source files for runs, correctness,
+# rejects and trace_lines, one per ranking bucket (sql/ranking_inputs.sql) for run_rankings.
+# Their rows are in no particular order across parts; exports sort them. runs.snapshot_id is
+# not stored in the parts (it would change every part on every build): the views add it from
+# the generation.
+PARTED_TABLES = ("runs", "correctness", "rejects", "trace_lines", "run_rankings")
 SNAPSHOT_FILE = "snapshot_id"
 
 

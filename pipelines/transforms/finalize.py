@@ -164,8 +164,10 @@ def _groups(warehouse: Warehouse, file_entries: dict[str, Any]) -> list[_Group]:
     return [_Group(key, parts) for key, parts in sorted(found.items())]
 
 
-# Stored columns of the parted tables (runs.snapshot_id comes from the generation) and the
-# order of rows inside each part.
+# Parted tables stored as one part per group of source files; run_rankings is parted by
+# ranking bucket instead (_write_ranking_parts).
+GROUP_PARTED_TABLES = ("runs", "correctness", "rejects", "trace_lines")
+# Stored columns of the parted tables (runs.snapshot_id comes from the generation).
 PART_COLUMNS = {
     name: [c for c in schemas.TABLES[name].column_names if (name, c) != ("runs", "snapshot_id")]
     for name in PARTED_TABLES
@@ -199,8 +201,9 @@ def _write_parts(
             "runs": hashlib.sha256(f"{group.key}\n{resolution}".encode()).hexdigest()[:32],
             "correctness": group.key[:32],
             "rejects": group.key[:32],
+            "trace_lines": group.key[:32],
         }
-    for table in PARTED_TABLES:
+    for table in GROUP_PARTED_TABLES:
         missing = [
             g for g in groups if not (warehouse.parts / table / names_of[g.key][table]).is_dir()
         ]
@@ -208,7 +211,7 @@ def _write_parts(
             _write_missing_parts(connection, warehouse, table, missing, names_of)
     return {
         table: [warehouse.parts / table / names_of[g.key][table] for g in groups]
-        for table in PARTED_TABLES
+        for table in GROUP_PARTED_TABLES
     }
 
 
@@ -219,10 +222,7 @@ def _write_missing_parts(
     groups: list[_Group],
     names_of: dict[str, dict[str, str]],
 ) -> None:
-    staged_table = {"runs": "runs", "correctness": "correctness", "rejects": "rejects"}[table]
-    files = [
-        (path, names_of[g.key][table]) for g in groups for path in g.parts.get(staged_table, [])
-    ]
+    files = [(path, names_of[g.key][table]) for g in groups for path in g.parts.get(table, [])]
     connection.register(
         "part_of_file",
         pa.table(
@@ -261,6 +261,66 @@ def _write_missing_parts(
         os.replace(written, warehouse.parts / table / name)
     shutil.rmtree(out, ignore_errors=True)
     connection.unregister("part_of_file")
+
+
+def _write_ranking_parts(connection: duckdb.DuckDBPyConnection, warehouse: Warehouse) -> list[Path]:
+    """run_rankings as one part per ranking bucket (sql/ranking_inputs.sql): a part is named by
+    the ranking rule and its bucket's inputs, so a bucket whose runs did not change keeps its
+    part and only the others are ranked, by sql/run_rankings.sql over just their runs."""
+    connection.execute(
+        f"CREATE OR REPLACE TEMP VIEW all_ranking_inputs AS {sql_text('ranking_inputs')}"
+    )
+    rule = hashlib.sha256(
+        (sql_text("ranking_inputs") + sql_text("run_rankings")).encode()
+    ).hexdigest()
+    buckets = connection.execute(sql_text("assemble/ranking_buckets")).fetchall()
+    name_of = {
+        bucket: hashlib.sha256(f"{rule}\n{bucket}\n{digest}".encode()).hexdigest()[:32]
+        for bucket, digest in buckets
+    }
+    folder = warehouse.parts / "run_rankings"
+    stale = {bucket: name for bucket, name in name_of.items() if not (folder / name).is_dir()}
+    if stale:
+        connection.register(
+            "stale_ranking_buckets",
+            pa.table(
+                {
+                    "ranking_bucket": pa.array(list(stale), type=pa.string()),
+                    "part": pa.array(list(stale.values()), type=pa.string()),
+                }
+            ),
+        )
+        connection.execute(
+            "CREATE OR REPLACE TEMP VIEW ranking_inputs AS SELECT i.* FROM all_ranking_inputs i "
+            "JOIN stale_ranking_buckets USING (ranking_bucket)"
+        )
+        out = folder / f".write.{os.getpid()}.tmp"
+        shutil.rmtree(out, ignore_errors=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        columns = ", ".join(f'k."{c}"' for c in PART_COLUMNS["run_rankings"])  # own names
+        connection.execute(
+            f"COPY (SELECT {columns}, b.part FROM ({sql_text('run_rankings')}) k "  # noqa: S608
+            "JOIN ranking_inputs USING (run_id) JOIN stale_ranking_buckets b USING (ranking_bucket)) "
+            f"TO {sql_literal(out)} (FORMAT parquet, PARTITION_BY (part), COMPRESSION zstd)"
+        )
+        for name in stale.values():
+            os.replace(out / f"part={name}", folder / name)
+        shutil.rmtree(out, ignore_errors=True)
+        connection.unregister("stale_ranking_buckets")
+    return [folder / name for name in name_of.values()]
+
+
+def _write_empty_parts(generation: Path) -> None:
+    """A parted table without rows gets one empty part: a view needs at least one file."""
+    for table in PARTED_TABLES:
+        folder = generation / f"{table}.parquet"
+        if folder.is_dir() and not table_files(generation, table):
+            pq.write_table(
+                pa.schema(
+                    [schemas.TABLES[table].arrow_schema.field(c) for c in PART_COLUMNS[table]]
+                ).empty_table(),
+                folder / "empty.parquet",
+            )
 
 
 def _link_parts(generation: Path, table: str, parts: list[Path]) -> None:
@@ -382,34 +442,24 @@ def finalize(
                 f"SELECT {_projection(schemas.TABLES[table])} "  # noqa: S608  (own names)
                 f"FROM ({sql_text(f'assemble/{table}')}) s",
             )
-        copy(
-            "trace_lines",
-            f"SELECT {_projection(schemas.TRACE_LINES)} FROM staged_trace_lines s",  # noqa: S608  (own names)
-        )
         parts = _write_parts(connection, warehouse, groups, _resolution_digest(connection))
         # Records refused before the ingest (discovery, fetch, definitions, solutions): one
         # more rejects part, of this generation only.
         extra_rejects = [
             _reject_row(r) for r in [*discovery_rejects, *resolved.fetch_rejects, *loaded.rejects]
         ]
-        for table in PARTED_TABLES:
+        for table in GROUP_PARTED_TABLES:
             _link_parts(generation, table, parts[table])
         connection.register("extra_rejects", _rows_to_arrow(schemas.REJECTS, extra_rejects))
         connection.sql(
             "SELECT * FROM extra_rejects ORDER BY " + TABLE_ORDER["rejects"]  # noqa: S608
         ).write_parquet(str(generation / "rejects.parquet" / "before-ingest.parquet"))
-        for table in PARTED_TABLES:
-            if not table_files(generation, table):  # a view needs at least one file
-                pq.write_table(
-                    pa.schema(
-                        [schemas.TABLES[table].arrow_schema.field(c) for c in PART_COLUMNS[table]]
-                    ).empty_table(),
-                    generation / f"{table}.parquet" / "empty.parquet",
-                )
+        _write_empty_parts(generation)
 
         create_table_views(connection, generation)
         invariants.enforce(connection, invariants.RUN_INVARIANTS, checks)
-        copy("run_rankings", f"SELECT * FROM ({sql_text('run_rankings')}) s")  # noqa: S608
+        _link_parts(generation, "run_rankings", _write_ranking_parts(connection, warehouse))
+        _write_empty_parts(generation)
         create_table_views(connection, generation)
         invariants.enforce(connection, invariants.RANKING_INVARIANTS, checks)
         counts = {

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import pyarrow as pa
@@ -34,6 +34,9 @@ from pipelines.transforms.normalize import (
 )
 from pipelines.transforms.records import Record, Reject, iter_jsonl, looks_binary, raw_prefix
 from pipelines.transforms.timestamps import observed_at
+
+if TYPE_CHECKING:  # the columnar path imports this module; imported here only when used
+    from pipelines.ingest.columnar import ColumnarBatch
 
 
 @dataclass(frozen=True)
@@ -176,6 +179,9 @@ class FileIngester:
         self.environments_seen: set[str] = set()
         self.workloads_seen: set[tuple[str, str]] = set()
         self.result = FileResult(rel)
+        # The last trace this ingester normalised: the columnar path's entity derivation reads
+        # it instead of normalising its representative line a second time.
+        self.last_trace: Trace | None = None
 
     def reject(self, line: int | None, reason: str, message: str, raw: bytes | None) -> None:
         self.parts["rejects"].add(
@@ -296,7 +302,7 @@ class FileIngester:
         return environment_id
 
     def _trace(self, record: Record) -> None:
-        trace = normalize_trace(record.value)
+        trace = self.last_trace = normalize_trace(record.value)
         context = self.context
         definition_object = context.definitions.get(trace.definition)
         if definition_object is None:
@@ -440,7 +446,7 @@ class PartWriter:
         )
         self.written.setdefault(name, []).append(file_name)
 
-    def flush(self, columnar: Any) -> None:
+    def flush(self, columnar: ColumnarBatch | None) -> None:
         """Write everything gathered so far (both paths) as the next chunk, and forget it."""
         for name, rows in self.rows.items():
             if len(rows):
@@ -486,7 +492,11 @@ def ingest_group(
 
 
 def _ingest_lines(
-    path: Path, ingester: FileIngester, columnar: Any, writer: PartWriter, chunk_rows: int
+    path: Path,
+    ingester: FileIngester,
+    columnar: ColumnarBatch | None,
+    writer: PartWriter,
+    chunk_rows: int,
 ) -> None:
     counts = ingester.result
     try:
