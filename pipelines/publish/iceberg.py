@@ -51,7 +51,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipelines import interrupts, schemas
-from pipelines.files import symlink_atomically
+from pipelines.files import replace_atomically, symlink_atomically
 from pipelines.settings import Settings, SettingsError
 from pipelines.storage import (
     REST_CATALOG_SCHEMES,
@@ -574,24 +574,22 @@ def _materialize(
     folder = replica.generations / name
     if not (folder / COMPLETE_MARKER).exists():
         io = catalog._load_file_io(location=location(settings))
-        temporary = replica.generations / f".{name}.{os.getpid()}.tmp"
-        shutil.rmtree(temporary, ignore_errors=True)
-        temporary.mkdir(parents=True)
-        try:
+
+        def fill(temporary: Path) -> None:
+            shutil.rmtree(temporary, ignore_errors=True)
+            temporary.mkdir(parents=True)
             for table, snapshot_id in snapshots.items():
-                if table not in schemas.TABLES:
-                    continue
-                _download_table(catalog, io, table, snapshot_id, temporary)
+                if table in schemas.TABLES:
+                    _download_table(catalog, io, table, snapshot_id, temporary)
             (temporary / SNAPSHOT_FILE).write_text(publication["snapshot_id"] + "\n")
             write_duckdb_file(temporary, settings)
             (temporary / COMPLETE_MARKER).write_text(publication["publication_id"] + "\n")
-            try:
-                os.rename(temporary, folder)
-            except OSError:  # another reader materialized the same state first
-                if not (folder / COMPLETE_MARKER).exists():
-                    raise
-        finally:
-            shutil.rmtree(temporary, ignore_errors=True)
+
+        try:
+            replace_atomically(folder, fill)
+        except OSError:  # another reader materialized the same state first
+            if not (folder / COMPLETE_MARKER).exists():
+                raise
     symlink_atomically(replica.current, os.path.relpath(folder, replica.root))
     _remove_old_replicas(replica, folder)
 
@@ -637,7 +635,11 @@ def _download_table(
 
 def _remove_old_replicas(replica: Warehouse, current: Path) -> None:
     folders = sorted(
-        (p for p in replica.generations.iterdir() if (p / COMPLETE_MARKER).exists()),
+        (
+            p
+            for p in replica.generations.iterdir()
+            if not p.name.startswith(".") and (p / COMPLETE_MARKER).exists()  # not in flight
+        ),
         key=lambda p: p.stat().st_mtime,
     )
     keep = {current, *folders[-KEEP_REPLICAS:]}
