@@ -35,6 +35,7 @@ LIST_DEFINITIONS_HINT = '`tracehouse query "SELECT DISTINCT definition FROM runs
 # Settings each command takes as flags (the others come from TRACEHOUSE_* or their default).
 BUILD_SETTINGS = (
     "source",
+    "source_name",
     "revision",
     "baselines_file",
     "exact",

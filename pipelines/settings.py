@@ -71,6 +71,16 @@ def _source(value: str | None) -> str | None:
     return None
 
 
+def _source_name(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if not value.strip() or value != value.strip():
+        return "must be a non-empty name without leading or trailing spaces"
+    if len(value) > 200 or not value.isprintable():
+        return "must be at most 200 printable characters"
+    return None
+
+
 def setting(
     default: Any,
     doc: str,
@@ -108,6 +118,14 @@ class Settings:
         str,
         flag="--source",
         check=_source,
+    )
+    source_name: str | None = setting(
+        None,
+        "Name of the source in the warehouse (`tracehouse sources`); a build replaces only the "
+        "rows of its source. Default: the folder's name, or <org>/<name> of an hf:// source.",
+        str,
+        flag="--source-name",
+        check=_source_name,
     )
     revision: str | None = setting(
         None,

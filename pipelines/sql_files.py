@@ -48,6 +48,8 @@ VIEW_ORDER = (
     "record_events",
     "latency_history",
     "regressions",
+    "run_history",
+    "leader_changes",
 )
 
 

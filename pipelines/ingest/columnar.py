@@ -437,7 +437,7 @@ class ColumnarBatch:
             values.clear()
         return (
             runs_table.cast(STAGING_RUNS.arrow_schema),
-            correctness_table.cast(schemas.CORRECTNESS.arrow_schema),
+            correctness_table.cast(schemas.STORED["correctness"].arrow_schema),
         )
 
 

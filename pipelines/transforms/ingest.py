@@ -73,14 +73,14 @@ STAGING_RUNS = schemas.Table(
     "staging_runs",
     "runs rows of one file before global resolution",
     ("run_id",),
-    tuple(c for c in schemas.RUNS.columns if c.name not in RESOLVED_RUN_COLUMNS)
+    tuple(c for c in schemas.STORED["runs"].columns if c.name not in RESOLVED_RUN_COLUMNS)
     + STAGING_RUN_COLUMNS,
 )
 STAGING_WORKLOADS = schemas.Table(
     "staging_workloads",
     "workload rows of one file",
-    schemas.WORKLOADS.key,
-    schemas.WORKLOADS.columns
+    schemas.STORED["workloads"].key,
+    schemas.STORED["workloads"].columns
     + (schemas.Column("record_index", pa.int64(), "Position inside the line.", False),),
 )
 
@@ -91,11 +91,11 @@ CHUNK_ROWS = 20_000
 
 PART_TABLES = {
     "runs": STAGING_RUNS,
-    "correctness": schemas.CORRECTNESS,
+    "correctness": schemas.STORED["correctness"],
     "workloads": STAGING_WORKLOADS,
-    "environments": schemas.ENVIRONMENTS,
-    "rejects": schemas.REJECTS,
-    "trace_lines": schemas.TRACE_LINES,
+    "environments": schemas.STORED["environments"],
+    "rejects": schemas.STORED["rejects"],
+    "trace_lines": schemas.STORED["trace_lines"],
 }
 
 
