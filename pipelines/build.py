@@ -661,3 +661,58 @@ def source_version(settings: Settings) -> str:
     files, _ = discover(root)
     listing = json.dumps([[f.rel, f.size, f.fingerprint[1]] for f in files]).encode()
     return "files:" + hashlib.sha256(listing).hexdigest()[:32]
+
+
+def remove_source(settings: Settings, name: str) -> BuildResult:
+    """Remove one source from the warehouse: a new generation without its rows, published
+    atomically under the build lock (rankings span what remains). Its staging and table
+    parts go once no kept generation links them."""
+    from pipelines.transforms import finalize
+
+    started = time.perf_counter()
+    warehouse = Warehouse(settings.warehouse, settings.keep_generations)
+    current = warehouse.require_current()
+    with warehouse.build_lock(settings.lock_timeout_s):
+        published_before = interrupts.published()
+        try:
+            current = warehouse.require_current()
+            held = [s.source for s in generation_sources(current)]
+            if name not in held:
+                raise LookupError(
+                    f"no source {name!r} in {warehouse.root} (it holds: {', '.join(held)})"
+                )
+            if held == [name]:
+                raise SettingsError(
+                    f"{name!r} is the only source of {warehouse.root}; removing it would leave "
+                    "an empty warehouse. Build another source first, or delete the folder"
+                )
+            warehouse.remove_stale_generations()
+            # Removing a source shrinks the tables by design: the outcome is recorded, the
+            # shrink is not refused.
+            guard = _publish_guard(replace(settings, allow_shrink=True), current, False)
+            outcome = finalize.finalize_without_source(
+                warehouse=warehouse, settings=settings, name=name, before_publish=guard
+            )
+        except BaseException:
+            if interrupts.published() == published_before:
+                warehouse.remove_stale_generations()
+            raise
+        manifest = read_manifest(warehouse.manifest_path)
+        manifest.sources.pop(name, None)
+        write_manifest(warehouse.manifest_path, manifest)
+        remove_unreferenced_staging(warehouse, manifest)
+        for stale in warehouse.cache.glob(f"context-{source_key(name)}.pickle"):
+            stale.unlink(missing_ok=True)
+    return BuildResult(
+        warehouse.root,
+        False,
+        time.perf_counter() - started,
+        outcome.table_counts,
+        dict(sorted(outcome.rejects_by_reason.items())),
+        0,
+        0,
+        0,
+        outcome.snapshot_id,
+        generation=outcome.generation.name,
+        checks=outcome.checks,
+    )

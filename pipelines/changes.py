@@ -83,7 +83,7 @@ def store_regression_thresholds(
 # `tracehouse changes`
 
 CURRENT_SNAPSHOT_SQL = """
-SELECT s.snapshot_id, s.source, s.requested_revision, s.resolved_sha, s.built_at
+SELECT s.snapshot_id, s.source, s.requested_revision, s.resolved_sha, s.built_at, s.uri
 FROM source_snapshots AS s
 WHERE s.snapshot_id IN (SELECT DISTINCT snapshot_id FROM runs)
    OR NOT EXISTS (SELECT 1 FROM runs)
@@ -92,9 +92,17 @@ LIMIT 1
 """
 
 SNAPSHOTS_SQL = """
-SELECT snapshot_id, source, requested_revision, resolved_sha, built_at
+SELECT snapshot_id, source, requested_revision, resolved_sha, built_at, uri
 FROM source_snapshots
 ORDER BY built_at
+"""
+
+# The current snapshot of every source: the latest of each.
+SOURCE_SNAPSHOTS_SQL = """
+SELECT snapshot_id, source, requested_revision, resolved_sha, built_at, uri
+FROM source_snapshots
+QUALIFY row_number() OVER (PARTITION BY source ORDER BY snapshot_number DESC) = 1
+ORDER BY source
 """
 
 RECORD_EVENTS_SQL = """
@@ -125,6 +133,7 @@ class Snapshot:
     requested_revision: str | None
     resolved_sha: str | None
     built_at: datetime
+    uri: str  # the folder or hf:// dataset the source's name stands for
 
     @property
     def revision(self) -> str:
@@ -198,16 +207,18 @@ def resolve_since(connection: duckdb.DuckDBPyConnection, text: str) -> Since:
 
 
 def check_source(connection: duckdb.DuckDBPyConnection, source: str) -> Snapshot:
-    """The current snapshot when it was read from ``source`` (as given to the build)."""
-    current = current_snapshot(connection)
-    if not _same_source(source, current.source):
-        raise ValueError(
-            f"--source {source!r}: not a source of this warehouse (it holds {current.source!r})"
-        )
-    return current
+    """The current snapshot of ``source``: a source name (`tracehouse sources`), or the
+    folder or hf:// URI given to the build."""
+    held = _snapshots(connection, SOURCE_SNAPSHOTS_SQL)
+    for snapshot in held:
+        if source == snapshot.source or _same_source(source, snapshot.uri):
+            return snapshot
+    names = ", ".join(repr(s.source) for s in held)
+    raise ValueError(f"--source {source!r}: not a source of this warehouse (it holds {names})")
 
 
 def _same_source(given: str, stored: str) -> bool:
+    given = given.split("@", 1)[0] if given.startswith("hf://") else given
     if given.rstrip("/") == stored.rstrip("/"):
         return True
     if given.startswith("hf://") or stored.startswith("hf://"):

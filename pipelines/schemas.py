@@ -806,6 +806,7 @@ RUN_SUMMARY_VIEW = View(
             "snapshot_id",
             "source_file",
             "source_line",
+            "source",
         ),
     ),
 )
@@ -961,6 +962,78 @@ REGRESSIONS_VIEW = View(
     ),
 )
 
+RUN_HISTORY_VIEW = View(
+    "run_history",
+    "One row per run and snapshot range of its source: the first and last snapshot in which it "
+    "was present (with the same comparison key and eligibility).",
+    (
+        *_same_as(RUN_APPEARANCES, "source", "run_id", "first_snapshot_number"),
+        _v("first_snapshot_id", "The range's first snapshot (key into source_snapshots)."),
+        _v(
+            "last_snapshot_number",
+            "The last snapshot of the source that held the run (its latest while current).",
+        ),
+        _v("last_snapshot_id", "The range's last snapshot (key into source_snapshots)."),
+        _v("current", "True when the source's latest snapshot holds the run."),
+        *_same_as(
+            RUN_APPEARANCES,
+            "comparison_key",
+            "eligible",
+            "definition",
+            "solution",
+            "workload_uuid",
+            "status",
+            "latency_ns",
+            "observed_at",
+            "run_digest",
+            "source_file",
+            "source_line",
+        ),
+    ),
+)
+
+LEADER_CHANGES_VIEW = View(
+    "leader_changes",
+    "One row per comparison key and warehouse state (a build) in which its rank-1 run changed.",
+    (
+        _v("comparison_key", "The comparison key."),
+        _v("source", "The source whose build made the state."),
+        _v("snapshot_id", "That build's snapshot (key into source_snapshots)."),
+        _v("snapshot_number", "The snapshot's number within its source."),
+        _v("changed_at", "When that build ran (source_snapshots.built_at)."),
+        _v(
+            "cause",
+            "`first` (no leader before), `faster` (a strictly faster run), `withdrawn` (the "
+            "leader's source dropped it), `tie` (an equal run observed earlier leads).",
+        ),
+        _v("previous_run_id", "The leader before (null for `first`)."),
+        _v("previous_solution", "Its solution."),
+        _v("previous_latency_ns", "Its latency in ns."),
+        _v("run_id", "The new leader (null when no eligible run is left)."),
+        _v("solution", "Its solution."),
+        _v("latency_ns", "Its latency in ns."),
+        _v("speedup_over_previous", "previous_latency_ns / latency_ns."),
+    ),
+)
+
+SOURCE_SUMMARY_VIEW = View(
+    "source_summary",
+    "One row per source the warehouse holds: its current snapshot and counts (`tracehouse sources`).",
+    (
+        _v("source", "The source's name."),
+        _v("uri", "The folder or hf:// dataset it stands for."),
+        _v("revision", "The revision of its current snapshot (commit sha, else as requested)."),
+        _v("snapshot_number", "Its current snapshot's number within the source."),
+        _v("snapshot_id", "Its current snapshot (key into source_snapshots)."),
+        _v("built_at", "When that snapshot was built."),
+        _v("definitions", "Definitions it holds."),
+        _v("solutions", "Solutions it holds."),
+        _v("runs", "Runs it holds."),
+        _v("eligible_runs", "Of which may rank."),
+        _v("rejects", "Records and files of it that were not imported."),
+    ),
+)
+
 VIEWS: dict[str, View] = {
     v.name: v
     for v in (
@@ -970,6 +1043,9 @@ VIEWS: dict[str, View] = {
         RECORD_EVENTS_VIEW,
         LATENCY_HISTORY_VIEW,
         REGRESSIONS_VIEW,
+        RUN_HISTORY_VIEW,
+        LEADER_CHANGES_VIEW,
+        SOURCE_SUMMARY_VIEW,
     )
 }
 

@@ -50,6 +50,7 @@ VIEW_ORDER = (
     "regressions",
     "run_history",
     "leader_changes",
+    "source_summary",
 )
 
 

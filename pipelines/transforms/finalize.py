@@ -375,7 +375,7 @@ def finalize(
     try:
         for name, table in PART_TABLES.items():
             _staged_view(connection, name, table, all_parts[name])
-        history = _snapshot_history(warehouse, resolved.name)
+        history = _snapshot_history(warehouse)
         snapshot = _snapshot_row(resolved, files, file_entries, loaded.context)
         snapshot["snapshot_number"] = _snapshot_number(history, resolved.name, snapshot)
         (generation / SNAPSHOT_FILE).write_text(snapshot["snapshot_id"] + "\n")
@@ -579,7 +579,7 @@ def _now_ms() -> datetime:
     return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
-def _snapshot_history(warehouse: Warehouse, name: str) -> list[dict[str, Any]]:
+def _snapshot_history(warehouse: Warehouse) -> list[dict[str, Any]]:
     """Every snapshot of every source the current generation lists, in build order, so the
     table shows which revision each state came from."""
     current = warehouse.current_generation()
@@ -612,3 +612,65 @@ def _write_duckdb_file(generation: Path, settings: Settings) -> None:
         connection.execute("CHECKPOINT")
     finally:
         connection.close()
+
+
+def finalize_without_source(
+    *,
+    warehouse: Warehouse,
+    settings: Settings,
+    name: str,
+    before_publish: Callable[[Path, dict[str, int], dict[str, invariants.Outcome]], None]
+    | None = None,
+) -> FinalizeOutcome:
+    """A new generation holding every source of the current one but ``name``: their files
+    linked as they are, the source's snapshots dropped from source_snapshots, ranks computed
+    again over what remains; published like any build."""
+    current = warehouse.require_current()
+    held = generation_sources(current)
+    keep = [s for s in held if s.source != name]
+    generation = warehouse.new_generation()
+    checks: dict[str, invariants.Outcome] = {}
+    _link_other_sources(current, generation, keep)
+    write_generation_sources(generation, keep)
+    for table in ("protocols", "baseline_map"):
+        _link(current / f"{table}.parquet", generation / f"{table}.parquet")
+    history = [row for row in _snapshot_history(warehouse) if row["source"] != name]
+    pq.write_table(
+        _rows_to_arrow("source_snapshots", history),
+        generation / "source_snapshots.parquet",
+        compression="zstd",
+    )
+    # The generation shows the latest snapshot it holds.
+    (generation / SNAPSHOT_FILE).write_text(history[-1]["snapshot_id"] + "\n")
+    connection = duckdb.connect(
+        config={
+            "threads": max(1, settings.workers),
+            "memory_limit": FINALIZE_MEMORY_LIMIT,
+            "temp_directory": str(warehouse.cache / DUCKDB_SPILL_DIR),
+            "preserve_insertion_order": False,
+        }
+    )
+    try:
+        create_table_views(connection, generation)
+        invariants.enforce(connection, invariants.RUN_INVARIANTS, checks)
+        connection.sql(
+            f"SELECT * FROM ({sql_text('run_rankings')}) s ORDER BY {TABLE_ORDER['run_rankings']}"  # noqa: S608
+        ).write_parquet(str(generation / "run_rankings.parquet"), compression="zstd")
+        create_table_views(connection, generation)
+        invariants.enforce(connection, invariants.RANKING_INVARIANTS, checks)
+        counts = {
+            table: connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # type: ignore[index]  # noqa: S608
+            for table in schemas.TABLES
+        }
+        rejects_by_reason = invariants.rejects_by_reason(connection)
+    finally:
+        connection.close()
+    _write_duckdb_file(generation, settings)
+    if before_publish is not None:
+        before_publish(generation, counts, checks)
+    (generation / ".complete").write_text(f"{IMPORTER_VERSION}\n")
+    warehouse.publish(generation)
+    _remove_unlinked_parts(warehouse)
+    return FinalizeOutcome(
+        generation, counts, rejects_by_reason, history[-1]["snapshot_id"], {}, checks
+    )
