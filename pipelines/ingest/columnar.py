@@ -35,6 +35,7 @@ from pipelines import kernelindex
 from pipelines.kernelindex import canonical_number
 from pipelines.rejects import NEEDS_CORRECTNESS
 from pipelines.transforms.evaluation_rules import was_evaluated
+from pipelines.transforms.fib_lines import fib_trace_line
 from pipelines.transforms.normalize import LOG_TRUNCATED_SUFFIX, log_excerpt
 
 # Members of a trace line, its evaluation, correctness and performance blocks this path takes;
@@ -162,8 +163,13 @@ class _Combination:
     environment_extra: dict[str, Any]
     tolerance_max_atol: float | None
     tolerance_max_rtol: float | None
+    # What FlashInfer-Bench reads of the raw workload and environment (its trace_lines row).
+    fib_columns: dict[str, str | None]
 
 
+# trace_lines columns (pipelines.transforms.fib_lines) that depend only on the raw workload and
+# environment, which every line of a combination shares byte for byte.
+FIB_ENTITY_COLUMNS = ("workload_uuid", "hardware", "device")
 # Entity columns copied from the representative line's exact row.
 COMBINATION_COLUMNS = (
     "environment_id",
@@ -197,8 +203,9 @@ class ColumnarBatch:
     context: Any  # transforms.ingest.DatasetContext
     combination_ids: dict[tuple[Any, ...], int] = field(default_factory=dict)
     combinations: list[_Combination] = field(default_factory=list)
-    # (source_file, kernelindex_scope, path_author) of each file seen, by position
-    files: list[tuple[str, bool, str | None]] = field(default_factory=list)
+    # (source_file, kernelindex_scope, path_author, FlashInfer-Bench reads it) of each file
+    # seen, by position
+    files: list[tuple[str, bool, str | None, bool]] = field(default_factory=list)
     file_ids: dict[str, int] = field(default_factory=dict)
     columns: dict[str, list[Any]] = field(default_factory=dict)
     derived: dict[tuple[Any, ...], Any] = field(default_factory=dict)
@@ -237,7 +244,7 @@ class ColumnarBatch:
         if file_id is None:
             file_id = self.file_ids[ingester.rel] = len(self.files)
             author = ingester.rel.split("/")[1] if ingester.in_scope else None
-            self.files.append((ingester.rel, ingester.in_scope, author))
+            self.files.append((ingester.rel, ingester.in_scope, author, ingester.fib_reads))
 
         columns = self.columns
         columns["file"].append(file_id)
@@ -355,6 +362,9 @@ class ColumnarBatch:
                 }
             )
         ingester.result.workload_records += 1
+        ingester.fib_line(
+            record
+        )  # a workload line with `"evaluation": {}` counts for FlashInfer-Bench
         return True
 
     @staticmethod
@@ -379,8 +389,9 @@ class ColumnarBatch:
                 }
             )
 
-    def frames(self) -> tuple[pa.Table, pa.Table]:
-        """The gathered lines as staging runs and correctness tables; the batch is emptied."""
+    def frames(self) -> tuple[pa.Table, pa.Table, pa.Table]:
+        """The gathered lines as staging runs, correctness and trace_lines tables; the batch is
+        emptied."""
         from pipelines import schemas
         from pipelines.transforms.ingest import STAGING_RUNS
 
@@ -394,6 +405,7 @@ class ColumnarBatch:
                     "variants_before_log": ",".join(c.workload_variants + c.environment_variants),
                     "tolerance_max_atol": c.tolerance_max_atol,
                     "tolerance_max_rtol": c.tolerance_max_rtol,
+                    **{f"fib_{name}": value for name, value in c.fib_columns.items()},
                 }
                 for index, c in enumerate(self.combinations)
             ],
@@ -405,12 +417,14 @@ class ColumnarBatch:
                 "source_file": [f[0] for f in self.files],
                 "kernelindex_scope": [f[1] for f in self.files],
                 "path_author": [f[2] for f in self.files],
+                "fib_reads": [f[3] for f in self.files],
             },
             schema={
                 "file": pl.Int64(),
                 "source_file": pl.String(),
                 "kernelindex_scope": pl.Boolean(),
                 "path_author": pl.String(),
+                "fib_reads": pl.Boolean(),
             },
         )
         runs = _run_columns(
@@ -438,6 +452,7 @@ class ColumnarBatch:
         return (
             runs_table.cast(STAGING_RUNS.arrow_schema),
             correctness_table.cast(schemas.STORED["correctness"].arrow_schema),
+            _fib_trace_lines(runs).cast(schemas.STORED["trace_lines"].arrow_schema),
         )
 
 
@@ -481,6 +496,7 @@ _ENTITY_SCHEMA: dict[str, pl.DataType] = {
     "variants_before_log": pl.String(),
     "tolerance_max_atol": pl.Float64(),
     "tolerance_max_rtol": pl.Float64(),
+    **{f"fib_{name}": pl.String() for name in FIB_ENTITY_COLUMNS},
 }
 
 
@@ -508,6 +524,7 @@ def _derive_combination(ingester: Any, record: Any) -> _Combination | None:
         v for v in trace.variants if v in ("device_key", "numeric_lib_version")
     )
     tolerance = trace.workload.get("tolerance") or {}
+    line = fib_trace_line(ingester.rel, record) or {}
     return _Combination(
         columns={name: row.get(name) for name in COMBINATION_COLUMNS},
         identified=row.get("run_body_template") is not None,
@@ -519,6 +536,7 @@ def _derive_combination(ingester: Any, record: Any) -> _Combination | None:
         environment_extra=trace.environment_extra,
         tolerance_max_atol=_tolerance(tolerance.get("max_atol")),
         tolerance_max_rtol=_tolerance(tolerance.get("max_rtol")),
+        fib_columns={name: line.get(name) for name in FIB_ENTITY_COLUMNS},
     )
 
 
@@ -653,6 +671,45 @@ def _run_body_template() -> pl.Expr:
         + _quoted("ki_status")
         + pl.when(pl.col("latency_ms").is_not_null()).then(timing).otherwise(pl.lit(""))
         + pl.lit(',"workloadDigest":' + TEMPLATE_SLOT + "}}")
+    )
+
+
+def _fib_error_bound(prefix: str) -> pl.Expr:
+    """FlashInfer-Bench reads the "Infinity" word as infinity and "NaN" as no number."""
+    return (
+        pl.when(pl.col(f"{prefix}_special") == "Infinity")
+        .then(pl.lit(math.inf))
+        .otherwise(pl.col(f"{prefix}_error"))
+    )
+
+
+def _fib_trace_lines(runs: pl.DataFrame) -> pa.Table:
+    """The trace_lines rows of the batch's lines (fib_lines.fib_trace_line, column-wise): a
+    clean line is one strict JSON object with a non-empty evaluation whose numbers are finite,
+    so most of FlashInfer-Bench's reading is the staged columns themselves."""
+    return (
+        runs.filter(pl.col("fib_reads"))
+        .select(
+            "source_file",
+            "source_line",
+            "record_index",
+            pl.lit(True).alias("json_parse_ok"),
+            "definition",
+            "solution",
+            pl.col("fib_workload_uuid").alias("workload_uuid"),
+            pl.lit(True).alias("has_evaluation"),
+            "status",
+            pl.col("fib_hardware").alias("hardware"),
+            pl.col("fib_device").alias("device"),
+            pl.col("has_timing").alias("has_performance"),
+            "latency_ms",
+            pl.col("has_timing").alias("latency_is_json_number"),
+            "speedup_factor",
+            _fib_error_bound("absolute").alias("max_absolute_error"),
+            _fib_error_bound("relative").alias("max_relative_error"),
+            pl.col("timestamp_raw").alias("timestamp"),
+        )
+        .to_arrow()
     )
 
 

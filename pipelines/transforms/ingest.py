@@ -491,10 +491,12 @@ class PartWriter:
                 self.write(name, rows.to_arrow())
                 rows.rows.clear()
         if columnar is not None and len(columnar):
-            runs, correctness = columnar.frames()
+            runs, correctness, trace_lines = columnar.frames()
             self.write("runs", runs)
             if correctness.num_rows:
                 self.write("correctness", correctness)
+            if trace_lines.num_rows:
+                self.write("trace_lines", trace_lines)
 
 
 def ingest_group(
@@ -544,8 +546,6 @@ def _ingest_lines(
                 or (columnar is not None and len(columnar) >= chunk_rows)
             ):
                 writer.flush(columnar)
-            if not isinstance(item, Reject):
-                ingester.fib_line(item)
             if isinstance(item, Reject):
                 counts.records += 1
                 ingester.reject(item.line, item.reason, item.message, None)
@@ -554,6 +554,7 @@ def _ingest_lines(
                 counts.records += 1
                 counts.columnar_records += 1
             else:
+                ingester.fib_line(item)
                 ingester.record(item)
         counts.content_sha256 = content.hexdigest()
     except OSError as error:
