@@ -644,17 +644,30 @@ def utc_now() -> datetime:
 def source_version(settings: Settings) -> str:
     """What the configured source is at right now, cheaply: the commit a Hub revision resolves
     to, a folder's git HEAD (or the given revision), else a digest of its file listing (paths,
-    sizes, modification times). The Dagster source asset's data version."""
+    sizes, modification times); with several sources (the ``sources`` setting), a digest of
+    each one's. The Dagster source asset's data version."""
+    if settings.sources:
+        from pipelines.settings import parse_sources
+
+        versions = [
+            f"{name}={_one_source_version(uri, settings)}"
+            for name, uri in sorted(parse_sources(settings.sources).items())
+        ]
+        return "sources:" + hashlib.sha256("\n".join(versions).encode()).hexdigest()[:32]
     if settings.source is None:
         raise SettingsError(NO_SOURCE)
-    if settings.source.startswith("hf://"):
+    return _one_source_version(settings.source, settings)
+
+
+def _one_source_version(source: str, settings: Settings) -> str:
+    if source.startswith("hf://"):
         from pipelines.sources import hub
 
-        reference = hub.parse_hub_uri(settings.source)
+        reference = hub.parse_hub_uri(source)
         assert reference is not None
         return hub.resolve_revision(reference, retry=hub.RetryPolicy.within(settings.hub_timeout_s))
-    root = Path(settings.source)
-    require_dataset(root, settings.source)
+    root = Path(source)
+    require_dataset(root, source)
     revision = settings.revision or git_revision(root)
     if revision is not None:
         return revision

@@ -190,9 +190,10 @@ def _assert_clean(warehouse: Path) -> None:
         assert (folder / "tracehouse.duckdb").exists()
     manifest = json.loads((warehouse / "cache" / "manifest.json").read_text())
     referenced: set[str] = set()
-    for entry in manifest["files"].values():
-        for names in entry.get("parts", {}).values():  # a name, or a list of names per table
-            referenced.update([names] if isinstance(names, str) else names)
+    for source in manifest["sources"].values():
+        for entry in source["files"].values():
+            for names in entry.get("parts", {}).values():  # a list of names per table
+                referenced.update(names)
     staged = _listing(warehouse / "cache" / "staging")
     assert staged == referenced, f"unreferenced staging parts: {sorted(staged - referenced)[:5]}"
     spill = warehouse / "cache" / "duckdb_tmp"

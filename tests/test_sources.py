@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -336,3 +337,38 @@ def test_a_name_already_given_to_another_folder_is_refused(tmp_path: Path) -> No
     assert held[0]["runs"] == held[1]["runs"] > 0
     # Same files, two sources: two runs each, with their own ids.
     assert rows(warehouse, "SELECT count(DISTINCT run_id) = count(*) AS ok FROM runs")[0]["ok"]
+
+
+@requires_shared
+def test_dagster_builds_one_partition_per_configured_source(tmp_path: Path) -> None:
+    """TRACEHOUSE_SOURCES makes the tables one partition per source; materializing a partition
+    builds that source, under that name, into the shared warehouse."""
+    import os
+
+    warehouse = tmp_path / "warehouse"
+    (tmp_path / "dagster").mkdir()
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TRACEHOUSE_")}
+    environment.update(
+        DAGSTER_HOME=str(tmp_path / "dagster"),
+        TRACEHOUSE_WAREHOUSE=str(warehouse),
+        TRACEHOUSE_SOURCES=f"v3={SAMPLES_DIR / 'hf_v3_layout'};"
+        f"fork={SAMPLES_DIR / 'intel_sycl_fork_2026-09'}",
+    )
+    dagster = Path(sys.executable).with_name("dagster")
+    for partition in ("fork", "v3"):
+        done = subprocess.run(
+            [str(dagster), "asset", "materialize", "-m", "pipelines.definitions"]
+            + ["--select", "*", "--partition", partition],
+            capture_output=True,
+            text=True,
+            env=environment,
+            cwd=Path(__file__).resolve().parents[1],
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+    held = rows(warehouse, "SELECT source, uri, runs FROM source_summary ORDER BY source")
+    assert [(h["source"], Path(h["uri"]).name) for h in held] == [
+        ("fork", "intel_sycl_fork_2026-09"),
+        ("v3", "hf_v3_layout"),
+    ]
+    assert all(h["runs"] > 0 for h in held)
