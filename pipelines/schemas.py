@@ -455,9 +455,15 @@ REJECTS = Table(
 SOURCE_SNAPSHOTS = Table(
     "source_snapshots",
     "Which source revision each warehouse state came from: every snapshot of every source, in build order.",
-    ("snapshot_id",),
+    ("source", "snapshot_number"),
     (
-        _c("snapshot_id", S, "sha256 of (source, resolved sha, file list digest).", False),
+        _c(
+            "snapshot_id",
+            S,
+            "sha256 of (source, resolved sha, file list digest); a source that returns to an "
+            "earlier state has that snapshot again, under a new snapshot_number.",
+            False,
+        ),
         _c(
             "source",
             S,

@@ -220,6 +220,12 @@ def test_revisions_of_the_golden_corpus_are_remembered(tmp_path: Path) -> None:
     expected_changes = expected_leader_changes(states, present)
     assert got == expected_changes
     assert {c[2] for c in expected_changes} >= {"first", "faster"}
+    listed = run_cli("changes", "--format", "json", "--warehouse", str(warehouse))
+    assert listed.returncode == 0, listed.stderr
+    changes_of_leaders = json.loads(listed.stdout)["leader_changes"]
+    assert sorted((c["comparison_key"], c["snapshot_number"]) for c in changes_of_leaders) == [
+        (c[0], c[1]) for c in expected_changes if c[2] != "first"
+    ]
 
     # The current tables equal a from-scratch build of the last revision.
     scratch = tmp_path / "scratch"
