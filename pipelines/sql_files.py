@@ -9,6 +9,7 @@ from pathlib import Path
 # regressions also reads the regression_thresholds table). schemas.VIEWS documents the ones
 # people query by name, column by column.
 VIEW_ORDER = (
+    "ranking_inputs",
     "baseline_solutions",
     "run_summary",
     "fib_definitions",

@@ -250,10 +250,12 @@ def _fsync_tree(folder: Path) -> None:
     _fsync_dir(folder)
 
 
-# Tables stored as parts, one per (source, group of source files) (cache/parts/<table>/), so
-# that a build re-writes only the parts of the files that changed, and a build of one source
-# none of another's. Their rows are in no particular order across parts; exports sort them.
-PARTED_TABLES = ("runs", "correctness", "rejects")
+# Tables stored as a folder of parts (cache/parts/<table>/), so that a build re-writes only
+# the parts whose inputs changed: one part per (source, group of source files) for runs,
+# correctness, rejects and trace_lines (a build of one source writes none of another's), one
+# per ranking bucket (sql/ranking_inputs.sql) for run_rankings, which spans every source. Their
+# rows are in no particular order across parts; exports sort them.
+PARTED_TABLES = ("runs", "correctness", "rejects", "trace_lines", "run_rankings")
 SNAPSHOT_FILE = "snapshot_id"  # the snapshot the generation's own build produced
 SOURCES_FILE = "sources.json"  # every source of the generation (GenerationSource)
 
@@ -271,7 +273,8 @@ PER_SOURCE_TABLES = (
     "run_appearances",
     "run_disappearances",
 )
-# Columns of per-source tables the views add from sources.json (schemas.VIEW_ADDED_COLUMNS).
+# Columns of per-source tables the views add from sources.json (schemas.VIEW_ADDED_COLUMNS):
+# stored in the parts they would change every part on every build.
 VIEW_ADDED_COLUMNS = ("source", "snapshot_id")
 
 

@@ -18,7 +18,7 @@ WITH runs_with_reasons AS (
             ],
             lambda reason: reason IS NOT NULL
         ) AS ineligible_reasons
-    FROM runs
+    FROM ranking_inputs
 ),
 cohort_members AS (
     SELECT DISTINCT comparison_key, run_identity, latency_ns

@@ -249,6 +249,14 @@ def test_building_twice_gives_identical_tables_and_exports(tmp_path: Path) -> No
     assert manifest["tables"]["runs"]["rows"] == 1490
 
 
+def ranking_parts(warehouse: Path) -> set[str]:
+    """The run_rankings parts the published generation links to (one per ranking bucket)."""
+    return {
+        path.name.split("-")[0]
+        for path in (warehouse / "current" / "run_rankings.parquet").glob("*.parquet")
+    }
+
+
 @requires_shared
 def test_incremental_build_reparses_only_the_changed_file_and_equals_a_full_build(
     tmp_path: Path,
@@ -262,8 +270,13 @@ def test_incremental_build_reparses_only_the_changed_file_and_equals_a_full_buil
     trace_file = source / "traces/baseline/rmsnorm/fused_add_rmsnorm_h2048.jsonl"
     lines = trace_file.read_text().splitlines(keepends=True)
     trace_file.write_text("".join(lines[:-1]))  # drop the last run
+    before = ranking_parts(tmp_path / "w")
     incremental = build(source, tmp_path / "w", revision=GOLDEN_REVISION)
     assert (incremental.files_parsed, incremental.files_reused) == (1, 99)
+    # One definition changed: one ranking bucket re-ranked, every other part linked as it was.
+    after = ranking_parts(tmp_path / "w")
+    assert len(before) == len(after) > 10
+    assert len(after - before) == 1 and len(before - after) == 1
     build(source, tmp_path / "scratch", revision=GOLDEN_REVISION)
     for table in TABLES:
         ours, scratch = table_rows(tmp_path / "w", table), table_rows(tmp_path / "scratch", table)

@@ -207,15 +207,15 @@ class ColumnarBatch:
     # seen, by position
     files: list[tuple[str, bool, str | None, bool]] = field(default_factory=list)
     file_ids: dict[str, int] = field(default_factory=dict)
-    columns: dict[str, list[Any]] = field(default_factory=dict)
+    rows: list[tuple[Any, ...]] = field(default_factory=list)  # one per line, _LOOP_SCHEMA order
     derived: dict[tuple[Any, ...], Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.columns = {name: [] for name in _LOOP_COLUMNS}
+        self.rows = []
         self.derived = _combination_cache(self.context)
 
     def __len__(self) -> int:
-        return len(self.columns["source_line"])
+        return len(self.rows)
 
     def take(self, record: Any, ingester: Any) -> bool:
         """Gather one record of the file ``ingester`` reads (transforms.ingest.FileIngester),
@@ -246,89 +246,87 @@ class ColumnarBatch:
             author = ingester.rel.split("/")[1] if ingester.in_scope else None
             self.files.append((ingester.rel, ingester.in_scope, author, ingester.fib_reads))
 
-        columns = self.columns
-        columns["file"].append(file_id)
         raw = record.raw
         line_digest = hashlib.sha256(raw).hexdigest()
-        columns["run_id"].append(
-            hashlib.sha256(
-                f"{ingester.rel}\n{record.line}\n{record.index}\n{line_digest}".encode()
-            ).hexdigest()[:32]
-        )
-        columns["line_digest"].append(line_digest)
-        columns["source_line"].append(record.line)
-        columns["source_offset"].append(record.offset)
-        columns["combination"].append(combination_id)
-        columns["definition"].append(value["definition"])
-        columns["solution"].append(value.get("solution"))
+        run_id = hashlib.sha256(
+            f"{ingester.rel}\n{record.line}\n{record.index}\n{line_digest}".encode()
+        ).hexdigest()[:32]
         status = evaluation["status"]
-        columns["status"].append(status)
-        columns["timestamp_raw"].append(evaluation["timestamp"])
         log = evaluation.get("log")
-        columns["evaluated"].append(was_evaluated(status, log or ""))
         if log:
             encoded = log.encode("utf-8")
-            columns["log_bytes"].append(len(encoded))
-            columns["log_digest"].append("sha256:" + hashlib.sha256(encoded).hexdigest())
-            columns["log_truncated"].append(log[-64:].rstrip().endswith(LOG_TRUNCATED_SUFFIX))
-            columns["log_excerpt"].append(log_excerpt(log) if status != "PASSED" else None)
+            log_bytes = len(encoded)
+            log_digest = "sha256:" + hashlib.sha256(encoded).hexdigest()
+            log_truncated = log[-64:].rstrip().endswith(LOG_TRUNCATED_SUFFIX)
+            excerpt = log_excerpt(log) if status != "PASSED" else None
         else:
-            columns["log_bytes"].append(0)
-            columns["log_digest"].append(None)
-            columns["log_truncated"].append(False)
-            columns["log_excerpt"].append(None)
+            log_bytes, log_digest, log_truncated, excerpt = 0, None, False, None
         has_log_file = "log_file" in evaluation
-        columns["has_log_file"].append(has_log_file)
         record_extra: dict[str, Any] = {}
         if combination.environment_extra:
             record_extra["environment"] = combination.environment_extra
         if has_log_file:
             record_extra["log_file"] = evaluation["log_file"]
-        columns["extra_json"].append(orjson.dumps(record_extra).decode() if record_extra else None)
 
         correctness = evaluation.get("correctness")
-        columns["has_correctness"].append(correctness is not None)
         if correctness is not None:
-            for member, prefix in (
-                ("max_absolute_error", "absolute"),
-                ("max_relative_error", "relative"),
-            ):
-                bound = correctness[member]
-                if type(bound) is str:  # "NaN" or "Infinity" (_clean_trace took no other)
-                    columns[f"{prefix}_error"].append(None)
-                    columns[f"{prefix}_special"].append(bound)
-                else:
-                    columns[f"{prefix}_error"].append(float(bound))
-                    columns[f"{prefix}_special"].append(None)
+            # "NaN" or "Infinity" words go to the *_special columns (_clean_trace took no other
+            # strings); numbers to the value columns.
+            absolute = correctness["max_absolute_error"]
+            relative = correctness["max_relative_error"]
+            absolute_is_word = type(absolute) is str
+            relative_is_word = type(relative) is str
             extra = correctness.get("extra")
             ratio = extra.get("matched_ratio") if extra is not None else None
-            columns["matched_ratio"].append(
-                float(ratio) if isinstance(ratio, int | float) and type(ratio) is not bool else None
-            )
-            columns["correctness_extra_json"].append(
-                orjson.dumps({"extra": extra}).decode() if "extra" in correctness else None
+            correctness_columns: tuple[Any, ...] = (
+                True,
+                None if absolute_is_word else float(absolute),
+                absolute if absolute_is_word else None,
+                None if relative_is_word else float(relative),
+                relative if relative_is_word else None,
+                float(ratio)
+                if isinstance(ratio, int | float) and type(ratio) is not bool
+                else None,
+                orjson.dumps({"extra": extra}).decode() if "extra" in correctness else None,
             )
         else:
-            for name in (
-                "absolute_error",
-                "absolute_special",
-                "relative_error",
-                "relative_special",
-                "matched_ratio",
-                "correctness_extra_json",
-            ):
-                columns[name].append(None)
+            correctness_columns = NO_CORRECTNESS
 
         performance = evaluation.get("performance")
         if performance is not None:
-            columns["latency_ms"].append(float(performance["latency_ms"]))
-            for member in ("reference_latency_ms", "speedup_factor"):
-                other = performance.get(member)
-                columns[member].append(None if other is None else float(other))
+            reference = performance.get("reference_latency_ms")
+            speedup = performance.get("speedup_factor")
+            performance_columns: tuple[Any, ...] = (
+                float(performance["latency_ms"]),
+                None if reference is None else float(reference),
+                None if speedup is None else float(speedup),
+            )
         else:
-            columns["latency_ms"].append(None)
-            columns["reference_latency_ms"].append(None)
-            columns["speedup_factor"].append(None)
+            performance_columns = NO_PERFORMANCE
+        # One tuple per line, in _LOOP_SCHEMA order: Polars builds the columns in one pass.
+        self.rows.append(
+            (
+                file_id,
+                run_id,
+                line_digest,
+                record.line,
+                record.offset,
+                combination_id,
+                value["definition"],
+                value.get("solution"),
+                status,
+                evaluation["timestamp"],
+                was_evaluated(status, log or ""),
+                log_bytes,
+                log_digest,
+                log_truncated,
+                excerpt,
+                has_log_file,
+                orjson.dumps(record_extra).decode() if record_extra else None,
+                *correctness_columns,
+                *performance_columns,
+            )
+        )
         ingester.result.runs += 1
         return True
 
@@ -395,7 +393,7 @@ class ColumnarBatch:
         from pipelines import schemas
         from pipelines.transforms.ingest import STAGING_RUNS
 
-        batch = pl.DataFrame(self.columns, schema=_LOOP_SCHEMA)
+        batch = pl.DataFrame(self.rows, schema=_LOOP_SCHEMA, orient="row")
         entities = pl.DataFrame(
             [
                 {
@@ -447,8 +445,7 @@ class ColumnarBatch:
             )
             .to_arrow()
         )
-        for values in self.columns.values():
-            values.clear()
+        self.rows.clear()
         return (
             runs_table.cast(STAGING_RUNS.arrow_schema),
             correctness_table.cast(schemas.STORED["correctness"].arrow_schema),
@@ -487,7 +484,9 @@ _LOOP_SCHEMA: dict[str, pl.DataType] = {
     "reference_latency_ms": pl.Float64(),
     "speedup_factor": pl.Float64(),
 }
-_LOOP_COLUMNS = tuple(_LOOP_SCHEMA)
+# The trailing columns of a line without a correctness or a performance block.
+NO_CORRECTNESS = (False, None, None, None, None, None, None)
+NO_PERFORMANCE = (None, None, None)
 _ENTITY_SCHEMA: dict[str, pl.DataType] = {
     "combination": pl.Int64(),
     **{name: pl.String() for name in COMBINATION_COLUMNS},
@@ -504,16 +503,13 @@ def _derive_combination(ingester: Any, record: Any) -> _Combination | None:
     """Run the exact path on a representative line in a scratch ingester and keep what every
     line of its combination shares; None when the exact path would not import it."""
     from pipelines.transforms.ingest import FileIngester
-    from pipelines.transforms.normalize import RecordError, normalize_trace
 
-    try:
-        trace = normalize_trace(record.value)
-    except RecordError:
-        return None
     scratch = FileIngester(ingester.rel, ingester.context)
     scratch.record(record)
+    trace = scratch.last_trace
     if (
-        len(scratch.parts["runs"]) != 1
+        trace is None
+        or len(scratch.parts["runs"]) != 1
         or len(scratch.parts["environments"]) != 1
         or len(scratch.parts["workloads"]) != 1
     ):

@@ -173,6 +173,9 @@ def _groups(warehouse: Warehouse, file_entries: dict[str, FileEntry]) -> list[_G
     return [_Group(key, parts) for key, parts in sorted(found.items())]
 
 
+# Parted tables stored as one part per (source, group of source files); run_rankings, which
+# spans every source, is parted by ranking bucket instead (_write_ranking_parts).
+GROUP_PARTED_TABLES = ("runs", "correctness", "rejects", "trace_lines")
 # Stored columns of the parted tables (source and snapshot_id come from the generation).
 PART_COLUMNS = {name: schemas.stored_columns(name) for name in PARTED_TABLES}
 # run_id in the assembled parts is qualified by the source's name, so the same trace line read
@@ -216,8 +219,9 @@ def _write_parts(
             "runs": name(group.key, resolution),
             "correctness": name(group.key),
             "rejects": name(group.key),
+            "trace_lines": name(group.key),
         }
-    for table in PARTED_TABLES:
+    for table in GROUP_PARTED_TABLES:
         missing = [
             g for g in groups if not (warehouse.parts / table / names_of[g.key][table]).is_dir()
         ]
@@ -225,7 +229,7 @@ def _write_parts(
             _write_missing_parts(connection, warehouse, table, missing, names_of, source_name)
     return {
         table: [warehouse.parts / table / names_of[g.key][table] for g in groups]
-        for table in PARTED_TABLES
+        for table in GROUP_PARTED_TABLES
     }
 
 
@@ -237,14 +241,11 @@ def _write_missing_parts(
     names_of: dict[str, dict[str, str]],
     source_name: str,
 ) -> None:
-    staged_table = {"runs": "runs", "correctness": "correctness", "rejects": "rejects"}[table]
     connection.execute(
         "CREATE OR REPLACE TEMP TABLE build_source AS SELECT $name::VARCHAR AS name",
         {"name": source_name},
     )
-    files = [
-        (path, names_of[g.key][table]) for g in groups for path in g.parts.get(staged_table, [])
-    ]
+    files = [(path, names_of[g.key][table]) for g in groups for path in g.parts.get(table, [])]
     connection.register(
         "part_of_file",
         pa.table(
@@ -288,10 +289,70 @@ def _write_missing_parts(
     connection.unregister("part_of_file")
 
 
+def _write_ranking_parts(connection: duckdb.DuckDBPyConnection, warehouse: Warehouse) -> list[Path]:
+    """run_rankings as one part per ranking bucket (sql/ranking_inputs.sql): a part is named by
+    the ranking rule and its bucket's inputs, so a bucket whose runs did not change keeps its
+    part and only the others are ranked, by sql/run_rankings.sql over just their runs."""
+    connection.execute(
+        f"CREATE OR REPLACE TEMP VIEW all_ranking_inputs AS {sql_text('ranking_inputs')}"
+    )
+    rule = hashlib.sha256(
+        (sql_text("ranking_inputs") + sql_text("run_rankings")).encode()
+    ).hexdigest()
+    buckets = connection.execute(sql_text("assemble/ranking_buckets")).fetchall()
+    name_of = {
+        bucket: hashlib.sha256(f"{rule}\n{bucket}\n{digest}".encode()).hexdigest()[:32]
+        for bucket, digest in buckets
+    }
+    folder = warehouse.parts / "run_rankings"
+    stale = {bucket: name for bucket, name in name_of.items() if not (folder / name).is_dir()}
+    if stale:
+        connection.register(
+            "stale_ranking_buckets",
+            pa.table(
+                {
+                    "ranking_bucket": pa.array(list(stale), type=pa.string()),
+                    "part": pa.array(list(stale.values()), type=pa.string()),
+                }
+            ),
+        )
+        connection.execute(
+            "CREATE OR REPLACE TEMP VIEW ranking_inputs AS SELECT i.* FROM all_ranking_inputs i "
+            "JOIN stale_ranking_buckets USING (ranking_bucket)"
+        )
+        out = folder / f".write.{os.getpid()}.tmp"
+        shutil.rmtree(out, ignore_errors=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        columns = ", ".join(f'k."{c}"' for c in PART_COLUMNS["run_rankings"])  # own names
+        connection.execute(
+            f"COPY (SELECT {columns}, b.part FROM ({sql_text('run_rankings')}) k "  # noqa: S608
+            "JOIN ranking_inputs USING (run_id) JOIN stale_ranking_buckets b USING (ranking_bucket)) "
+            f"TO {sql_literal(out)} (FORMAT parquet, PARTITION_BY (part), COMPRESSION zstd)"
+        )
+        for name in stale.values():
+            os.replace(out / f"part={name}", folder / name)
+        shutil.rmtree(out, ignore_errors=True)
+        connection.unregister("stale_ranking_buckets")
+    return [folder / name for name in name_of.values()]
+
+
+def _write_empty_parts(generation: Path, key: str | None = None) -> None:
+    """A parted table without rows gets one empty part: a view needs at least one file (with
+    ``key``, in that source's folder of the per-source tables)."""
+    for table in PARTED_TABLES:
+        per_source = table in PER_SOURCE_TABLES
+        if per_source and key is None:
+            continue
+        folder = generation / f"{table}.parquet"
+        folder = folder / key if per_source and key is not None else folder
+        if folder.is_dir() and not table_files(generation, table, key if per_source else None):
+            pq.write_table(_stored_schema(table).empty_table(), folder / "empty.parquet")
+
+
 def _link_parts(folder: Path, parts: list[Path]) -> None:
-    """A source's folder of a parted table in a generation: hard links to the files of the
-    shared parts (copies where the file system has no links), so a generation stays whole
-    when the cache is cleaned."""
+    """A folder of a parted table in a generation (a source's, or run_rankings'): hard links
+    to the files of the shared parts (copies where the file system has no links), so a
+    generation stays whole when the cache is cleaned."""
     folder.mkdir(parents=True, exist_ok=True)
     for part in parts:
         for source in sorted(part.glob("*.parquet")):
@@ -443,10 +504,6 @@ def finalize(
                 f"SELECT {_projection(table)} "  # noqa: S608  (own names)
                 f"FROM ({sql_text(f'assemble/{table}')}) s",
             )
-        copy(
-            "trace_lines",
-            f"SELECT {_projection('trace_lines')} FROM staged_trace_lines s",  # noqa: S608  (own names)
-        )
         parts = _write_parts(
             connection, warehouse, groups, _resolution_digest(connection), resolved.name
         )
@@ -455,25 +512,23 @@ def finalize(
         extra_rejects = [
             _reject_row(r) for r in [*discovery_rejects, *resolved.fetch_rejects, *loaded.rejects]
         ]
-        for table in PARTED_TABLES:
+        for table in GROUP_PARTED_TABLES:
             _link_parts(generation / f"{table}.parquet" / key, parts[table])
         connection.register("extra_rejects", _rows_to_arrow("rejects", extra_rejects))
         connection.sql(
             "SELECT * FROM extra_rejects ORDER BY " + schemas.slice_order("rejects")  # noqa: S608
         ).write_parquet(str(generation / "rejects.parquet" / key / "before-ingest.parquet"))
-        for table in PARTED_TABLES:
-            if not table_files(generation, table, key):  # a view needs at least one file
-                pq.write_table(
-                    _stored_schema(table).empty_table(),
-                    generation / f"{table}.parquet" / key / "empty.parquet",
-                )
+        _write_empty_parts(generation, key)
 
         # Now every source: ranks, cohorts and the invariants span the warehouse.
         _link_other_sources(current, generation, others)
         write_generation_sources(generation, [*others, this_source])
         create_table_views(connection, generation)
         invariants.enforce(connection, invariants.RUN_INVARIANTS, checks)
-        copy("run_rankings", f"SELECT * FROM ({sql_text('run_rankings')}) s")  # noqa: S608
+        _link_parts(
+            generation / "run_rankings.parquet", _write_ranking_parts(connection, warehouse)
+        )
+        _write_empty_parts(generation)
         create_table_views(connection, generation)
         _write_history(connection, generation, current, this_source)
         create_table_views(connection, generation)
@@ -653,9 +708,10 @@ def finalize_without_source(
     try:
         create_table_views(connection, generation)
         invariants.enforce(connection, invariants.RUN_INVARIANTS, checks)
-        connection.sql(
-            f"SELECT * FROM ({sql_text('run_rankings')}) s ORDER BY {TABLE_ORDER['run_rankings']}"  # noqa: S608
-        ).write_parquet(str(generation / "run_rankings.parquet"), compression="zstd")
+        _link_parts(
+            generation / "run_rankings.parquet", _write_ranking_parts(connection, warehouse)
+        )
+        _write_empty_parts(generation)
         create_table_views(connection, generation)
         invariants.enforce(connection, invariants.RANKING_INVARIANTS, checks)
         counts = {

@@ -221,6 +221,9 @@ class FileIngester:
         self.environments_seen: set[str] = set()
         self.workloads_seen: set[tuple[str, str]] = set()
         self.result = FileResult(rel)
+        # The last trace this ingester normalised: the columnar path's entity derivation reads
+        # it instead of normalising its representative line a second time.
+        self.last_trace: Trace | None = None
 
     def reject(self, line: int | None, reason: str, message: str, raw: bytes | None) -> None:
         self.parts["rejects"].add(
@@ -341,7 +344,7 @@ class FileIngester:
         return environment_id
 
     def _trace(self, record: Record) -> None:
-        trace = normalize_trace(record.value)
+        trace = self.last_trace = normalize_trace(record.value)
         context = self.context
         definition_object = context.definitions.get(trace.definition)
         if definition_object is None:
