@@ -25,7 +25,7 @@ from pipelines.files import replace_atomically, sha256_file, write_atomically
 from pipelines.manifest import FileEntry, Manifest, SourceManifest, read_manifest, write_manifest
 from pipelines.settings import Settings, SettingsError
 from pipelines.sources.local import SourceFile, discover, git_revision, require_dataset
-from pipelines.warehouse import Warehouse, generation_sources, source_key
+from pipelines.warehouse import Warehouse, generation_sources, holds_sources, source_key
 
 # Written into each generation before it is published: the outcome of every invariant and
 # publish guard evaluated on it, which the Dagster asset checks report.
@@ -273,7 +273,11 @@ def _build_locked(
 ) -> BuildResult:
     resolved = resolve_source(source, settings, progress)
     current = warehouse.current_generation()
-    held = {s.source: s for s in generation_sources(current)} if current is not None else {}
+    held = (
+        {s.source: s for s in generation_sources(current)}
+        if current is not None and holds_sources(current)
+        else {}
+    )
     same_name = held.get(resolved.name)
     if same_name is not None and same_name.uri != resolved.uri:
         raise SettingsError(

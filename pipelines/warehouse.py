@@ -332,6 +332,12 @@ def generation_sources(generation: Path) -> list[GenerationSource]:
     return sorted((GenerationSource.from_json(e) for e in entries), key=lambda s: s.source)
 
 
+def holds_sources(generation: Path) -> bool:
+    """False for a generation an older tracehouse built (one source, no sources.json): a build
+    starts afresh beside it instead of reading its layout."""
+    return (generation / SOURCES_FILE).exists()
+
+
 def write_generation_sources(generation: Path, sources: list[GenerationSource]) -> None:
     import json
 

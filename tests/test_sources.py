@@ -378,3 +378,21 @@ def test_dagster_builds_one_partition_per_configured_source(tmp_path: Path) -> N
         ("v3", "hf_v3_layout"),
     ]
     assert all(h["runs"] > 0 for h in held)
+
+
+def test_a_warehouse_of_an_older_tracehouse_is_rebuilt_not_misread(tmp_path: Path) -> None:
+    """A generation without sources.json (one source, the layout before several): reads say to
+    rebuild, in one line, and a build starts afresh beside it."""
+    dataset = tmp_path / "data"
+    generate_dataset(dataset, definitions=2, workloads_per_definition=2, solutions_per_definition=2)
+    warehouse = tmp_path / "w"
+    assert run_cli("build", "--source", str(dataset), "--warehouse", str(warehouse)).returncode == 0
+    (warehouse / "current" / "sources.json").unlink()
+    read = run_cli("query", "SELECT count(*) FROM runs", "--warehouse", str(warehouse))
+    assert read.returncode == 2 and len(read.stderr.strip().splitlines()) == 1
+    assert "built by an older tracehouse" in read.stderr
+    rebuilt = run_cli("build", "--source", str(dataset), "--warehouse", str(warehouse))
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert rows(warehouse, "SELECT source, snapshot_number FROM source_summary") == [
+        {"source": "data", "snapshot_number": 1}
+    ]

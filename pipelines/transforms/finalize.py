@@ -43,6 +43,7 @@ from pipelines.warehouse import (
     Warehouse,
     create_table_views,
     generation_sources,
+    holds_sources,
     sql_literal,
     table_files,
     write_generation_sources,
@@ -407,6 +408,8 @@ def finalize(
     ``before_publish(generation, table_counts, outcomes)`` runs the publish guards last; it
     may add outcomes, and raises to keep the generation unpublished."""
     current = warehouse.current_generation()
+    if current is not None and not holds_sources(current):
+        current = None  # built by an older tracehouse: nothing of it is reused
     others = [
         s for s in (generation_sources(current) if current else []) if s.source != resolved.name
     ]
@@ -436,7 +439,7 @@ def finalize(
     try:
         for name, table in PART_TABLES.items():
             _staged_view(connection, name, table, all_parts[name])
-        history = _snapshot_history(warehouse)
+        history = _snapshot_history(current)
         snapshot = _snapshot_row(resolved, files, file_entries, loaded.context)
         snapshot["snapshot_number"] = _snapshot_number(history, resolved.name, snapshot)
         (generation / SNAPSHOT_FILE).write_text(snapshot["snapshot_id"] + "\n")
@@ -634,10 +637,9 @@ def _now_ms() -> datetime:
     return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
-def _snapshot_history(warehouse: Warehouse) -> list[dict[str, Any]]:
+def _snapshot_history(current: Path | None) -> list[dict[str, Any]]:
     """Every snapshot of every source the current generation lists, in build order, so the
     table shows which revision each state came from."""
-    current = warehouse.current_generation()
     if current is None or not (current / "source_snapshots.parquet").exists():
         return []
     return pq.read_table(current / "source_snapshots.parquet").to_pylist()
@@ -689,7 +691,7 @@ def finalize_without_source(
     write_generation_sources(generation, keep)
     for table in ("protocols", "baseline_map"):
         _link(current / f"{table}.parquet", generation / f"{table}.parquet")
-    history = [row for row in _snapshot_history(warehouse) if row["source"] != name]
+    history = [row for row in _snapshot_history(current) if row["source"] != name]
     pq.write_table(
         _rows_to_arrow("source_snapshots", history),
         generation / "source_snapshots.parquet",
