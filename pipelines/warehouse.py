@@ -589,7 +589,7 @@ def describe_generation(folder: Path, current: bool) -> dict[str, object]:
         "current": "*" if current else "",
         "built_at": built_at.strftime("%Y-%m-%d %H:%M:%S") if built_at else None,  # type: ignore[attr-defined]
         "runs": runs,
-        "source": snapshot.get("source"),
+        "source": snapshot.get("uri"),  # the folder or hf:// URI the build was given
         "revision": snapshot.get("resolved_sha"),
         "snapshot_id": snapshot.get("snapshot_id"),
     }
