@@ -705,6 +705,68 @@ def stored_columns(table: str) -> list[str]:
     return [name for name in names if name not in VIEW_ADDED_COLUMNS]
 
 
+def stored_table(table: Table) -> Table:
+    """``table`` as its files (and staging parts) hold it: without the columns views add."""
+    if table.name not in PER_SOURCE_TABLES:
+        return table
+    return Table(
+        table.name,
+        table.doc,
+        tuple(k for k in table.key if k not in VIEW_ADDED_COLUMNS),
+        tuple(c for c in table.columns if c.name not in VIEW_ADDED_COLUMNS),
+    )
+
+
+# Staging: what ingest workers write and the finalize step assembles into the tables above.
+# Columns resolved only when all files are known (finalize): they depend on solutions, the
+# dataset revision or other files, so staging parts stay valid when those change.
+RESOLVED_RUN_COLUMNS = frozenset(
+    {"snapshot_id", "author", "implementation_digest", "run_digest", "comparison_key"}
+)
+# Columns that exist only while staging.
+STAGING_RUN_COLUMNS = (
+    Column("record_index", pa.int64(), "Position of the object inside its line.", False),
+    Column("source_offset", pa.int64(), "Byte offset of the line in the file.", False),
+    Column(
+        "identity_complete",
+        pa.bool_(),
+        "KernelIndex reads this line and accepts it, given that its solution resolves.",
+        False,
+    ),
+    Column("has_timing", pa.bool_(), "The run has a performance block.", False),
+    Column(
+        "run_body_template",
+        pa.string(),
+        "Canonical BenchmarkRun envelope with placeholders for the implementation and workload digests.",
+    ),
+)
+STAGING_RUNS = Table(
+    "staging_runs",
+    "runs rows of one file before global resolution",
+    ("run_id",),
+    tuple(c for c in stored_table(RUNS).columns if c.name not in RESOLVED_RUN_COLUMNS)
+    + STAGING_RUN_COLUMNS,
+)
+STAGING_WORKLOADS = Table(
+    "staging_workloads",
+    "workload rows of one file",
+    stored_table(WORKLOADS).key,
+    stored_table(WORKLOADS).columns
+    + (Column("record_index", pa.int64(), "Position inside the line.", False),),
+)
+
+# The tables a worker writes as staging parts, one set per group of files (without the
+# columns the views of per-source tables add).
+STAGING_TABLES: dict[str, Table] = {
+    "runs": STAGING_RUNS,
+    "correctness": stored_table(CORRECTNESS),
+    "workloads": STAGING_WORKLOADS,
+    "environments": stored_table(ENVIRONMENTS),
+    "rejects": stored_table(REJECTS),
+    "trace_lines": stored_table(TRACE_LINES),
+}
+
+
 # Row order of every table as written or exported, so two builds of the same data give
 # byte-identical files.
 TABLE_ORDER = {
@@ -1059,18 +1121,6 @@ VIEWS: dict[str, View] = {
 def slice_order(table: str) -> str:
     """TABLE_ORDER within one source's files (which store no `source` column)."""
     return ", ".join(term for term in TABLE_ORDER[table].split(", ") if term != "source")
-
-
-def stored_table(table: Table) -> Table:
-    """``table`` as its files (and staging parts) hold it: without the columns views add."""
-    if table.name not in PER_SOURCE_TABLES:
-        return table
-    return Table(
-        table.name,
-        table.doc,
-        tuple(k for k in table.key if k not in VIEW_ADDED_COLUMNS),
-        tuple(c for c in table.columns if c.name not in VIEW_ADDED_COLUMNS),
-    )
 
 
 STORED: dict[str, Table] = {name: stored_table(table) for name, table in TABLES.items()}

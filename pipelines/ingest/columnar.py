@@ -25,7 +25,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import polars as pl
@@ -33,9 +33,13 @@ import pyarrow as pa
 
 from pipelines import kernelindex
 from pipelines.kernelindex import canonical_number
-from pipelines.rejects import NEEDS_CORRECTNESS
+from pipelines.rejects import FORBIDS_CORRECTNESS
 from pipelines.transforms.evaluation_rules import was_evaluated
 from pipelines.transforms.fib_lines import fib_trace_line
+from pipelines.transforms.records import Record
+
+if TYPE_CHECKING:  # ingest imports this module when it runs; these are for the type checker
+    from pipelines.transforms.ingest import DatasetContext, FileIngester
 from pipelines.transforms.normalize import LOG_TRUNCATED_SUFFIX, log_excerpt
 
 # Members of a trace line, its evaluation, correctness and performance blocks this path takes;
@@ -46,10 +50,6 @@ EVALUATION_MEMBERS = frozenset(
 )
 CORRECTNESS_MEMBERS = frozenset({"max_absolute_error", "max_relative_error", "extra"})
 PERFORMANCE_MEMBERS = frozenset({"latency_ms", "reference_latency_ms", "speedup_factor"})
-# Statuses spelled exactly as KernelIndex maps them; legacy spellings take the exact path.
-STATUSES_WITHOUT_CORRECTNESS = (
-    frozenset(kernelindex.STATUS_MAP) - NEEDS_CORRECTNESS - {"REWARD_HACK"}
-)
 ERROR_BOUND_WORDS = frozenset({"NaN", "Infinity"})
 # `YYYY-MM-DDTHH:MM:SS[.fraction][Z]`: KernelIndex relabels it as UTC and truncates the fraction
 # to milliseconds (identity doc §9.5). Offsets and other spellings take the exact path.
@@ -118,7 +118,7 @@ def _clean_trace(value: Any, definitions: dict[str, Any]) -> bool:
         return False
     if status == "INCORRECT_NUMERICAL" and correctness is None:
         return False
-    if status in STATUSES_WITHOUT_CORRECTNESS and correctness is not None:
+    if status in FORBIDS_CORRECTNESS and correctness is not None:
         return False
     if correctness is not None:
         if type(correctness) is not dict or not correctness.keys() <= CORRECTNESS_MEMBERS:
@@ -184,11 +184,13 @@ COMBINATION_COLUMNS = (
     "identity_error",
     "identity_complete",
 )
-# Per process and dataset context: entities repeat across the files one worker parses.
+# What was derived per combination key — a _Combination (trace lines), a _WorkloadRecord
+# (workload-only records), or None where the exact path must take every such line — kept per
+# process and dataset context: entities repeat across the files one worker parses.
 _COMBINATIONS: dict[str, dict[tuple[Any, ...], Any]] = {}
 
 
-def _combination_cache(context: Any) -> dict[tuple[Any, ...], Any]:
+def _combination_cache(context: DatasetContext) -> dict[tuple[Any, ...], Any]:
     cache = _COMBINATIONS.get(context.fingerprint)
     if cache is None:
         _COMBINATIONS.clear()  # a new context: earlier derivations may no longer hold
@@ -200,7 +202,7 @@ def _combination_cache(context: Any) -> dict[tuple[Any, ...], Any]:
 class ColumnarBatch:
     """The clean trace lines of a group of files gathered as columns until the next flush."""
 
-    context: Any  # transforms.ingest.DatasetContext
+    context: DatasetContext
     combination_ids: dict[tuple[Any, ...], int] = field(default_factory=dict)
     combinations: list[_Combination] = field(default_factory=list)
     # (source_file, kernelindex_scope, path_author, FlashInfer-Bench reads it) of each file
@@ -217,7 +219,7 @@ class ColumnarBatch:
     def __len__(self) -> int:
         return len(self.rows)
 
-    def take(self, record: Any, ingester: Any) -> bool:
+    def take(self, record: Record, ingester: FileIngester) -> bool:
         """Gather one record of the file ``ingester`` reads (transforms.ingest.FileIngester),
         or return False for that exact path to handle it."""
         value = record.value
@@ -330,7 +332,7 @@ class ColumnarBatch:
         ingester.result.runs += 1
         return True
 
-    def _take_workload(self, record: Any, ingester: Any) -> bool:
+    def _take_workload(self, record: Record, ingester: FileIngester) -> bool:
         """A workload-only record (no evaluation): one workloads row per (definition, key) and
         file, derived once per distinct workload like a trace's entities."""
         value = record.value
@@ -367,7 +369,7 @@ class ColumnarBatch:
 
     @staticmethod
     def _add_entities(
-        combination: _Combination, definition: str, record: Any, ingester: Any
+        combination: _Combination, definition: str, record: Record, ingester: FileIngester
     ) -> None:
         """The file's environment and workload rows, first occurrence first, as the exact path
         writes them (its `seen` sets are shared, so the two paths never write one twice)."""
@@ -391,7 +393,7 @@ class ColumnarBatch:
         """The gathered lines as staging runs, correctness and trace_lines tables; the batch is
         emptied."""
         from pipelines import schemas
-        from pipelines.transforms.ingest import STAGING_RUNS
+        from pipelines.schemas import STAGING_RUNS
 
         batch = pl.DataFrame(self.rows, schema=_LOOP_SCHEMA, orient="row")
         entities = pl.DataFrame(
@@ -499,7 +501,7 @@ _ENTITY_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def _derive_combination(ingester: Any, record: Any) -> _Combination | None:
+def _derive_combination(ingester: FileIngester, record: Record) -> _Combination | None:
     """Run the exact path on a representative line in a scratch ingester and keep what every
     line of its combination shares; None when the exact path would not import it."""
     from pipelines.transforms.ingest import FileIngester
@@ -542,7 +544,7 @@ class _WorkloadRecord:
     workload_key: str
 
 
-def _derive_workload_row(ingester: Any, record: Any) -> _WorkloadRecord | None:
+def _derive_workload_row(ingester: FileIngester, record: Record) -> _WorkloadRecord | None:
     """The exact path's workloads row for a workload-only record, or None when it rejects it."""
     from pipelines.transforms.ingest import FileIngester
 
