@@ -16,15 +16,17 @@ steps over theirs). Nothing here schedules work itself.
   materialization of each group's partition. The slots are static steps rather than a
   ``DynamicOut`` mapping because the Dask executor plans every step up front and does not run
   mapped ones.
-* ``assemble_tables`` calls ``build_warehouse`` itself, under the build lock, with a ``parse``
-  that takes the parts the slots wrote from the shared store instead of parsing: whatever the
-  build then plans and finds parsed under the same part key is moved into staging; anything
-  else (a source that changed since the plan) is parsed there, as the CLI would. So the tables,
+* ``assemble_tables`` runs after every slot and calls ``build_warehouse`` itself, under the
+  build lock, with a ``parse`` that takes what the slots wrote to the shared store instead of
+  parsing: whatever the build then plans and finds parsed under the same part key is moved
+  into staging; anything else (a source that changed since the plan) is parsed there. So the tables,
   the invariants, the publish guards and the manifest are the CLI build's.
 
-Dagster passes the plan and each slot's results between steps through its IO manager (the
-default filesystem one under ``DAGSTER_HOME``); the parts themselves go through the warehouse
-folder, which every worker must see (one machine, or a shared mount).
+The plan goes from step to step through Dagster's IO manager (the default filesystem one under
+``DAGSTER_HOME``). The parts and each group's ``GroupResult`` go through the warehouse folder
+(``<warehouse>/cache/fanout/<run id>/``), the shared store the assembly reads every partition's
+output from, so every worker must see it (one machine, or a shared mount). The folder is removed
+once the build has published.
 """
 
 import os
@@ -87,6 +89,10 @@ class FanoutPlan:
     def staging(self) -> Path:
         return Path(self.scratch) / "staging"
 
+    def result_file(self, task: IngestTask) -> Path:
+        """Where the slot that parsed ``task`` leaves its ``GroupResult``."""
+        return Path(self.scratch) / "results" / f"{task.part_key}.pickle"
+
 
 def deal(tasks: list[IngestTask], slots: int) -> list[list[IngestTask]]:
     """Tasks dealt to ``slots`` lists, biggest first onto the least loaded (by bytes)."""
@@ -141,12 +147,12 @@ def _parse_slot(slot: int) -> dg.OpDefinition:
     @dg.op(
         name=f"parse_slot_{slot}",
         description=f"Parse the file groups dealt to slot {slot} into this run's scratch parts.",
+        out=dg.Out(dg.Nothing),
     )
-    def parse_slot(context: dg.OpExecutionContext, plan: FanoutPlan) -> dict[str, Any]:
-        parsed: dict[str, Any] = {}
+    def parse_slot(context: dg.OpExecutionContext, plan: FanoutPlan) -> None:
         for task in plan.slots[slot]:
             result = parse_task(task, _context(plan))
-            parsed[task.part_key] = result
+            _write_result(plan.result_file(task), result)
             files = result.files.values()
             context.log_event(
                 dg.AssetMaterialization(
@@ -162,9 +168,25 @@ def _parse_slot(slot: int) -> dg.OpDefinition:
                     },
                 )
             )
-        return parsed
 
     return parse_slot
+
+
+def _write_result(path: Path, result: Any) -> None:
+    def write(temporary: Path) -> None:
+        with temporary.open("wb") as handle:
+            pickle.dump(result, handle, protocol=pickle.HIGHEST_PROTOCOL)
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    replace_atomically(path, write)
+
+
+def _read_result(path: Path) -> Any | None:
+    try:
+        with path.open("rb") as handle:
+            return pickle.load(handle)
+    except (OSError, pickle.UnpicklingError, EOFError):
+        return None
 
 
 class FanoutConfig(dg.Config):
@@ -172,8 +194,11 @@ class FanoutConfig(dg.Config):
 
 
 @dg.op(
-    description="Build the warehouse as `tracehouse build` does, taking the parsed groups "
-    "from the slots; report the tables it published.",
+    description="Build the warehouse as `tracehouse build` does, taking the groups the slots "
+    "parsed from the shared store; report the tables it published.",
+    # Only an ordering: each slot's output is in the store. (A fan-in of values would come
+    # through the IO manager, and dagster-dask hands a fan-in input over empty.)
+    ins={"plan": dg.In(), "parsed": dg.In(dg.Nothing)},
     out={},
 )
 def assemble_tables(
@@ -181,10 +206,8 @@ def assemble_tables(
     config: FanoutConfig,
     warehouse: WarehouseResource,
     plan: FanoutPlan,
-    parsed: list[dict[str, Any]],
 ) -> Iterator[dg.AssetMaterialization]:
     settings = warehouse.settings()
-    found = {key: result for slot in parsed for key, result in slot.items()}
     taken: list[int] = []
 
     def take_parsed(
@@ -193,7 +216,7 @@ def assemble_tables(
         results: list[Any] = [None] * len(tasks)
         missing: list[int] = []
         for index, task in enumerate(tasks):
-            result = found.get(task.part_key)
+            result = _read_result(plan.result_file(task))
             names = [n for ns in result.parts.values() for n in ns] if result else []
             if result is None or not all((plan.staging / n).exists() for n in names):
                 missing.append(index)
@@ -203,9 +226,11 @@ def assemble_tables(
                 os.replace(plan.staging / name, Path(task.staging) / name)
             results[index] = result
         taken.append(len(tasks) - len(missing))
-        if missing:  # the source changed after the plan: parse those groups here
-            context.log.warning(f"{len(missing)} groups were not parsed by the slots; parsing")
-            again = run_tasks([tasks[i] for i in missing], workers, progress)
+        if missing:
+            # The source changed after the plan: parse those groups here, in this process
+            # (a Dask worker may not start processes of its own).
+            context.log.warning(f"{len(missing)} groups changed after the plan; parsing them")
+            again = run_tasks([tasks[i] for i in missing], 1, progress)
             for index, result in zip(missing, again, strict=True):
                 results[index] = result
         return results
@@ -231,7 +256,7 @@ def assemble_tables(
 @dg.graph(description="The warehouse build with its parse fanned out over the executor's workers.")
 def fanout_ingest() -> None:
     plan = plan_ingest_op()
-    assemble_tables(plan, [_parse_slot(slot)(plan) for slot in range(FANOUT_SLOTS)])
+    assemble_tables(plan=plan, parsed=[_parse_slot(slot)(plan) for slot in range(FANOUT_SLOTS)])
 
 
 _RESOURCES = {"warehouse": WarehouseResource()}
