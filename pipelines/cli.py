@@ -303,29 +303,31 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     source = Path(args.source)
     _require_folder_target("--source", source)
-    if not (source / "traces").exists():
-        # Written beside the target and renamed into place, so an interrupted demo never
-        # leaves half a dataset that the next `tracehouse demo` would build as if complete.
-        import shutil
-
-        staging = source.with_name(f".{source.name}.{os.getpid()}.tmp")
-        try:
-            generated = generate_dataset(staging, seed=args.seed, overwrite=True)
-            if source.exists():
-                source.rmdir()  # only an empty folder; anything else is not ours to replace
-            os.replace(staging, source)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        print(
-            f"generated a demo dataset in {source}: {generated.definitions} definitions, "
-            f"{generated.solutions} solutions, {generated.trace_lines} trace lines (seed {args.seed})"
-        )
     # Demo data has no upstream commit; a revision derived from the generator's seed keeps
-    # implementation and run digests defined and stable.
+    # implementation and run digests defined and stable. Settings are checked first, so a bad
+    # argument generates nothing.
     revision = (
         args.revision or hashlib.sha1(f"tracehouse-demo seed={args.seed}".encode()).hexdigest()
     )
     settings = _settings(args, source=str(source), revision=revision)
+    if not (source / "traces").exists():
+        # Written beside the target and renamed into place, so an interrupted demo never
+        # leaves half a dataset that the next `tracehouse demo` would build as if complete.
+        # The rename replaces only an empty folder; anything else is not ours to replace.
+        if source.is_dir() and any(source.iterdir()):
+            raise UsageError(
+                f"tracehouse demo: --source {source}: a folder with files but no traces/;"
+                " give an empty or new folder"
+            )
+        from pipelines.files import replace_atomically
+
+        generated = replace_atomically(
+            source, lambda staging: generate_dataset(staging, seed=args.seed, overwrite=True)
+        )
+        print(
+            f"generated a demo dataset in {source}: {generated.definitions} definitions, "
+            f"{generated.solutions} solutions, {generated.trace_lines} trace lines (seed {args.seed})"
+        )
     result = build_warehouse(settings, progress=_progress_bar())
     print("\n".join(result.summary_lines()))
     definition = busiest_definition(settings)

@@ -1,12 +1,16 @@
-"""Small file helpers shared by the build and the exports."""
+"""Small file helpers shared by the build, the exports and the Hub cache."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+
+Written = TypeVar("Written")
 
 
 def temporary_sibling(path: Path) -> Path:
@@ -14,14 +18,36 @@ def temporary_sibling(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
 
-def replace_atomically(path: Path, write: Callable[[Path], object]) -> None:
-    """Have `write` fill a temporary sibling of `path`, then rename it over `path`, so readers
-    never see a partial file. The one atomic writer: every file a build or export writes goes
-    through it."""
+def replace_atomically(
+    path: Path, write: Callable[[Path], Written], *, temporary: Path | None = None
+) -> Written:
+    """Have `write` fill a temporary path, then rename it over `path`, so readers never see a
+    partial file (or folder). The one atomic writer: every file a build, an export or the Hub
+    cache writes goes through it.
+
+    The temporary is `temporary_sibling(path)` unless the caller names one on the same file
+    system (the Hub cache keeps its in-flight files in its own `tmp/` folder). If `write` fails
+    or is interrupted, the temporary is removed and the error goes on; `path` is untouched.
+    Returns what `write` returns.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = temporary_sibling(path)
-    write(temporary)
-    os.replace(temporary, path)
+    if temporary is None:
+        temporary = temporary_sibling(path)
+    try:
+        result = write(temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        _remove(temporary)
+        raise
+    return result
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 def write_atomically(path: Path, data: bytes) -> None:
@@ -31,11 +57,12 @@ def write_atomically(path: Path, data: bytes) -> None:
 
 def symlink_atomically(path: Path, target: str) -> None:
     """Point the symbolic link `path` at `target` in one rename (never a moment without it)."""
-    temporary = temporary_sibling(path)
-    with contextlib.suppress(FileNotFoundError):
-        temporary.unlink()
-    os.symlink(target, temporary)
-    os.replace(temporary, path)
+
+    def link(temporary: Path) -> None:
+        _remove(temporary)  # left by a killed process that had our pid
+        os.symlink(target, temporary)
+
+    replace_atomically(path, link)
 
 
 def sha256_file(path: Path) -> str:

@@ -3,20 +3,40 @@
 - `REJECT_REASONS`: the `reason` of a row of the rejects table (a record or file not imported).
 - `UNSAFE_NAME_REASONS`: why `sources.safety.check_remote_path` refuses a remote file name; such
   a file is recorded in the rejects table as `unsafe_path`.
-- `IDENTITY_REASONS`: why KernelIndex gives a record no identity (the `identity_error` columns).
-  It is part of the KernelIndex spec, whose package imports nothing of the project, so it is
-  declared there (`kernelindex.IDENTITY_REASON_CODES`) and only named here.
+- `HUB_LISTING_REASONS`: why the Hub client leaves a listed file out of a snapshot without
+  downloading it (besides the unsafe names above); `HUB_FAILURE_REASONS`: why a selected file is
+  missing from a snapshot after a fetch. Both are `RejectedRemoteFile.reason` codes, kept in the
+  snapshot manifest; the build records such files as `unsafe_path` / `fetch_failed` rejects.
+- `IDENTITY_REASONS`: why a record has no identity (the `identity_error` columns): the codes of
+  the KernelIndex spec, whose package imports nothing of the project, so they are declared there
+  (`kernelindex.IDENTITY_REASON_CODES`) and only named here, and `WAREHOUSE_IDENTITY_REASONS`,
+  the warehouse's own.
 - `STATUSES`, `NEEDS_CORRECTNESS`, `FORBIDS_CORRECTNESS`: FlashInfer-Bench evaluation statuses
   and which blocks each must carry; the KernelIndex status map (`kernelindex.STATUS_MAP`, §9.2)
   is the list of current statuses.
-
-The Hub client's own listing and download failure codes are still declared in
-`sources/hub.py` (`LISTING_REJECT_REASONS`, `FAILURE_REASONS`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 from pipelines import kernelindex
+
+
+class ReasonedError(ValueError):
+    """A refusal that carries a code of one registry (`REASONS`, set by each subclass) and a
+    message. A code the registry does not hold is a bug, refused when the error is made."""
+
+    REASONS: ClassVar[Mapping[str, str]] = {}
+
+    def __init__(self, reason: str, message: str) -> None:
+        if reason not in self.REASONS:
+            raise ValueError(f"unregistered reason {reason!r} for {type(self).__name__}: {message}")
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
 
 # The reason column of the rejects table; the README's glossary explains each (a test checks it).
 REJECT_REASONS: dict[str, str] = {
@@ -56,7 +76,34 @@ UNSAFE_NAME_REASONS: dict[str, str] = {
     "too_long": "a component is longer than 255 bytes or the name longer than 4096 bytes",
 }
 
-IDENTITY_REASONS: dict[str, str] = kernelindex.IDENTITY_REASON_CODES
+HUB_LISTING_REASONS: dict[str, str] = {
+    "bad_entry": "the listing entry has a missing or malformed size, oid or lfs field",
+    "duplicate": "the same path is listed twice",
+    "path_conflict": "the path is listed as a file and is also the parent folder of other files",
+    "unexpected_location": "a folder listing returned a path outside that folder",
+}
+
+HUB_FAILURE_REASONS: dict[str, str] = {
+    "hash_mismatch": "the body's hash differs from the oid in the listing (after retrying)",
+    "size_mismatch": "the body, or its announced length, differs from the size in the listing",
+    "etag_mismatch": "the ETag / X-Linked-Etag differs from the oid in the listing (after retrying)",
+    "commit_mismatch": "X-Repo-Commit names another commit than the one resolved",
+    "http_error": "the Hub answered with a status that is not worth retrying (403, 404, ...)",
+    "retries_exhausted": "timeouts, resets, 429 or 5xx persisted beyond the retry budget",
+    "timeout": "the per-file time budget ran out while the body was arriving",
+    "io_error": "the local cache could not be written",
+}
+
+# What the warehouse adds to KernelIndex's codes: facts only the whole build knows.
+WAREHOUSE_IDENTITY_REASONS: dict[str, str] = {
+    "invalid_definition": "the definition is in the dataset but KernelIndex gives it no identity, so nothing that names it has one",
+    "no_dataset_revision": "the build knows no dataset revision (no --revision, not a git clone): no implementation or run digest (§8)",
+    "file_not_strict_json": "the file has a line KernelIndex's strict JSON parser refuses (e.g. a bare NaN), so KernelIndex imports none of its runs",
+}
+IDENTITY_REASONS: dict[str, str] = {
+    **kernelindex.IDENTITY_REASON_CODES,
+    **WAREHOUSE_IDENTITY_REASONS,
+}
 
 # Every current status is a key of the KernelIndex status map (§9.2); "INCORRECT" is the legacy
 # status of the Aug 2025 schema doc (incorrect, kind unspecified), which KernelIndex does not map.

@@ -581,6 +581,53 @@ TABLES: dict[str, Table] = {
 }
 
 
+# Staging: what ingest workers write and the finalize step assembles into the tables above.
+# Columns resolved only when all files are known (finalize): they depend on solutions, the
+# dataset revision or other files, so staging parts stay valid when those change.
+RESOLVED_RUN_COLUMNS = frozenset(
+    {"snapshot_id", "author", "implementation_digest", "run_digest", "comparison_key"}
+)
+# Columns that exist only while staging.
+STAGING_RUN_COLUMNS = (
+    Column("record_index", pa.int64(), "Position of the object inside its line.", False),
+    Column("source_offset", pa.int64(), "Byte offset of the line in the file.", False),
+    Column(
+        "identity_complete",
+        pa.bool_(),
+        "KernelIndex reads this line and accepts it, given that its solution resolves.",
+        False,
+    ),
+    Column("has_timing", pa.bool_(), "The run has a performance block.", False),
+    Column(
+        "run_body_template",
+        pa.string(),
+        "Canonical BenchmarkRun envelope with placeholders for the implementation and workload digests.",
+    ),
+)
+STAGING_RUNS = Table(
+    "staging_runs",
+    "runs rows of one file before global resolution",
+    ("run_id",),
+    tuple(c for c in RUNS.columns if c.name not in RESOLVED_RUN_COLUMNS) + STAGING_RUN_COLUMNS,
+)
+STAGING_WORKLOADS = Table(
+    "staging_workloads",
+    "workload rows of one file",
+    WORKLOADS.key,
+    WORKLOADS.columns + (Column("record_index", pa.int64(), "Position inside the line.", False),),
+)
+
+# The tables a worker writes as staging parts, one set per group of files.
+STAGING_TABLES: dict[str, Table] = {
+    "runs": STAGING_RUNS,
+    "correctness": CORRECTNESS,
+    "workloads": STAGING_WORKLOADS,
+    "environments": ENVIRONMENTS,
+    "rejects": REJECTS,
+    "trace_lines": TRACE_LINES,
+}
+
+
 # Row order of every table as written or exported, so two builds of the same data give
 # byte-identical files.
 TABLE_ORDER = {

@@ -131,6 +131,7 @@ def trace_lines(draw: st.DrawFn) -> dict[str, Any]:
                 "INCORRECT",
                 "passed",
                 "REWARD_HACK",
+                "INVALID_REFERENCE",
             ]
         )
     )

@@ -7,14 +7,25 @@ rule once let it through while another refused it.
 
 from __future__ import annotations
 
+import http.server
+import json
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pipelines import kernelindex
-from pipelines.sources.hub import parse_hub_uri
+from pipelines.sources.hub import (
+    HubDatasetRef,
+    HubError,
+    list_remote_files,
+    parse_hub_uri,
+    resolve_revision,
+)
 from pipelines.sources.local import git_revision
 from tests.conftest import run_cli
+from tests.hub_server import FakeHub
 
 SHA = "a" * 40
 SHA_NEWLINE = SHA + "\n"
@@ -53,10 +64,11 @@ def test_implementation_digest_refuses_a_revision_with_a_trailing_newline() -> N
     assert caught.value.code == "invalid_revision"
 
 
-def test_cli_revision_flag_refuses_a_trailing_newline(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["build", "demo"])
+def test_cli_revision_flag_refuses_a_trailing_newline(tmp_path: Path, command: str) -> None:
     (tmp_path / "dataset").mkdir()
     result = run_cli(
-        "build",
+        command,
         "--source",
         str(tmp_path / "dataset"),
         "--warehouse",
@@ -68,6 +80,7 @@ def test_cli_revision_flag_refuses_a_trailing_newline(tmp_path: Path) -> None:
     assert result.stderr.count("\n") == 1, result.stderr
     assert "--revision" in result.stderr and "not a commit sha" in result.stderr
     assert not (tmp_path / "warehouse" / "current").exists()
+    assert list((tmp_path / "dataset").iterdir()) == []  # the demo generated nothing
 
 
 def test_cli_revision_environment_variable_refuses_a_trailing_newline(tmp_path: Path) -> None:
@@ -147,3 +160,67 @@ def test_packed_refs_reading_refuses_a_sha_with_a_newline(tmp_path: Path) -> Non
     assert git_revision(folder) is None
     (folder / ".git" / "packed-refs").write_text(f"{SHA} refs/heads/main\n")
     assert git_revision(folder) == SHA
+
+
+# The Hub client takes a commit sha in four more places: a URI's repo part and revision (above),
+# the revision endpoint's answer, the `sha` argument of a listing, and each listed blob id.
+
+
+class _RevisionAnswer(http.server.BaseHTTPRequestHandler):
+    """A Hub revision endpoint whose answer names a sha with a trailing newline."""
+
+    def do_GET(self) -> None:
+        body = json.dumps({"id": "org/name", "sha": SHA_NEWLINE}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def revision_server() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _RevisionAnswer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_hub_revision_answer_with_a_trailing_newline_is_refused(revision_server: str) -> None:
+    with pytest.raises(HubError, match="no 40-hex 'sha'"):
+        resolve_revision("hf://datasets/org/name", endpoint=revision_server, token=False)
+
+
+def test_hub_listing_refuses_a_sha_with_a_trailing_newline() -> None:
+    # Refused before any request: the endpoint below would not answer.
+    with pytest.raises(ValueError, match="40-hex commit id"):
+        list_remote_files("hf://datasets/org/name", SHA_NEWLINE, endpoint="http://127.0.0.1:9")
+
+
+def test_hub_reference_and_uri_refuse_a_newline_anywhere() -> None:
+    assert HubDatasetRef("org/name", SHA).revision == SHA
+    with pytest.raises(ValueError):
+        HubDatasetRef("org/name", SHA_NEWLINE)
+    for uri in (f"hf://datasets/org/name@{SHA}\n", "hf://datasets/org/name\n"):
+        with pytest.raises(ValueError):
+            parse_hub_uri(uri)
+
+
+def test_hub_listing_entry_with_a_newline_in_its_blob_id_is_rejected(tmp_path: Path) -> None:
+    with FakeHub(repo_id="org/name") as hub:
+        sha = hub.commit(
+            {"traces/a.jsonl": b"{}\n", "traces/b.jsonl": b"[]\n"},
+            listing_overrides={"traces/a.jsonl": {"oid": SHA_NEWLINE}},
+        )
+        files, rejected = list_remote_files(
+            "hf://datasets/org/name", sha, endpoint=hub.endpoint, token=False
+        )
+    assert [f.path for f in files] == ["traces/b.jsonl"]
+    assert [(r.path, r.reason) for r in rejected] == [("traces/a.jsonl", "bad_entry")]

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from pipelines.rejects import HUB_FAILURE_REASONS as FAILURE_REASONS
+from pipelines.rejects import HUB_LISTING_REASONS as LISTING_REJECT_REASONS
 from pipelines.rejects import UNSAFE_NAME_REASONS
 from pipelines.sources.hub import (
-    FAILURE_REASONS,
-    LISTING_REJECT_REASONS,
     HubDatasetRef,
     HubError,
     RepositoryNotFoundError,

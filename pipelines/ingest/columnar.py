@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from pipelines import kernelindex
 from pipelines.kernelindex import canonical_number
-from pipelines.rejects import NEEDS_CORRECTNESS
+from pipelines.rejects import FORBIDS_CORRECTNESS
 from pipelines.transforms.evaluation_rules import was_evaluated
 from pipelines.transforms.fib_lines import fib_trace_line
 from pipelines.transforms.records import Record
@@ -50,10 +50,6 @@ EVALUATION_MEMBERS = frozenset(
 )
 CORRECTNESS_MEMBERS = frozenset({"max_absolute_error", "max_relative_error", "extra"})
 PERFORMANCE_MEMBERS = frozenset({"latency_ms", "reference_latency_ms", "speedup_factor"})
-# Statuses spelled exactly as KernelIndex maps them; legacy spellings take the exact path.
-STATUSES_WITHOUT_CORRECTNESS = (
-    frozenset(kernelindex.STATUS_MAP) - NEEDS_CORRECTNESS - {"REWARD_HACK"}
-)
 ERROR_BOUND_WORDS = frozenset({"NaN", "Infinity"})
 # `YYYY-MM-DDTHH:MM:SS[.fraction][Z]`: KernelIndex relabels it as UTC and truncates the fraction
 # to milliseconds (identity doc §9.5). Offsets and other spellings take the exact path.
@@ -122,7 +118,7 @@ def _clean_trace(value: Any, definitions: dict[str, Any]) -> bool:
         return False
     if status == "INCORRECT_NUMERICAL" and correctness is None:
         return False
-    if status in STATUSES_WITHOUT_CORRECTNESS and correctness is not None:
+    if status in FORBIDS_CORRECTNESS and correctness is not None:
         return False
     if correctness is not None:
         if type(correctness) is not dict or not correctness.keys() <= CORRECTNESS_MEMBERS:
@@ -397,7 +393,7 @@ class ColumnarBatch:
         """The gathered lines as staging runs, correctness and trace_lines tables; the batch is
         emptied."""
         from pipelines import schemas
-        from pipelines.transforms.ingest import STAGING_RUNS
+        from pipelines.schemas import STAGING_RUNS
 
         batch = pl.DataFrame(self.rows, schema=_LOOP_SCHEMA, orient="row")
         entities = pl.DataFrame(

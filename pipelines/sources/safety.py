@@ -13,18 +13,17 @@ import re
 import unicodedata
 from pathlib import Path
 
+from pipelines.rejects import UNSAFE_NAME_REASONS, ReasonedError
+
 MAX_COMPONENT_BYTES = 255
 MAX_NAME_BYTES = 4096
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
-class UnsafePathError(ValueError):
+class UnsafePathError(ReasonedError):
     """A remote file name that must not be turned into a local path."""
 
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
+    REASONS = UNSAFE_NAME_REASONS
 
 
 def _is_control(ch: str) -> bool:

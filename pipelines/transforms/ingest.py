@@ -9,7 +9,6 @@ solutions, revision), so a rebuild reuses it while both are unchanged.
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines import kernelindex, schemas
-from pipelines.files import sha256_file
+from pipelines.files import replace_atomically, sha256_file
 from pipelines.kernelindex import digest, manifest_digest, text_digest
 from pipelines.transforms.evaluation_rules import was_evaluated
 from pipelines.transforms.fib_lines import fib_trace_line, is_fib_trace_file
@@ -50,56 +49,12 @@ class DatasetContext:
     fingerprint: str  # changes whenever anything above changes
 
 
-# Columns resolved only when all files are known (finalize): they depend on solutions, the
-# dataset revision or other files, so staging parts stay valid when those change.
-RESOLVED_RUN_COLUMNS = frozenset(
-    {"snapshot_id", "author", "implementation_digest", "run_digest", "comparison_key"}
-)
-# Columns that exist only while staging.
-STAGING_RUN_COLUMNS = (
-    schemas.Column("record_index", pa.int64(), "Position of the object inside its line.", False),
-    schemas.Column("source_offset", pa.int64(), "Byte offset of the line in the file.", False),
-    schemas.Column(
-        "identity_complete",
-        pa.bool_(),
-        "KernelIndex reads this line and accepts it, given that its solution resolves.",
-        False,
-    ),
-    schemas.Column("has_timing", pa.bool_(), "The run has a performance block.", False),
-    schemas.Column(
-        "run_body_template",
-        pa.string(),
-        "Canonical BenchmarkRun envelope with placeholders for the implementation and workload digests.",
-    ),
-)
-STAGING_RUNS = schemas.Table(
-    "staging_runs",
-    "runs rows of one file before global resolution",
-    ("run_id",),
-    tuple(c for c in schemas.RUNS.columns if c.name not in RESOLVED_RUN_COLUMNS)
-    + STAGING_RUN_COLUMNS,
-)
-STAGING_WORKLOADS = schemas.Table(
-    "staging_workloads",
-    "workload rows of one file",
-    schemas.WORKLOADS.key,
-    schemas.WORKLOADS.columns
-    + (schemas.Column("record_index", pa.int64(), "Position inside the line.", False),),
-)
-
 MAX_SAFE_LATENCY_NS = 2**53 - 1
 
 # Rows a worker holds before writing them out: memory stays flat whatever the file size.
 CHUNK_ROWS = 20_000
 
-PART_TABLES = {
-    "runs": STAGING_RUNS,
-    "correctness": schemas.CORRECTNESS,
-    "workloads": STAGING_WORKLOADS,
-    "environments": schemas.ENVIRONMENTS,
-    "rejects": schemas.REJECTS,
-    "trace_lines": schemas.TRACE_LINES,
-}
+PART_TABLES = schemas.STAGING_TABLES
 
 
 @dataclass
@@ -481,13 +436,14 @@ class PartWriter:
         self.staging_dir.mkdir(parents=True, exist_ok=True)
         chunk = len(self.written.get(name, []))
         file_name = f"{self.part_key}.{name}.{chunk}.parquet"
-        temporary = self.staging_dir / f".{file_name}.{os.getpid()}.tmp"
         # Staging parts are read whole, once, by the finalize step: no statistics to prune by,
         # and no dictionary pages (most columns are digests, unique per row); a third cheaper.
-        pq.write_table(
-            table, temporary, compression="zstd", write_statistics=False, use_dictionary=False
+        replace_atomically(
+            self.staging_dir / file_name,
+            lambda temporary: pq.write_table(
+                table, temporary, compression="zstd", write_statistics=False, use_dictionary=False
+            ),
         )
-        os.replace(temporary, self.staging_dir / file_name)
         self.written.setdefault(name, []).append(file_name)
 
     def flush(self, columnar: ColumnarBatch | None) -> None:

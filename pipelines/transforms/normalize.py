@@ -17,7 +17,13 @@ from typing import Any, TypeGuard
 
 import orjson
 
-from pipelines.rejects import FORBIDS_CORRECTNESS, NEEDS_CORRECTNESS, STATUSES
+from pipelines.rejects import (
+    FORBIDS_CORRECTNESS,
+    NEEDS_CORRECTNESS,
+    REJECT_REASONS,
+    STATUSES,
+    ReasonedError,
+)
 from pipelines.transforms.evaluation_rules import LatencyProblem, read_latency
 
 LOG_TRUNCATED_SUFFIX = "[log truncated]"
@@ -30,13 +36,10 @@ EVALUATION_KEYS = frozenset(
 )
 
 
-class RecordError(ValueError):
+class RecordError(ReasonedError):
     """A record that cannot be imported; ``reason`` is a REJECT_REASONS code."""
 
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
+    REASONS = REJECT_REASONS
 
 
 def to_json(value: Any) -> str:

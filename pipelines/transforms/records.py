@@ -18,6 +18,8 @@ from typing import Any
 
 import orjson
 
+from pipelines.rejects import REJECT_REASONS
+
 BOM = b"\xef\xbb\xbf"
 RAW_PREFIX_CHARS = 200
 
@@ -31,6 +33,10 @@ class Reject:
     reason: str
     message: str
     raw_prefix: str | None
+
+    def __post_init__(self) -> None:
+        if self.reason not in REJECT_REASONS:
+            raise ValueError(f"unregistered reject reason {self.reason!r} ({self.file})")
 
 
 @dataclass(frozen=True, slots=True)
