@@ -36,6 +36,8 @@ NO_SOURCE = (
 )
 
 ProgressFn = Callable[[str, int, int], None]  # (phase, done, total)
+# Runs a build's ingest tasks: (tasks, workers, progress) -> one GroupResult per task, in order.
+ParseFn = Callable[[list["IngestTask"], int, ProgressFn | None], list[Any]]
 
 
 @dataclass
@@ -235,10 +237,14 @@ def build_warehouse(
     progress: ProgressFn | None = None,
     force: bool = False,
     require_fact_rows: bool = False,
+    parse: ParseFn | None = None,
 ) -> BuildResult:
     """Build (or find up to date) the warehouse of ``settings``. Nothing is published unless
     every invariant holds, no table shrinks beyond ``settings.max_shrink_share`` (unless
-    ``allow_shrink``), and, with ``require_fact_rows``, the fact tables have rows."""
+    ``allow_shrink``), and, with ``require_fact_rows``, the fact tables have rows.
+
+    ``parse`` runs the build's ingest tasks (default: a process pool of ``settings.workers``);
+    the Dagster fan-out passes one that takes what its executor's workers already parsed."""
     started = time.perf_counter()
     source = source or settings.source
     if source is None:
@@ -252,7 +258,14 @@ def build_warehouse(
         published_before = interrupts.published()
         try:
             return _build_locked(
-                settings, warehouse, source, progress, force, require_fact_rows, started
+                settings,
+                warehouse,
+                source,
+                progress,
+                force,
+                require_fact_rows,
+                started,
+                parse or run_tasks,
             )
         except BaseException:
             # An interrupt or a refusal: drop the unfinished generation and temporary files
@@ -270,6 +283,7 @@ def _build_locked(
     force: bool,
     require_fact_rows: bool,
     started: float,
+    parse: ParseFn,
 ) -> BuildResult:
     resolved = resolve_source(source, settings, progress)
     current = warehouse.current_generation()
@@ -322,6 +336,7 @@ def _build_locked(
         manifest,
         progress,
         started,
+        parse,
         guard,
     )
 
@@ -423,22 +438,25 @@ def _load_context_cached(
     return loaded
 
 
-def _full_build(
+@dataclass
+class IngestPlan:
+    """What a build parses, and the manifest entries of the groups it reuses."""
+
+    loaded: Any  # context.LoadedContext
+    group_mode: str
+    file_entries: dict[str, Any]
+    tasks: list[IngestTask]
+
+
+def _plan_ingest(
     settings: Settings,
     warehouse: Warehouse,
     resolved: ResolvedSource,
     files: list[SourceFile],
-    discovery_rejects: list[Any],
-    state: dict[str, Any],
     manifest: Manifest,
-    progress: ProgressFn | None,
-    started: float,
-    guard: GuardFn | None = None,
-) -> BuildResult:
-    global _WORKER_CONTEXT
-    from pipelines.transforms import finalize, ingest
+) -> IngestPlan:
+    from pipelines.transforms import ingest
 
-    warehouse.remove_stale_generations()
     json_files = [f for f in files if f.kind == "json"]
     line_files = [f for f in files if f.kind == "jsonl"]
     loaded = _load_context_cached(warehouse, json_files, settings, resolved)
@@ -482,11 +500,58 @@ def _full_build(
             )
         )
     tasks.sort(key=lambda t: -t.size)  # biggest first keeps both cores busy to the end
+    return IngestPlan(loaded, group_mode, file_entries, tasks)
+
+
+def plan_ingest(settings: Settings, *, source: str | None = None) -> IngestPlan:
+    """The ingest tasks a build of ``settings`` would run now (none when nothing changed),
+    planned exactly as ``build_warehouse`` plans them, under the build lock. For runners that
+    parse the groups elsewhere (the Dagster fan-out) and then call ``build_warehouse`` with a
+    ``parse`` that takes their results."""
+    source = source or settings.source
+    if source is None:
+        raise SettingsError(NO_SOURCE)
+    warehouse = Warehouse(settings.warehouse, settings.keep_generations)
+    with warehouse.build_lock(settings.lock_timeout_s):
+        resolved = resolve_source(source, settings)
+        files, _ = discover(resolved.root)
+        return _plan_ingest(
+            settings, warehouse, resolved, files, read_manifest(warehouse.manifest_path)
+        )
+
+
+def parse_task(task: IngestTask, context: Any) -> Any:
+    """Parse one group in this process (``ingest.GroupResult``), with ``context`` the
+    dataset context of the plan it came from."""
+    _set_worker_context(context)
+    return _ingest_task(task)
+
+
+def _full_build(
+    settings: Settings,
+    warehouse: Warehouse,
+    resolved: ResolvedSource,
+    files: list[SourceFile],
+    discovery_rejects: list[Any],
+    state: dict[str, Any],
+    manifest: Manifest,
+    progress: ProgressFn | None,
+    started: float,
+    parse: ParseFn,
+    guard: GuardFn | None = None,
+) -> BuildResult:
+    global _WORKER_CONTEXT
+    from pipelines.transforms import finalize
+
+    warehouse.remove_stale_generations()
+    json_files = [f for f in files if f.kind == "json"]
+    line_files = [f for f in files if f.kind == "jsonl"]
+    plan = _plan_ingest(settings, warehouse, resolved, files, manifest)
+    loaded, context = plan.loaded, plan.loaded.context
+    file_entries, tasks, group_mode = plan.file_entries, plan.tasks, plan.group_mode
 
     _WORKER_CONTEXT = context
-    results: list[Any] = []
-    if tasks:
-        _run_tasks(tasks, settings.workers, progress, results)
+    results: list[Any] = parse(tasks, settings.workers, progress) if tasks else []
     for result in results:
         group_key = _group_key(
             group_mode, {rel: counts.content_sha256 for rel, counts in result.files.items()}
@@ -584,6 +649,13 @@ def _parts_exist(warehouse: Warehouse, entry: FileEntry) -> bool:
     return all(
         (warehouse.staging / name).exists() for names in entry.parts.values() for name in names
     )
+
+
+def run_tasks(tasks: list[IngestTask], workers: int, progress: ProgressFn | None) -> list[Any]:
+    """Parse every task in a pool of ``workers`` processes; results come back in task order."""
+    results: list[Any] = []
+    _run_tasks(tasks, workers, progress, results)
+    return results
 
 
 def _run_tasks(
