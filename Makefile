@@ -42,9 +42,11 @@ test: lint typecheck unit
 # results go to bench/results/bench_<lines>.json and .md. Each run also reads the results of
 # the other sizes there, so run `make bench` and then `make bench-large` and `make bench-1m`
 # to get the scaling checks (4x and 1,000,000 lines against the 1x figure).
-# ~154,000 trace lines (~485 MB), the 1x size of the issue's targets.
+# ~154,000 trace lines (~485 MB), the 1x size of the issue's targets; then the scaling table of
+# the fanned-out ingest (bench/fanout.py) by number of worker processes.
 bench: install
 	$(PYTHON) -m bench.run --lines 154000 --repeat $(REPEAT)
+	$(PYTHON) -m bench.fanout --lines 154000 --workers 1,2,4
 	$(PYTHON) -m bench.object_store --lines 154000 --repeat $(REPEAT)
 
 # 4x the 1x size: peak memory against the 1x figure.

@@ -458,6 +458,12 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
         if args.leaderboard_query
         else None
     )
+    storage = None
+    if "cold" in only and not args.no_storage:  # issue 12: a changed revision's cost on disk
+        from bench.storage import measure_storage, render
+
+        storage = measure_storage(source, data_root / "storage")
+        print("\n".join(render(storage)), flush=True)
     summaries = {name: leg.summary() for name, leg in legs.items()}
     references = {
         f"ratio_to_{name}": legs[name].median("wall_s") if name in legs and legs[name].ok else None
@@ -489,6 +495,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
         "dataset": {**dataset, "reused": reused, "generate_s": None if reused else generate_s},
         "legs": summaries,
         "leaderboard": leaderboard,
+        "storage": storage,
     }
     out = Path(args.out)
     earlier, unreadable = earlier_results(out, args.lines)
@@ -726,6 +733,10 @@ def render_text(report: dict[str, Any]) -> str:
             f"  {check['status']:<4}  {check['check']:<44} {check['rule']:<58} "
             f"{_check_value(check)}{note}"
         )
+    if report.get("storage"):
+        from bench.storage import render
+
+        out += ["", *render(report["storage"])]
     m = report["machine"]
     out += [
         "",
@@ -822,6 +833,15 @@ def render_markdown(report: dict[str, Any]) -> str:
             if "skipped" not in inproc
             else f"- in-process: {inproc['skipped']}",
         ]
+    if report.get("storage"):
+        from bench.storage import render
+
+        lines += [
+            "",
+            "## Storage",
+            "",
+            *(f"- {line.strip()}" for line in render(report["storage"])),
+        ]
     lines += [
         "",
         "## Machine",
@@ -888,6 +908,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="the large size of the scaling checks",
     )
     parser.add_argument("--no-tree-rss", action="store_true", help="do not sample process-tree RSS")
+    parser.add_argument(
+        "--no-storage",
+        action="store_true",
+        help="skip the storage measurement (bench/storage.py: growth per changed revision)",
+    )
     parser.add_argument("--leg", choices=sorted(CHILD_LEGS), help=argparse.SUPPRESS)
     parser.add_argument("--source", default=None, help=argparse.SUPPRESS)
     return parser

@@ -15,16 +15,17 @@ import pickle
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pipelines import IMPORTER_VERSION, interrupts, invariants
 from pipelines.files import replace_atomically, sha256_file, write_atomically
+from pipelines.manifest import FileEntry, Manifest, SourceManifest, read_manifest, write_manifest
 from pipelines.settings import Settings, SettingsError
 from pipelines.sources.local import SourceFile, discover, git_revision, require_dataset
-from pipelines.warehouse import Warehouse
+from pipelines.warehouse import Warehouse, generation_sources, holds_sources, source_key
 
 # Written into each generation before it is published: the outcome of every invariant and
 # publish guard evaluated on it, which the Dagster asset checks report.
@@ -35,16 +36,39 @@ NO_SOURCE = (
 )
 
 ProgressFn = Callable[[str, int, int], None]  # (phase, done, total)
+# Runs a build's ingest tasks: (tasks, workers, progress) -> one GroupResult per task, in order.
+ParseFn = Callable[[list["IngestTask"], int, ProgressFn | None], list[Any]]
 
 
 @dataclass
 class ResolvedSource:
     root: Path
-    source: str
+    source: str  # as given to the build
     requested_revision: str | None
     resolved_sha: str | None
     fetch_rejects: list[Any] = field(default_factory=list)  # records.Reject
     transferred_files: list[str] = field(default_factory=list)
+    name: str = ""  # the source's name in the warehouse (source_identity)
+    uri: str = ""  # what the name stands for: an absolute folder, or hf:// without @revision
+
+    @property
+    def key(self) -> str:
+        return source_key(self.name)
+
+
+def source_identity(source: str, name: str | None) -> tuple[str, str]:
+    """(name, uri) of a source: the uri is the absolute folder or the hf:// dataset without
+    its revision, so every revision of a source has one name; the default name is the
+    folder's own name or the Hub's <org>/<name>."""
+    if source.startswith("hf://"):
+        from pipelines.sources import hub
+
+        reference = hub.parse_hub_uri(source)
+        assert reference is not None
+        uri = f"hf://datasets/{reference.repo_id}"
+        return name or reference.repo_id, uri
+    folder = Path(source).resolve()
+    return name or folder.name or str(folder), str(folder)
 
 
 @dataclass
@@ -108,7 +132,8 @@ def resolve_source(
         root = Path(source)
         require_dataset(root, source)
         revision = settings.revision or git_revision(root)
-        return ResolvedSource(root, source, None, revision)
+        name, uri = source_identity(source, settings.source_name)
+        return ResolvedSource(root, source, None, revision, name=name, uri=uri)
     from pipelines.sources import hub
 
     reference = hub.parse_hub_uri(source)
@@ -129,6 +154,7 @@ def resolve_source(
     require_dataset(snapshot.root, source)
     rejects = [Reject(r.path, None, "unsafe_path", r.message, None) for r in snapshot.rejected]
     rejects += [Reject(r.path, None, "fetch_failed", r.message, None) for r in snapshot.failed]
+    name, uri = source_identity(source, settings.source_name)
     return ResolvedSource(
         snapshot.root,
         source,
@@ -136,6 +162,8 @@ def resolve_source(
         snapshot.resolved_sha,
         rejects,
         list(snapshot.transferred_files),
+        name=name,
+        uri=uri,
     )
 
 
@@ -152,13 +180,6 @@ def _state_key(settings: Settings, source: ResolvedSource) -> dict[str, Any]:
         "revision": source.resolved_sha,
         "baselines": baselines_fp,
     }
-
-
-def _read_manifest(warehouse: Warehouse) -> dict[str, Any]:
-    try:
-        return json.loads(warehouse.manifest_path.read_text())
-    except (OSError, ValueError):
-        return {}
 
 
 # The dataset context, set once per worker process (by _set_worker_context) rather than sent
@@ -221,10 +242,14 @@ def build_warehouse(
     progress: ProgressFn | None = None,
     force: bool = False,
     require_fact_rows: bool = False,
+    parse: ParseFn | None = None,
 ) -> BuildResult:
     """Build (or find up to date) the warehouse of ``settings``. Nothing is published unless
     every invariant holds, no table shrinks beyond ``settings.max_shrink_share`` (unless
-    ``allow_shrink``), and, with ``require_fact_rows``, the fact tables have rows."""
+    ``allow_shrink``), and, with ``require_fact_rows``, the fact tables have rows.
+
+    ``parse`` runs the build's ingest tasks (default: a process pool of ``settings.workers``);
+    the Dagster fan-out passes one that takes what its executor's workers already parsed."""
     started = time.perf_counter()
     source = source or settings.source
     if source is None:
@@ -238,7 +263,14 @@ def build_warehouse(
         published_before = interrupts.published()
         try:
             result = _build_locked(
-                settings, warehouse, source, progress, force, require_fact_rows, started
+                settings,
+                warehouse,
+                source,
+                progress,
+                force,
+                require_fact_rows,
+                started,
+                parse or run_tasks,
             )
             if settings.catalog is not None:  # the published form: Iceberg tables in a catalog
                 from pipelines.publish.iceberg import publish_generation
@@ -247,9 +279,11 @@ def build_warehouse(
                     # Readers see the catalog, not the staging folder: until the publication
                     # row lands, an interrupted build left the warehouse unchanged.
                     interrupts.note_published(None)
-                source_uri = result.source.source if result.source else source
                 published = publish_generation(
-                    settings, warehouse, source_uri=source_uri, force=force
+                    settings,
+                    warehouse,
+                    source_name=result.source.name if result.source else None,
+                    force=force,
                 )
                 result.published = published.summary_line(settings)
             return result
@@ -269,19 +303,34 @@ def _build_locked(
     force: bool,
     require_fact_rows: bool,
     started: float,
+    parse: ParseFn,
 ) -> BuildResult:
     resolved = resolve_source(source, settings, progress)
+    current = warehouse.current_generation()
+    held = (
+        {s.source: s for s in generation_sources(current)}
+        if current is not None and holds_sources(current)
+        else {}
+    )
+    same_name = held.get(resolved.name)
+    if same_name is not None and same_name.uri != resolved.uri:
+        raise SettingsError(
+            f"--source {source}: the warehouse's source {resolved.name!r} is {same_name.uri}; "
+            "building this one under that name would replace its rows. Pass --source-name "
+            "to give it its own name (`tracehouse sources` lists them)"
+        )
     files, discovery_rejects = discover(resolved.root)
     state = _state_key(settings, resolved)
-    manifest = _read_manifest(warehouse)
+    manifest = read_manifest(warehouse.manifest_path)
+    previous = manifest.sources.get(resolved.name)
     fingerprints = {f.rel: f.fingerprint for f in files}
-    current = warehouse.current_generation()
     if (
         not force
-        and manifest.get("state") == state
-        and manifest.get("fingerprints") == fingerprints
-        and current is not None
-        and manifest.get("generation") == current.name
+        and previous is not None
+        and previous.state == state
+        and previous.fingerprints == fingerprints
+        and same_name is not None
+        and same_name.snapshot_id == previous.snapshot_id
     ):
         return BuildResult(
             warehouse.root,
@@ -292,9 +341,9 @@ def _build_locked(
             0,
             len(files),
             0,
-            manifest.get("snapshot_id"),
+            previous.snapshot_id,
             resolved,
-            generation=current.name,
+            generation=current.name if current is not None else None,
         )
     guard = _publish_guard(settings, current, require_fact_rows)
     return _full_build(
@@ -307,6 +356,7 @@ def _build_locked(
         manifest,
         progress,
         started,
+        parse,
         guard,
     )
 
@@ -386,7 +436,7 @@ def _load_context_cached(
             [_state_key(settings, resolved), [[f.rel, f.fingerprint] for f in json_files]]
         ).encode()
     ).hexdigest()
-    cache_file = warehouse.cache / "context.pickle"
+    cache_file = warehouse.cache / f"context-{resolved.key}.pickle"
     try:
         with cache_file.open("rb") as handle:
             cached_key, loaded = pickle.load(handle)
@@ -408,34 +458,40 @@ def _load_context_cached(
     return loaded
 
 
-def _full_build(
+@dataclass
+class IngestPlan:
+    """What a build parses, and the manifest entries of the groups it reuses."""
+
+    loaded: Any  # context.LoadedContext
+    group_mode: str
+    file_entries: dict[str, Any]
+    tasks: list[IngestTask]
+
+
+def _plan_ingest(
     settings: Settings,
     warehouse: Warehouse,
     resolved: ResolvedSource,
     files: list[SourceFile],
-    discovery_rejects: list[Any],
-    state: dict[str, Any],
-    manifest: dict[str, Any],
-    progress: ProgressFn | None,
-    started: float,
-    guard: GuardFn | None = None,
-) -> BuildResult:
-    global _WORKER_CONTEXT
-    from pipelines.transforms import finalize, ingest
+    manifest: Manifest,
+) -> IngestPlan:
+    from pipelines.transforms import ingest
 
-    warehouse.remove_stale_generations()
     json_files = [f for f in files if f.kind == "json"]
     line_files = [f for f in files if f.kind == "jsonl"]
     loaded = _load_context_cached(warehouse, json_files, settings, resolved)
     context = loaded.context
 
-    previous: dict[str, Any] = (
-        manifest.get("files", {}) if manifest.get("context") == context.fingerprint else {}
-    )
-    if manifest.get("exact") != settings.exact:
-        previous = {}
+    before = manifest.sources.get(resolved.name)
+    previous: dict[str, FileEntry] = {}
+    if (
+        before is not None
+        and before.context == context.fingerprint
+        and before.exact == settings.exact
+    ):
+        previous = before.files
     warehouse.staging.mkdir(parents=True, exist_ok=True)
-    file_entries: dict[str, Any] = {}
+    file_entries: dict[str, FileEntry] = {}
     tasks: list[IngestTask] = []
     groups: dict[int, list[SourceFile]] = {}
     for source_file in line_files:
@@ -452,7 +508,7 @@ def _full_build(
             json.dumps([group_mode, [[f.rel, f.fingerprint] for f in members]]).encode()
         ).hexdigest()[:32]
         for source_file in members:
-            file_entries[source_file.rel] = {"fingerprint": source_file.fingerprint}
+            file_entries[source_file.rel] = FileEntry(list(source_file.fingerprint))
         tasks.append(
             IngestTask(
                 tuple((str(f.path), f.rel) for f in members),
@@ -464,26 +520,72 @@ def _full_build(
             )
         )
     tasks.sort(key=lambda t: -t.size)  # biggest first keeps both cores busy to the end
+    return IngestPlan(loaded, group_mode, file_entries, tasks)
+
+
+def plan_ingest(settings: Settings, *, source: str | None = None) -> IngestPlan:
+    """The ingest tasks a build of ``settings`` would run now (none when nothing changed),
+    planned exactly as ``build_warehouse`` plans them, under the build lock. For runners that
+    parse the groups elsewhere (the Dagster fan-out) and then call ``build_warehouse`` with a
+    ``parse`` that takes their results."""
+    source = source or settings.source
+    if source is None:
+        raise SettingsError(NO_SOURCE)
+    warehouse = Warehouse(settings.warehouse, settings.keep_generations)
+    with warehouse.build_lock(settings.lock_timeout_s):
+        resolved = resolve_source(source, settings)
+        files, _ = discover(resolved.root)
+        return _plan_ingest(
+            settings, warehouse, resolved, files, read_manifest(warehouse.manifest_path)
+        )
+
+
+def parse_task(task: IngestTask, context: Any) -> Any:
+    """Parse one group in this process (``ingest.GroupResult``), with ``context`` the
+    dataset context of the plan it came from."""
+    _set_worker_context(context)
+    return _ingest_task(task)
+
+
+def _full_build(
+    settings: Settings,
+    warehouse: Warehouse,
+    resolved: ResolvedSource,
+    files: list[SourceFile],
+    discovery_rejects: list[Any],
+    state: dict[str, Any],
+    manifest: Manifest,
+    progress: ProgressFn | None,
+    started: float,
+    parse: ParseFn,
+    guard: GuardFn | None = None,
+) -> BuildResult:
+    global _WORKER_CONTEXT
+    from pipelines.transforms import finalize
+
+    warehouse.remove_stale_generations()
+    json_files = [f for f in files if f.kind == "json"]
+    line_files = [f for f in files if f.kind == "jsonl"]
+    plan = _plan_ingest(settings, warehouse, resolved, files, manifest)
+    loaded, context = plan.loaded, plan.loaded.context
+    file_entries, tasks, group_mode = plan.file_entries, plan.tasks, plan.group_mode
 
     _WORKER_CONTEXT = context
-    results: list[Any] = []
-    if tasks:
-        _run_tasks(tasks, settings.workers, progress, results)
+    results: list[Any] = parse(tasks, settings.workers, progress) if tasks else []
     for result in results:
         group_key = _group_key(
             group_mode, {rel: counts.content_sha256 for rel, counts in result.files.items()}
         )
         for rel, counts in result.files.items():
-            file_entries[rel].update(
-                sha256=counts.content_sha256,
-                group_key=group_key,
-                parts=result.parts,
-                records=counts.records,
-                runs=counts.runs,
-                rejected=counts.rejected,
-                columnar_records=counts.columnar_records,
-                kernelindex_unreadable=counts.kernelindex_unreadable,
-            )
+            entry = file_entries[rel]
+            entry.sha256 = counts.content_sha256
+            entry.group_key = group_key
+            entry.parts = {table: list(names) for table, names in result.parts.items()}
+            entry.records = counts.records
+            entry.runs = counts.runs
+            entry.rejected = counts.rejected
+            entry.columnar_records = counts.columnar_records
+            entry.kernelindex_unreadable = counts.kernelindex_unreadable
 
     outcome = finalize.finalize(
         warehouse=warehouse,
@@ -496,23 +598,20 @@ def _full_build(
         progress=progress,
         before_publish=guard,
     )
-    write_atomically(
-        warehouse.manifest_path,
-        json.dumps(
-            {
-                "state": state,
-                "context": context.fingerprint,
-                "exact": settings.exact,
-                "fingerprints": {f.rel: f.fingerprint for f in files},
-                "files": file_entries,
-                "generation": outcome.generation.name,
-                "snapshot_id": outcome.snapshot_id,
-            },
-            sort_keys=True,
-        ).encode(),
+    # Sources the published generation no longer holds (removed) drop out of the manifest.
+    held = {s.source for s in generation_sources(outcome.generation)}
+    manifest.sources = {name: m for name, m in manifest.sources.items() if name in held}
+    manifest.sources[resolved.name] = SourceManifest(
+        state=state,
+        context=context.fingerprint,
+        exact=settings.exact,
+        fingerprints={f.rel: list(f.fingerprint) for f in files},
+        files=file_entries,
+        snapshot_id=outcome.snapshot_id,
     )
-    _remove_unreferenced_parts(warehouse, file_entries)
-    records_read = sum(e.get("records", 0) for e in file_entries.values())
+    write_manifest(warehouse.manifest_path, manifest)
+    remove_unreferenced_staging(warehouse, manifest)
+    records_read = sum(e.records for e in file_entries.values())
     files_parsed = sum(len(task.files) for task in tasks)
     return BuildResult(
         warehouse.root,
@@ -540,38 +639,43 @@ def _group_key(group_mode: str, shas: dict[str, str]) -> str:
 def _reusable_group(
     warehouse: Warehouse,
     members: list[SourceFile],
-    previous: dict[str, Any],
+    previous: dict[str, FileEntry],
     group_mode: str,
-) -> dict[str, Any] | None:
+) -> dict[str, FileEntry] | None:
     """The previous entries of a group whose files all have the same bytes as last time, or None.
 
     Only files whose size, mtime or inode changed are hashed again; a new file means a parse.
     """
-    entries = [previous.get(f.rel) for f in members]
-    if not all(e and e.get("group_key") and e.get("sha256") for e in entries):
+    found = [previous.get(f.rel) for f in members]
+    entries = [e for e in found if e is not None and e.group_key and e.sha256]
+    if len(entries) != len(members):
         return None
     shas = {}
     for source_file, entry in zip(members, entries, strict=True):
-        assert entry is not None
-        same = entry["fingerprint"] == source_file.fingerprint
-        shas[source_file.rel] = entry["sha256"] if same else sha256_file(source_file.path)
+        same = entry.fingerprint == list(source_file.fingerprint)
+        shas[source_file.rel] = entry.sha256 if same else sha256_file(source_file.path)
     group_key = _group_key(group_mode, shas)
-    if any(e["group_key"] != group_key for e in entries if e) or not all(
-        _parts_exist(warehouse, e) for e in entries if e
+    if any(e.group_key != group_key for e in entries) or not all(
+        _parts_exist(warehouse, e) for e in entries
     ):
         return None
     return {
-        f.rel: {**e, "fingerprint": f.fingerprint}
+        f.rel: replace(e, fingerprint=list(f.fingerprint))
         for f, e in zip(members, entries, strict=True)
-        if e
     }
 
 
-def _parts_exist(warehouse: Warehouse, entry: dict[str, Any]) -> bool:
-    parts = entry.get("parts")
-    if parts is None:
-        return False
-    return all((warehouse.staging / name).exists() for names in parts.values() for name in names)
+def _parts_exist(warehouse: Warehouse, entry: FileEntry) -> bool:
+    return all(
+        (warehouse.staging / name).exists() for names in entry.parts.values() for name in names
+    )
+
+
+def run_tasks(tasks: list[IngestTask], workers: int, progress: ProgressFn | None) -> list[Any]:
+    """Parse every task in a pool of ``workers`` processes; results come back in task order."""
+    results: list[Any] = []
+    _run_tasks(tasks, workers, progress, results)
+    return results
 
 
 def _run_tasks(
@@ -619,13 +723,11 @@ def _run_tasks(
     results.extend(gathered[index] for index in range(len(tasks)))
 
 
-def _remove_unreferenced_parts(warehouse: Warehouse, file_entries: dict[str, Any]) -> None:
-    keep = {
-        name
-        for entry in file_entries.values()
-        for names in entry.get("parts", {}).values()
-        for name in names
-    }
+def remove_unreferenced_staging(warehouse: Warehouse, manifest: Manifest) -> None:
+    """Staging parts no source's files use any more."""
+    keep = manifest.staging_parts()
+    if not warehouse.staging.exists():
+        return
     for path in warehouse.staging.iterdir():
         if path.name not in keep:
             path.unlink(missing_ok=True)
@@ -638,20 +740,88 @@ def utc_now() -> datetime:
 def source_version(settings: Settings) -> str:
     """What the configured source is at right now, cheaply: the commit a Hub revision resolves
     to, a folder's git HEAD (or the given revision), else a digest of its file listing (paths,
-    sizes, modification times). The Dagster source asset's data version."""
+    sizes, modification times); with several sources (the ``sources`` setting), a digest of
+    each one's. The Dagster source asset's data version."""
+    if settings.sources:
+        from pipelines.settings import parse_sources
+
+        versions = [
+            f"{name}={_one_source_version(uri, settings)}"
+            for name, uri in sorted(parse_sources(settings.sources).items())
+        ]
+        return "sources:" + hashlib.sha256("\n".join(versions).encode()).hexdigest()[:32]
     if settings.source is None:
         raise SettingsError(NO_SOURCE)
-    if settings.source.startswith("hf://"):
+    return _one_source_version(settings.source, settings)
+
+
+def _one_source_version(source: str, settings: Settings) -> str:
+    if source.startswith("hf://"):
         from pipelines.sources import hub
 
-        reference = hub.parse_hub_uri(settings.source)
+        reference = hub.parse_hub_uri(source)
         assert reference is not None
         return hub.resolve_revision(reference, retry=hub.RetryPolicy.within(settings.hub_timeout_s))
-    root = Path(settings.source)
-    require_dataset(root, settings.source)
+    root = Path(source)
+    require_dataset(root, source)
     revision = settings.revision or git_revision(root)
     if revision is not None:
         return revision
     files, _ = discover(root)
     listing = json.dumps([[f.rel, f.size, f.fingerprint[1]] for f in files]).encode()
     return "files:" + hashlib.sha256(listing).hexdigest()[:32]
+
+
+def remove_source(settings: Settings, name: str) -> BuildResult:
+    """Remove one source from the warehouse: a new generation without its rows, published
+    atomically under the build lock (rankings span what remains). Its staging and table
+    parts go once no kept generation links them."""
+    from pipelines.transforms import finalize
+
+    started = time.perf_counter()
+    warehouse = Warehouse(settings.warehouse, settings.keep_generations)
+    current = warehouse.require_current()
+    with warehouse.build_lock(settings.lock_timeout_s):
+        published_before = interrupts.published()
+        try:
+            current = warehouse.require_current()
+            held = [s.source for s in generation_sources(current)]
+            if name not in held:
+                raise LookupError(
+                    f"no source {name!r} in {warehouse.root} (it holds: {', '.join(held)})"
+                )
+            if held == [name]:
+                raise SettingsError(
+                    f"{name!r} is the only source of {warehouse.root}; removing it would leave "
+                    "an empty warehouse. Build another source first, or delete the folder"
+                )
+            warehouse.remove_stale_generations()
+            # Removing a source shrinks the tables by design: the outcome is recorded, the
+            # shrink is not refused.
+            guard = _publish_guard(replace(settings, allow_shrink=True), current, False)
+            outcome = finalize.finalize_without_source(
+                warehouse=warehouse, settings=settings, name=name, before_publish=guard
+            )
+        except BaseException:
+            if interrupts.published() == published_before:
+                warehouse.remove_stale_generations()
+            raise
+        manifest = read_manifest(warehouse.manifest_path)
+        manifest.sources.pop(name, None)
+        write_manifest(warehouse.manifest_path, manifest)
+        remove_unreferenced_staging(warehouse, manifest)
+        for stale in warehouse.cache.glob(f"context-{source_key(name)}.pickle"):
+            stale.unlink(missing_ok=True)
+    return BuildResult(
+        warehouse.root,
+        False,
+        time.perf_counter() - started,
+        outcome.table_counts,
+        dict(sorted(outcome.rejects_by_reason.items())),
+        0,
+        0,
+        0,
+        outcome.snapshot_id,
+        generation=outcome.generation.name,
+        checks=outcome.checks,
+    )

@@ -83,7 +83,7 @@ def store_regression_thresholds(
 # `tracehouse changes`
 
 CURRENT_SNAPSHOT_SQL = """
-SELECT s.snapshot_id, s.source, s.requested_revision, s.resolved_sha, s.built_at
+SELECT s.snapshot_id, s.source, s.requested_revision, s.resolved_sha, s.built_at, s.uri
 FROM source_snapshots AS s
 WHERE s.snapshot_id IN (SELECT DISTINCT snapshot_id FROM runs)
    OR NOT EXISTS (SELECT 1 FROM runs)
@@ -92,9 +92,17 @@ LIMIT 1
 """
 
 SNAPSHOTS_SQL = """
-SELECT snapshot_id, source, requested_revision, resolved_sha, built_at
+SELECT snapshot_id, source, requested_revision, resolved_sha, built_at, uri
 FROM source_snapshots
 ORDER BY built_at
+"""
+
+# The current snapshot of every source: the latest of each.
+SOURCE_SNAPSHOTS_SQL = """
+SELECT snapshot_id, source, requested_revision, resolved_sha, built_at, uri
+FROM source_snapshots
+QUALIFY row_number() OVER (PARTITION BY source ORDER BY snapshot_number DESC) = 1
+ORDER BY source
 """
 
 RECORD_EVENTS_SQL = """
@@ -115,6 +123,16 @@ WHERE $since IS NULL OR observed_at >= $since
 ORDER BY observed_at, comparison_key, solution
 """
 
+# Leader changes across revisions (sql/leader_changes.sql); a key's first leader is already a
+# record event, so only the changes of a leader are listed.
+LEADER_CHANGES_SQL = """
+SELECT changed_at, source, snapshot_number, cause, comparison_key, previous_solution,
+       previous_latency_ns, solution, latency_ns, speedup_over_previous, previous_run_id, run_id
+FROM leader_changes
+WHERE cause <> 'first' AND ($since IS NULL OR changed_at >= $since)
+ORDER BY changed_at, comparison_key
+"""
+
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}:\d{2})?\Z")
 
 
@@ -125,6 +143,7 @@ class Snapshot:
     requested_revision: str | None
     resolved_sha: str | None
     built_at: datetime
+    uri: str  # the folder or hf:// dataset the source's name stands for
 
     @property
     def revision(self) -> str:
@@ -188,26 +207,30 @@ def resolve_since(connection: duckdb.DuckDBPyConnection, text: str) -> Since:
             f"--since {text!r}: neither an ISO date/time (e.g. 2026-03-01 or "
             "2026-03-01T12:00:00Z) nor a revision or snapshot id in source_snapshots"
         )
-    current = current_snapshot(connection)
-    if any(snapshot.snapshot_id == current.snapshot_id for snapshot in matches):
-        return Since(datetime.max.replace(tzinfo=UTC), f"revision {current.revision} (current)")
+    # A source's current snapshot: nothing is new since it.
+    for current in _snapshots(connection, SOURCE_SNAPSHOTS_SQL):
+        if any(snapshot.snapshot_id == current.snapshot_id for snapshot in matches):
+            return Since(datetime.max.replace(tzinfo=UTC), f"revision {current.revision} (current)")
     raise ValueError(
-        f"--since {text!r}: that revision is an earlier snapshot, and this warehouse keeps only "
-        f"the runs of its current one ({current.revision}); give a date/time instead"
+        f"--since {text!r}: that revision is an earlier snapshot, and records and regressions "
+        "are judged over the current runs; give a date/time instead (what changed since that "
+        "snapshot is in the run_history and leader_changes views)"
     )
 
 
 def check_source(connection: duckdb.DuckDBPyConnection, source: str) -> Snapshot:
-    """The current snapshot when it was read from ``source`` (as given to the build)."""
-    current = current_snapshot(connection)
-    if not _same_source(source, current.source):
-        raise ValueError(
-            f"--source {source!r}: not a source of this warehouse (it holds {current.source!r})"
-        )
-    return current
+    """The current snapshot of ``source``: a source name (`tracehouse sources`), or the
+    folder or hf:// URI given to the build."""
+    held = _snapshots(connection, SOURCE_SNAPSHOTS_SQL)
+    for snapshot in held:
+        if source == snapshot.source or _same_source(source, snapshot.uri):
+            return snapshot
+    names = ", ".join(repr(s.source) for s in held)
+    raise ValueError(f"--source {source!r}: not a source of this warehouse (it holds {names})")
 
 
 def _same_source(given: str, stored: str) -> bool:
+    given = given.split("@", 1)[0] if given.startswith("hf://") else given
     if given.rstrip("/") == stored.rstrip("/"):
         return True
     if given.startswith("hf://") or stored.startswith("hf://"):
@@ -222,6 +245,7 @@ class ChangeReport:
     thresholds: RegressionThresholds
     record_events: Any  # polars DataFrame of RECORD_EVENTS_SQL
     regressions: Any  # polars DataFrame of REGRESSIONS_SQL
+    leader_changes: Any  # polars DataFrame of LEADER_CHANGES_SQL
 
 
 def change_report(
@@ -249,6 +273,7 @@ def change_report(
         thresholds=RegressionThresholds.from_settings(settings),
         record_events=frame(RECORD_EVENTS_SQL),
         regressions=frame(REGRESSIONS_SQL),
+        leader_changes=frame(LEADER_CHANGES_SQL),
     )
 
 
@@ -292,6 +317,20 @@ def regression_line(row: dict[str, Any]) -> str:
     )
 
 
+def leader_change_line(row: dict[str, Any]) -> str:
+    """One change of a comparison key's rank-1 run between builds."""
+    head = (
+        f"{_instant(row['changed_at'])}  {row['source']} snapshot {row['snapshot_number']}  "
+        f"{row['cause']}: {row['previous_solution']} {_latency(row['previous_latency_ns'])} -> "
+    )
+    if row["run_id"] is None:
+        return f"{head}no eligible run left  [{row['comparison_key']}]"
+    return (
+        f"{head}{row['solution']} {_latency(row['latency_ns'])} "
+        f"({row['speedup_over_previous']:.3f}×)  [{row['comparison_key']}]"
+    )
+
+
 def report_text(report: ChangeReport) -> str:
     since = f" since {report.since.label}" if report.since is not None else ""
     events = report.record_events.to_dicts()
@@ -309,6 +348,13 @@ def report_text(report: ChangeReport) -> str:
         f"regressions{since}: {len(regressions)} ({report.thresholds.describe()})",
         *(f"  {regression_line(row)}" for row in regressions),
     ]
+    leader_changes = report.leader_changes.to_dicts()
+    if leader_changes:  # only a warehouse that read several snapshots has any
+        lines += [
+            "",
+            f"leader changes between builds{since}: {len(leader_changes)}",
+            *(f"  {leader_change_line(row)}" for row in leader_changes),
+        ]
     return "\n".join(lines)
 
 
@@ -337,6 +383,7 @@ def report_json(report: ChangeReport) -> str:
         },
         "record_events": rows(report.record_events),
         "regressions": rows(report.regressions),
+        "leader_changes": rows(report.leader_changes),
     }
     return json.dumps(document, ensure_ascii=False, allow_nan=False)
 

@@ -35,6 +35,7 @@ LIST_DEFINITIONS_HINT = '`tracehouse query "SELECT DISTINCT definition FROM runs
 # Settings each command takes as flags (the others come from TRACEHOUSE_* or their default).
 BUILD_SETTINGS = (
     "source",
+    "source_name",
     "revision",
     "baselines_file",
     "exact",
@@ -47,7 +48,9 @@ BUILD_SETTINGS = (
 
 # Commands that only read: with an object-store warehouse (or --as-of) they read a local replica
 # of the state published in the Iceberg catalog.
-READ_COMMANDS = frozenset({"query", "leaderboard", "export", "record", "report", "changes"})
+READ_COMMANDS = frozenset(
+    {"query", "leaderboard", "export", "record", "report", "changes", "sources"}
+)
 
 
 class UsageError(Exception):
@@ -390,6 +393,45 @@ def cmd_generations(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sources(args: argparse.Namespace) -> int:
+    from pipelines import render
+    from pipelines.warehouse import Warehouse, connect_read_only
+
+    settings = _settings(args)
+    connection = connect_read_only(Warehouse(settings.warehouse))
+    try:
+        result = connection.execute("SELECT * FROM source_summary ORDER BY source")
+        columns = [d[0] for d in result.description or []]
+        values = [list(row) for row in result.fetchall()]
+    finally:
+        connection.close()
+    if args.format == "table":
+        print("\n".join(render.table(columns, values, width=10**9)))
+    else:
+        writer = render.write_csv if args.format == "csv" else render.write_json
+        writer(sys.stdout, columns, [values])
+    return 0
+
+
+def cmd_remove_source(args: argparse.Namespace) -> int:
+    from pipelines.build import remove_source
+
+    settings = _settings(args)
+    if settings.object_store is not None:
+        raise SettingsError(
+            f"--warehouse {settings.object_store}: remove-source changes a local folder's "
+            "generations; removing a source from an object-store warehouse is not supported yet"
+        )
+    result = remove_source(settings, args.name)
+    lines = result.summary_lines()
+    print(
+        f"removed source {args.name} from {result.warehouse} in {result.seconds:.2f} s "
+        f"(generation {result.generation})"
+    )
+    print("\n".join(line for line in lines[1:] if not line.startswith("  files parsed")))
+    return 0
+
+
 def cmd_rollback(args: argparse.Namespace) -> int:
     from pipelines.warehouse import Warehouse
 
@@ -557,6 +599,18 @@ def build_parser() -> argparse.ArgumentParser:
     generations = add("generations", "List the kept generations (completed builds).")
     generations.add_argument("--format", choices=OUTPUT_FORMATS, default="table")
     generations.set_defaults(handler=cmd_generations)
+
+    sources = add("sources", "List the sources the warehouse holds: revision, snapshot, counts.")
+    sources.add_argument("--format", choices=OUTPUT_FORMATS, default="table")
+    sources.set_defaults(handler=cmd_sources)
+
+    remove = add(
+        "remove-source",
+        "Remove one source's rows from the warehouse (a new generation, like any build).",
+    )
+    remove.add_argument("name", help="the source's name, as `tracehouse sources` lists it")
+    _add_settings(remove, ("lock_timeout_s",))
+    remove.set_defaults(handler=cmd_remove_source)
 
     rollback = add(
         "rollback", "Make an earlier generation current again (default: the one before)."

@@ -26,7 +26,7 @@ SELECT r.*, e.hardware_raw, e.libs_json,
        strftime(r.observed_at AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%S.%g') || 'Z' AS observed_at_text,
        (c.run_id IS NOT NULL) AS has_correctness
 FROM runs AS r
-JOIN environments AS e USING (environment_id)
+JOIN environments AS e ON e.environment_id = r.environment_id AND e.source = r.source
 LEFT JOIN correctness AS c USING (run_id)
 LEFT JOIN run_rankings AS k USING (run_id)
 """

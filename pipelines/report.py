@@ -50,9 +50,10 @@ SELECT definition, hardware, solution, author, geomean_speedup, coverage, worklo
 FROM leaderboard WHERE leaderboard_rank = 1 ORDER BY definition, hardware
 """
 DEFINITIONS_SQL = """
-SELECT d.definition, d.op_type, count(DISTINCT r.solution) AS solutions, count(r.run_id) AS runs
-FROM definitions AS d LEFT JOIN runs AS r USING (definition)
-GROUP BY ALL ORDER BY d.definition
+SELECT d.definition, any_value(d.op_type) AS op_type, count(DISTINCT r.solution) AS solutions,
+       count(DISTINCT r.run_id) AS runs
+FROM definitions AS d LEFT JOIN runs AS r ON r.definition = d.definition AND r.source = d.source
+GROUP BY d.definition ORDER BY d.definition
 """
 DEFINITION_LEADERBOARD_SQL = """
 SELECT definition, hardware, leaderboard_rank, solution, author, is_baseline, baseline_solution,

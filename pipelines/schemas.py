@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from pipelines import IMPORTER_VERSION  # noqa: F401  (re-exported)
+from pipelines.warehouse import PER_SOURCE_TABLES, VIEW_ADDED_COLUMNS
 
 UTC_MS = pa.timestamp("ms", tz="UTC")
 STRINGS = pa.list_(pa.string())
@@ -52,10 +53,27 @@ SOURCE_COLUMNS = (
     _c("source_line", I64, "1-based line number in source_file (1 for a whole-file JSON).", False),
 )
 
+# The source a row came from: the name `tracehouse build` gave it (`tracehouse sources`), and the
+# snapshot of that source the row belongs to. Neither is stored in a source's table files: the
+# table views add them from the generation's sources.json (pipelines/warehouse.py), so a
+# source's files are the same whatever else the warehouse holds.
+SOURCE_NAME = _c(
+    "source",
+    S,
+    "Name of the source the row came from (`tracehouse sources`; key into source_snapshots.source).",
+    False,
+)
+SNAPSHOT_OF_ROW = _c(
+    "snapshot_id",
+    S,
+    "Key into source_snapshots: the snapshot of the source that produced this row.",
+    False,
+)
+
 DEFINITIONS = Table(
     "definitions",
     "One row per operation definition (definitions/**.json), keyed by its name.",
-    ("definition",),
+    ("source", "definition"),
     (
         _c("definition", S, "Definition name (the `name` field; unique).", False),
         _c("op_type", S, "Operation type; `type` in files before 2025-09-16."),
@@ -83,13 +101,14 @@ DEFINITIONS = Table(
         _c("path_op_type", S, "Folder between definitions/ and the file, for audit only."),
         _c("extra_json", S, "Unknown top-level keys, as JSON; null when none."),
         *SOURCE_COLUMNS,
+        SOURCE_NAME,
     ),
 )
 
 IMPLEMENTATIONS = Table(
     "implementations",
     "One row per solution (solutions/**.json): who wrote it and how it is called. Source text stays out.",
-    ("solution",),
+    ("source", "solution"),
     (
         _c("solution", S, "Solution name (unique).", False),
         _c(
@@ -150,13 +169,14 @@ IMPLEMENTATIONS = Table(
         _c("path_author", S, "Folder after solutions/, for audit only (may differ from author)."),
         _c("extra_json", S, "Unknown keys, as JSON; null when none."),
         *SOURCE_COLUMNS,
+        SOURCE_NAME,
     ),
 )
 
 WORKLOADS = Table(
     "workloads",
     "One row per (definition, workload_key): the concrete shapes and inputs, from workload files and traces.",
-    ("definition", "workload_key"),
+    ("source", "definition", "workload_key"),
     (
         _c("definition", S, "Definition name.", False),
         _c(
@@ -178,13 +198,14 @@ WORKLOADS = Table(
         _c("correctness_key", S, "KernelIndex correctness key of the workload's tolerance."),
         _c("identity_error", S, "Why workload_digest is null, else null."),
         *SOURCE_COLUMNS,
+        SOURCE_NAME,
     ),
 )
 
 ENVIRONMENTS = Table(
     "environments",
     "One row per distinct evaluation environment (hardware string + libs) seen in traces.",
-    ("environment_id",),
+    ("source", "environment_id"),
     (
         _c("environment_id", S, "sha256 of the canonical raw environment {hardware, libs}.", False),
         _c("hardware_raw", S, "Hardware string as written (`device` before 2025-09-03).", False),
@@ -217,6 +238,7 @@ ENVIRONMENTS = Table(
             "Architecture KernelIndex derives (`unknown` for torch device names).",
         ),
         _c("identity_error", S, "Why environment_digest is null, else null."),
+        SOURCE_NAME,
     ),
 )
 
@@ -374,6 +396,7 @@ RUNS = Table(
             False,
         ),
         *SOURCE_COLUMNS,
+        SOURCE_NAME,
     ),
 )
 
@@ -409,29 +432,51 @@ CORRECTNESS = Table(
         _c("tolerance_max_atol", F64, "Workload tolerance max_atol, when given."),
         _c("tolerance_max_rtol", F64, "Workload tolerance max_rtol, when given."),
         _c("extra_json", S, "correctness.extra and other keys, as JSON."),
+        SOURCE_NAME,
+        SNAPSHOT_OF_ROW,
     ),
 )
 
 REJECTS = Table(
     "rejects",
     "Every record or file that could not be imported, with the reason.",
-    ("file", "line"),
+    ("source", "file", "line"),
     (
         _c("file", S, "Dataset-relative path.", False),
         _c("line", I64, "1-based line number; null for whole-file problems."),
         _c("reason", S, "Reason code from REJECT_REASONS.", False),
         _c("message", S, "Human-readable detail.", False),
         _c("raw_prefix", S, "The first 200 characters of the raw text (invalid UTF-8 replaced)."),
+        SOURCE_NAME,
+        SNAPSHOT_OF_ROW,
     ),
 )
 
 SOURCE_SNAPSHOTS = Table(
     "source_snapshots",
-    "Which source revision each warehouse state came from.",
-    ("snapshot_id",),
+    "Which source revision each warehouse state came from: every snapshot of every source, in build order.",
+    ("source", "snapshot_number"),
     (
-        _c("snapshot_id", S, "sha256 of (source, resolved sha, file list digest).", False),
-        _c("source", S, "Folder path or hf:// URI as given.", False),
+        _c(
+            "snapshot_id",
+            S,
+            "sha256 of (source, resolved sha, file list digest); a source that returns to an "
+            "earlier state has that snapshot again, under a new snapshot_number.",
+            False,
+        ),
+        _c(
+            "source",
+            S,
+            "Name of the source (`tracehouse build --source-name`, by default derived from the URI).",
+            False,
+        ),
+        _c("uri", S, "Folder path or hf:// URI as given to the build.", False),
+        _c(
+            "snapshot_number",
+            I64,
+            "1 for the first snapshot of the source, then one more per build that read a new state of it.",
+            False,
+        ),
         _c("requested_revision", S, "Revision asked for (branch, tag, sha); null for a folder."),
         _c(
             "resolved_sha",
@@ -523,6 +568,8 @@ TRACE_LINES = Table(
             "correctness.max_relative_error (infinity kept, NaN as null).",
         ),
         _c("timestamp", S, "evaluation.timestamp as written."),
+        SOURCE_NAME,
+        SNAPSHOT_OF_ROW,
     ),
 )
 
@@ -541,7 +588,7 @@ BASELINE_MAP = Table(
 INGEST_PATHS = Table(
     "ingest_paths",
     "Per JSONL file: how many records the columnar path took and how many the exact per-line path.",
-    ("source_file",),
+    ("source", "source_file"),
     (
         _c("source_file", S, "Dataset-relative path of the JSONL file.", False),
         _c("records", I64, "Non-blank records read from the file (imported or rejected).", False),
@@ -558,6 +605,68 @@ INGEST_PATHS = Table(
             "Records the exact per-line reference path took (every record under --exact).",
             False,
         ),
+        SOURCE_NAME,
+        SNAPSHOT_OF_ROW,
+    ),
+)
+
+# run_history is stored as two append-only tables per source, so that a new snapshot costs what
+# changed: a row in run_appearances when a run appears (or comes back), a row in
+# run_disappearances when a later snapshot of its source no longer holds it. The view
+# sql/run_history.sql pairs them into snapshot ranges.
+HISTORY_FACTS = (
+    _c("run_id", S, "Key into runs while the run is current.", False),
+    _c(
+        "comparison_key",
+        S,
+        "Comparison key of the run in this range (a change of key starts a new range).",
+    ),
+    _c("eligible", B, "May rank (sql/run_rankings.sql) in this range.", False),
+)
+
+RUN_APPEARANCES = Table(
+    "run_appearances",
+    "One row per run and snapshot in which it appeared: the first snapshot of a run_history range, with the facts leader changes need.",
+    ("source", "run_id", "first_snapshot_number"),
+    (
+        *HISTORY_FACTS,
+        _c(
+            "first_snapshot_number",
+            I64,
+            "source_snapshots.snapshot_number of the first snapshot of the range.",
+            False,
+        ),
+        _c("definition", S, "Definition name."),
+        _c("solution", S, "Solution name."),
+        _c("workload_uuid", S, "Workload uuid."),
+        _c("status", S, "Status as recorded."),
+        _c("latency_ns", I64, "Latency in ns (null when the run has none)."),
+        _c("observed_at", UTC_MS, "When the run was measured (UTC)."),
+        _c("run_digest", S, "KernelIndex run digest in the first snapshot of the range."),
+        *SOURCE_COLUMNS,
+        SOURCE_NAME,
+    ),
+)
+
+RUN_DISAPPEARANCES = Table(
+    "run_disappearances",
+    "One row per run_history range that ended: the first snapshot of its source that no longer held the run.",
+    ("source", "run_id", "first_snapshot_number"),
+    (
+        *HISTORY_FACTS,
+        _c(
+            "first_snapshot_number",
+            I64,
+            "The range's first snapshot (key into run_appearances with run_id).",
+            False,
+        ),
+        _c(
+            "absent_snapshot_number",
+            I64,
+            "The first snapshot of the source without the run.",
+            False,
+        ),
+        SOURCE_NAME,
     ),
 )
 
@@ -577,8 +686,35 @@ TABLES: dict[str, Table] = {
         TRACE_LINES,
         BASELINE_MAP,
         INGEST_PATHS,
+        RUN_APPEARANCES,
+        RUN_DISAPPEARANCES,
     )
 }
+
+# Tables whose rows belong to one source (PER_SOURCE_TABLES, declared in pipelines/warehouse.py
+# with the layout): their files store no `source` or `snapshot_id` (VIEW_ADDED_COLUMNS); their
+# views add both. The others span the warehouse: protocols (a constant), source_snapshots (every
+# snapshot), run_rankings (ranks span every source), baseline_map (from the build's settings).
+
+
+def stored_columns(table: str) -> list[str]:
+    """The columns of ``table`` its Parquet files hold."""
+    names = TABLES[table].column_names
+    if table not in PER_SOURCE_TABLES:
+        return names
+    return [name for name in names if name not in VIEW_ADDED_COLUMNS]
+
+
+def stored_table(table: Table) -> Table:
+    """``table`` as its files (and staging parts) hold it: without the columns views add."""
+    if table.name not in PER_SOURCE_TABLES:
+        return table
+    return Table(
+        table.name,
+        table.doc,
+        tuple(k for k in table.key if k not in VIEW_ADDED_COLUMNS),
+        tuple(c for c in table.columns if c.name not in VIEW_ADDED_COLUMNS),
+    )
 
 
 # Staging: what ingest workers write and the finalize step assembles into the tables above.
@@ -608,41 +744,46 @@ STAGING_RUNS = Table(
     "staging_runs",
     "runs rows of one file before global resolution",
     ("run_id",),
-    tuple(c for c in RUNS.columns if c.name not in RESOLVED_RUN_COLUMNS) + STAGING_RUN_COLUMNS,
+    tuple(c for c in stored_table(RUNS).columns if c.name not in RESOLVED_RUN_COLUMNS)
+    + STAGING_RUN_COLUMNS,
 )
 STAGING_WORKLOADS = Table(
     "staging_workloads",
     "workload rows of one file",
-    WORKLOADS.key,
-    WORKLOADS.columns + (Column("record_index", pa.int64(), "Position inside the line.", False),),
+    stored_table(WORKLOADS).key,
+    stored_table(WORKLOADS).columns
+    + (Column("record_index", pa.int64(), "Position inside the line.", False),),
 )
 
-# The tables a worker writes as staging parts, one set per group of files.
+# The tables a worker writes as staging parts, one set per group of files (without the
+# columns the views of per-source tables add).
 STAGING_TABLES: dict[str, Table] = {
     "runs": STAGING_RUNS,
-    "correctness": CORRECTNESS,
+    "correctness": stored_table(CORRECTNESS),
     "workloads": STAGING_WORKLOADS,
-    "environments": ENVIRONMENTS,
-    "rejects": REJECTS,
-    "trace_lines": TRACE_LINES,
+    "environments": stored_table(ENVIRONMENTS),
+    "rejects": stored_table(REJECTS),
+    "trace_lines": stored_table(TRACE_LINES),
 }
 
 
 # Row order of every table as written or exported, so two builds of the same data give
 # byte-identical files.
 TABLE_ORDER = {
-    "definitions": "definition",
-    "implementations": "solution",
-    "workloads": "definition, workload_key",
-    "environments": "environment_id",
+    "definitions": "definition, source",
+    "implementations": "solution, source",
+    "workloads": "definition, workload_key, source",
+    "environments": "environment_id, source",
     "protocols": "protocol_digest",
     "runs": "source_file, source_line, run_id",
     "correctness": "run_id",
-    "rejects": "file, line NULLS FIRST, reason, message, raw_prefix NULLS FIRST",
+    "rejects": "file, line NULLS FIRST, reason, message, raw_prefix NULLS FIRST, source",
     "run_rankings": "run_id",
-    "ingest_paths": "source_file",
-    "trace_lines": "source_file, source_line, record_index",
+    "ingest_paths": "source_file, source",
+    "trace_lines": "source_file, source_line, record_index, source",
     "baseline_map": "definition, position",
+    "run_appearances": "source, run_id, first_snapshot_number",
+    "run_disappearances": "source, run_id, first_snapshot_number",
 }
 
 
@@ -733,6 +874,7 @@ RUN_SUMMARY_VIEW = View(
             "snapshot_id",
             "source_file",
             "source_line",
+            "source",
         ),
     ),
 )
@@ -888,6 +1030,78 @@ REGRESSIONS_VIEW = View(
     ),
 )
 
+RUN_HISTORY_VIEW = View(
+    "run_history",
+    "One row per run and snapshot range of its source: the first and last snapshot in which it "
+    "was present (with the same comparison key and eligibility).",
+    (
+        *_same_as(RUN_APPEARANCES, "source", "run_id", "first_snapshot_number"),
+        _v("first_snapshot_id", "The range's first snapshot (key into source_snapshots)."),
+        _v(
+            "last_snapshot_number",
+            "The last snapshot of the source that held the run (its latest while current).",
+        ),
+        _v("last_snapshot_id", "The range's last snapshot (key into source_snapshots)."),
+        _v("current", "True when the source's latest snapshot holds the run."),
+        *_same_as(
+            RUN_APPEARANCES,
+            "comparison_key",
+            "eligible",
+            "definition",
+            "solution",
+            "workload_uuid",
+            "status",
+            "latency_ns",
+            "observed_at",
+            "run_digest",
+            "source_file",
+            "source_line",
+        ),
+    ),
+)
+
+LEADER_CHANGES_VIEW = View(
+    "leader_changes",
+    "One row per comparison key and warehouse state (a build) in which its rank-1 run changed.",
+    (
+        _v("comparison_key", "The comparison key."),
+        _v("source", "The source whose build made the state."),
+        _v("snapshot_id", "That build's snapshot (key into source_snapshots)."),
+        _v("snapshot_number", "The snapshot's number within its source."),
+        _v("changed_at", "When that build ran (source_snapshots.built_at)."),
+        _v(
+            "cause",
+            "`first` (no leader before), `faster` (a strictly faster run), `withdrawn` (the "
+            "leader's source dropped it), `tie` (an equal run observed earlier leads).",
+        ),
+        _v("previous_run_id", "The leader before (null for `first`)."),
+        _v("previous_solution", "Its solution."),
+        _v("previous_latency_ns", "Its latency in ns."),
+        _v("run_id", "The new leader (null when no eligible run is left)."),
+        _v("solution", "Its solution."),
+        _v("latency_ns", "Its latency in ns."),
+        _v("speedup_over_previous", "previous_latency_ns / latency_ns."),
+    ),
+)
+
+SOURCE_SUMMARY_VIEW = View(
+    "source_summary",
+    "One row per source the warehouse holds: its current snapshot and counts (`tracehouse sources`).",
+    (
+        _v("source", "The source's name."),
+        _v("uri", "The folder or hf:// dataset it stands for."),
+        _v("revision", "The revision of its current snapshot (commit sha, else as requested)."),
+        _v("snapshot_number", "Its current snapshot's number within the source."),
+        _v("snapshot_id", "Its current snapshot (key into source_snapshots)."),
+        _v("built_at", "When that snapshot was built."),
+        _v("definitions", "Definitions it holds."),
+        _v("solutions", "Solutions it holds."),
+        _v("runs", "Runs it holds."),
+        _v("eligible_runs", "Of which may rank."),
+        _v("rejects", "Records and files of it that were not imported."),
+    ),
+)
+
 VIEWS: dict[str, View] = {
     v.name: v
     for v in (
@@ -897,5 +1111,16 @@ VIEWS: dict[str, View] = {
         RECORD_EVENTS_VIEW,
         LATENCY_HISTORY_VIEW,
         REGRESSIONS_VIEW,
+        RUN_HISTORY_VIEW,
+        LEADER_CHANGES_VIEW,
+        SOURCE_SUMMARY_VIEW,
     )
 }
+
+
+def slice_order(table: str) -> str:
+    """TABLE_ORDER within one source's files (which store no `source` column)."""
+    return ", ".join(term for term in TABLE_ORDER[table].split(", ") if term != "source")
+
+
+STORED: dict[str, Table] = {name: stored_table(table) for name, table in TABLES.items()}

@@ -79,6 +79,45 @@ def _source(value: str | None) -> str | None:
     return None
 
 
+def _source_name(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if not value.strip() or value != value.strip():
+        return "must be a non-empty name without leading or trailing spaces"
+    if len(value) > 200 or not value.isprintable():
+        return "must be at most 200 printable characters"
+    return None
+
+
+def parse_sources(value: str) -> dict[str, str]:
+    """``name=folder-or-hf-uri`` pairs separated by ``;`` (the ``sources`` setting), by name."""
+    found: dict[str, str] = {}
+    for item in value.split(";"):
+        if not item.strip():
+            continue
+        name, equals, uri = item.partition("=")
+        name, uri = name.strip(), uri.strip()
+        problem = _source_name(name) if name else "a name is empty"
+        if not equals or not uri:
+            raise ValueError(f"{item.strip()!r} is not name=folder-or-hf-uri")
+        if problem is not None:
+            raise ValueError(f"source name {name!r} {problem}")
+        if name in found:
+            raise ValueError(f"source name {name!r} is given twice")
+        found[name] = uri
+    return found
+
+
+def _sources(value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        parse_sources(value)
+    except ValueError as error:
+        return f"is not a list of name=folder-or-hf-uri pairs separated by ';': {error}"
+    return None
+
+
 def setting(
     default: Any,
     doc: str,
@@ -144,6 +183,21 @@ class Settings:
         str,
         flag="--source",
         check=_source,
+    )
+    source_name: str | None = setting(
+        None,
+        "Name of the source in the warehouse (`tracehouse sources`); a build replaces only the "
+        "rows of its source. Default: the folder's name, or <org>/<name> of an hf:// source.",
+        str,
+        flag="--source-name",
+        check=_source_name,
+    )
+    sources: str | None = setting(
+        None,
+        "Dagster only: several sources, one partition of the tables each, as "
+        "name=folder-or-hf-uri pairs separated by ';' (without it, the one --source).",
+        str,
+        check=_sources,
     )
     revision: str | None = setting(
         None,

@@ -49,6 +49,9 @@ VIEW_ORDER = (
     "record_events",
     "latency_history",
     "regressions",
+    "run_history",
+    "leader_changes",
+    "source_summary",
 )
 
 

@@ -251,19 +251,109 @@ def _fsync_tree(folder: Path) -> None:
 
 
 # Tables stored as a folder of parts (cache/parts/<table>/), so that a build re-writes only
-# the parts whose inputs changed: one part per group of source files for runs, correctness,
-# rejects and trace_lines, one per ranking bucket (sql/ranking_inputs.sql) for run_rankings.
-# Their rows are in no particular order across parts; exports sort them. runs.snapshot_id is
-# not stored in the parts (it would change every part on every build): the views add it from
-# the generation.
+# the parts whose inputs changed: one part per (source, group of source files) for runs,
+# correctness, rejects and trace_lines (a build of one source writes none of another's), one
+# per ranking bucket (sql/ranking_inputs.sql) for run_rankings, which spans every source. Their
+# rows are in no particular order across parts; exports sort them.
 PARTED_TABLES = ("runs", "correctness", "rejects", "trace_lines", "run_rankings")
-SNAPSHOT_FILE = "snapshot_id"
+SNAPSHOT_FILE = "snapshot_id"  # the snapshot the generation's own build produced
+SOURCES_FILE = "sources.json"  # every source of the generation (GenerationSource)
+
+# Names of per-source tables: the generation holds <table>.parquet/<source key>/*.parquet.
+PER_SOURCE_TABLES = (
+    "definitions",
+    "implementations",
+    "workloads",
+    "environments",
+    "runs",
+    "correctness",
+    "rejects",
+    "trace_lines",
+    "ingest_paths",
+    "run_appearances",
+    "run_disappearances",
+)
+# Columns of per-source tables the views add from sources.json (schemas.VIEW_ADDED_COLUMNS):
+# stored in the parts they would change every part on every build.
+VIEW_ADDED_COLUMNS = ("source", "snapshot_id")
 
 
-def table_files(generation: Path, table: str) -> list[Path]:
-    """The Parquet files holding one table of a generation."""
+@dataclass(frozen=True)
+class GenerationSource:
+    """One source as a generation holds it (one entry of its sources.json)."""
+
+    source: str  # the name: `tracehouse build --source-name`, by default derived from uri
+    uri: str  # folder or hf:// URI as given, without the @revision of a Hub source
+    key: str  # folder name of its files under each per-source table (hex, path-safe)
+    snapshot_id: str
+    snapshot_number: int
+    revision: str | None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "source": self.source,
+            "uri": self.uri,
+            "key": self.key,
+            "snapshot_id": self.snapshot_id,
+            "snapshot_number": self.snapshot_number,
+            "revision": self.revision,
+        }
+
+    @classmethod
+    def from_json(cls, entry: dict[str, object]) -> GenerationSource:
+        return cls(
+            str(entry["source"]),
+            str(entry["uri"]),
+            str(entry["key"]),
+            str(entry["snapshot_id"]),
+            int(entry["snapshot_number"]),  # type: ignore[arg-type]
+            None if entry.get("revision") is None else str(entry["revision"]),
+        )
+
+
+def source_key(name: str) -> str:
+    """The folder name of a source's files: path-safe whatever the name holds."""
+    import hashlib
+
+    return hashlib.sha256(name.encode()).hexdigest()[:16]
+
+
+def generation_sources(generation: Path) -> list[GenerationSource]:
+    """The sources of a generation, by name."""
+    import json
+
+    try:
+        entries = json.loads((generation / SOURCES_FILE).read_text())
+    except FileNotFoundError:
+        raise WarehouseMissing(
+            f"{generation} was built by an older tracehouse (no {SOURCES_FILE}); rebuild it "
+            "with `tracehouse build`"
+        ) from None
+    return sorted((GenerationSource.from_json(e) for e in entries), key=lambda s: s.source)
+
+
+def holds_sources(generation: Path) -> bool:
+    """False for a generation an older tracehouse built (one source, no sources.json): a build
+    starts afresh beside it instead of reading its layout."""
+    return (generation / SOURCES_FILE).exists()
+
+
+def write_generation_sources(generation: Path, sources: list[GenerationSource]) -> None:
+    import json
+
+    ordered = sorted(sources, key=lambda s: s.source)
+    text = json.dumps([s.to_json() for s in ordered], indent=1, sort_keys=True) + "\n"
+    (generation / SOURCES_FILE).write_text(text)
+
+
+def table_files(generation: Path, table: str, key: str | None = None) -> list[Path]:
+    """The Parquet files holding one table of a generation (with ``key``, one source's)."""
     path = generation / f"{table}.parquet"
-    return sorted(path.glob("*.parquet")) if path.is_dir() else [path]
+    if key is not None:
+        path = path / key
+    if path.is_dir():
+        return sorted(path.rglob("*.parquet"))
+    return [] if key is not None else [path]
 
 
 def table_row_count(generation: Path, table: str) -> int:
@@ -274,21 +364,35 @@ def table_row_count(generation: Path, table: str) -> int:
 
 def table_view_sql(generation: Path, table: str, column_names: list[str] | None = None) -> str:
     """The SELECT a view of ``table`` runs: its files, columns in schema order (``column_names``
-    when the caller has them already, else from ``schemas``)."""
+    when the caller has them already, else from ``schemas``). A per-source table is the UNION
+    ALL of each source's files, with that source's name and snapshot as constants."""
     if column_names is None:
         from pipelines import schemas
 
         column_names = schemas.TABLES[table].column_names
-    files = "[" + ", ".join(sql_literal(path) for path in table_files(generation, table)) + "]"
-    columns = []
-    for name in column_names:
-        if table == "runs" and name == "snapshot_id":
-            snapshot = (generation / SNAPSHOT_FILE).read_text().strip()
-            columns.append(f'{sql_literal(snapshot)} AS "snapshot_id"')
-        else:
-            columns.append(f'"{name}"')
-    # Names and paths are our own (schemas.py, the generation folder); the snapshot id is hex.
-    return f"SELECT {', '.join(columns)} FROM read_parquet({files})"  # noqa: S608
+    if table not in PER_SOURCE_TABLES:
+        files = _file_list(table_files(generation, table))
+        columns = ", ".join(f'"{name}"' for name in column_names)
+        return f"SELECT {columns} FROM read_parquet({files})"  # noqa: S608  (own names)
+    selects = []
+    for source in generation_sources(generation):
+        columns = []
+        for name in column_names:
+            if name == "source":
+                columns.append(f'{sql_literal(source.source)} AS "source"')
+            elif name == "snapshot_id":
+                columns.append(f'{sql_literal(source.snapshot_id)} AS "snapshot_id"')
+            else:
+                columns.append(f'"{name}"')
+        files = _file_list(table_files(generation, table, source.key))
+        # Names and paths are our own (schemas.py, the generation folder); the source name and
+        # snapshot id are quoted literals.
+        selects.append(f"SELECT {', '.join(columns)} FROM read_parquet({files})")  # noqa: S608
+    return " UNION ALL ".join(selects)
+
+
+def _file_list(paths: list[Path]) -> str:
+    return "[" + ", ".join(sql_literal(path) for path in paths) + "]"
 
 
 def read_table(generation: Path, table: str) -> pa.Table:
@@ -485,7 +589,7 @@ def describe_generation(folder: Path, current: bool) -> dict[str, object]:
         "current": "*" if current else "",
         "built_at": built_at.strftime("%Y-%m-%d %H:%M:%S") if built_at else None,  # type: ignore[attr-defined]
         "runs": runs,
-        "source": snapshot.get("source"),
+        "source": snapshot.get("uri"),  # the folder or hf:// URI the build was given
         "revision": snapshot.get("resolved_sha"),
         "snapshot_id": snapshot.get("snapshot_id"),
     }

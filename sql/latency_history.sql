@@ -17,9 +17,9 @@ SELECT
     r.observed_at,
     r.latency_ns,
     any_value(r.snapshot_id) AS first_snapshot_id,
-    any_value(s.built_at) AS first_seen_at
+    min(s.built_at) AS first_seen_at
 FROM runs AS r
 JOIN run_rankings AS k ON k.run_id = r.run_id AND k.eligible
-LEFT JOIN source_snapshots AS s ON s.snapshot_id = r.snapshot_id
+LEFT JOIN source_snapshots AS s ON s.snapshot_id = r.snapshot_id AND s.source = r.source
 WHERE r.solution IS NOT NULL
 GROUP BY r.solution, r.comparison_key, r.observed_at, r.latency_ns

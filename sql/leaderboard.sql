@@ -114,7 +114,11 @@ assembled AS (
     LEFT JOIN scored AS s USING (definition, hardware, solution)
     LEFT JOIN not_evaluated AS ne USING (definition, hardware, solution)
     LEFT JOIN leaderboard_baselines AS lb USING (definition, hardware)
-    LEFT JOIN implementations AS i ON i.solution = a.solution
+    -- A solution of several sources: the first source by name describes it.
+    LEFT JOIN (
+        SELECT * FROM implementations
+        QUALIFY row_number() OVER (PARTITION BY solution ORDER BY source) = 1
+    ) AS i ON i.solution = a.solution
     LEFT JOIN fib_solution_scores AS f ON f.hardware = 'all' AND f.solution = a.solution
 )
 SELECT

@@ -39,10 +39,11 @@ SELECT
     r.identity_error,
     r.snapshot_id,
     r.source_file,
-    r.source_line
+    r.source_line,
+    r.source
 FROM runs AS r
-LEFT JOIN definitions AS d ON d.definition = r.definition
-LEFT JOIN implementations AS i ON i.solution = r.solution
-LEFT JOIN environments AS e ON e.environment_id = r.environment_id
+LEFT JOIN definitions AS d ON d.definition = r.definition AND d.source = r.source
+LEFT JOIN implementations AS i ON i.solution = r.solution AND i.source = r.source
+LEFT JOIN environments AS e ON e.environment_id = r.environment_id AND e.source = r.source
 LEFT JOIN correctness AS c ON c.run_id = r.run_id
 LEFT JOIN run_rankings AS k ON k.run_id = r.run_id

@@ -342,3 +342,18 @@ def test_file_change_is_undone_exactly(base: Path, full_run: str) -> None:
     change.restore()
     assert change.path.read_bytes() == before
     assert os.stat(change.path).st_mtime_ns == mtime
+
+
+def test_storage_growth_of_a_revision_is_measured(base: Path, full_run: str) -> None:
+    """bench/storage.py: two revisions differing in one trace file, with one and with three
+    generations kept; the retained growth is run_history's rows, the file's share the yardstick."""
+    storage = _report(base, BASE_LINES)["storage"]
+    assert [entry["keep_generations"] for entry in storage] == [1, 3]
+    retained, kept = storage
+    for entry in storage:
+        assert entry["warehouse_after"]["total"] > 0 and entry["file_share_bytes"] > 0
+        assert entry["history_growth_bytes"] > 0  # the appended re-run opened a range
+    # With one generation kept a revision costs what changed; with three, the generations
+    # before keep their own (re-resolved) runs parts for rollback.
+    assert retained["growth_bytes"] < kept["growth_bytes"]
+    assert "warehouse growth when a new revision changes one trace file" in full_run

@@ -11,6 +11,7 @@ Tiers 2-4 build real warehouses and are marked ``integration``.
 """
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from pipelines import schemas
 from pipelines.build import build_warehouse, read_checks
 from pipelines.definitions import defs
 from pipelines.defs import assets, checks
+from pipelines.defs.fanout import PARSED_GROUPS
 from pipelines.defs.resources import WarehouseResource
 from pipelines.defs.schedules import build_warehouse_job, daily_warehouse_build
 from pipelines.defs.sensors import hub_revision_sensor
@@ -105,7 +107,7 @@ def test_asset_keys_match_snapshot() -> None:
     assert text == SNAPSHOT.read_text(), (
         "asset keys changed; rerun with UPDATE_SNAPSHOTS=1 if intended"
     )
-    assert set(keys) == set(schemas.TABLES) | VIEWS | {REPORT, SOURCE_ASSET}
+    assert set(keys) == set(schemas.TABLES) | VIEWS | {REPORT, SOURCE_ASSET, PARSED_GROUPS}
 
 
 def test_asset_checks_and_which_block() -> None:
@@ -190,7 +192,10 @@ def test_resource_reads_tracehouse_environment(
 def test_job_schedule_and_sensor_target_the_whole_graph() -> None:
     job = defs.resolve_job_def("build_warehouse_job")
     asset_graph = defs.resolve_asset_graph()
-    assert job.asset_layer.executable_asset_keys == asset_graph.get_all_asset_keys()
+    # Everything but the partitions the fanned-out ingest jobs report (nothing runs them).
+    assert job.asset_layer.executable_asset_keys == asset_graph.get_all_asset_keys() - {
+        dg.AssetKey(PARSED_GROUPS)
+    }
     assert job.asset_layer.asset_graph.asset_check_keys == asset_graph.asset_check_keys
     assert daily_warehouse_build.cron_schedule == "0 3 * * *"
     assert daily_warehouse_build.execution_timezone == "UTC"
@@ -267,10 +272,10 @@ def rewrite_table(warehouse: Path, table: str, select: str) -> None:
         connection.sql(select).write_parquet(str(temporary))
     finally:
         connection.close()
-    if path.is_dir():  # a table stored as parts: one corrupted part replaces them all
+    if path.is_dir():  # a table stored per source: one corrupted file replaces the source's
         for part in files:
             part.unlink()
-        path = path / "corrupted.parquet"
+        path = files[0].parent / "corrupted.parquet"
     os.replace(temporary, path)
 
 
@@ -403,14 +408,17 @@ def test_materialize_everything_into_a_temporary_warehouse(
 
 @pytest.mark.integration
 def test_a_refused_build_publishes_and_materializes_nothing(
-    demo_copy: Path, tmp_path: Path
+    demo_source: Path, tmp_path: Path
 ) -> None:
-    """A source that would empty the warehouse: the blocking checks fail as the build evaluated
-    them, no asset is materialized, the views do not run, the published generation stays."""
+    """A source that would empty the warehouse (its trace files gone): the blocking checks fail
+    as the build evaluated them, no asset is materialized, the views do not run, the published
+    generation stays. (Another folder would be another source, beside this one.)"""
+    wrong = tmp_path / "dataset"
+    shutil.copytree(demo_source, wrong)
+    demo_copy = _built(wrong, tmp_path / "warehouse", REVISION)
     before = Warehouse(demo_copy).require_current()
-    wrong = tmp_path / "wrong"
-    (wrong / "traces").mkdir(parents=True)
-    (wrong / "definitions").mkdir()
+    shutil.rmtree(wrong / "traces")
+    (wrong / "traces").mkdir()
     result = dg.materialize(
         graph(), resources={"warehouse": resource(demo_copy, wrong)}, raise_on_error=False
     )
@@ -520,7 +528,7 @@ def test_the_requested_run_builds_that_sha(
     assert observation.tags["dagster/data_version"] == sha
     connection = connect_read_only(Warehouse(tmp_path / "warehouse"))
     try:
-        rows = connection.execute("SELECT source, resolved_sha FROM source_snapshots").fetchall()
+        rows = connection.execute("SELECT uri, resolved_sha FROM source_snapshots").fetchall()
     finally:
         connection.close()
     assert rows == [(f"{HUB_URI}@{sha}", sha)]

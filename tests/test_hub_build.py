@@ -16,6 +16,7 @@ from tests.hub_server import FakeHub, Fault
 from tests.shared_data import GOLDEN_DIR, requires_shared
 
 URI = "hf://datasets/flashinfer-ai/flashinfer-trace@main"
+HUB_NAME = "flashinfer-ai/flashinfer-trace"  # the source name a build of URI gets
 COMPARED = (
     "definitions",
     "implementations",
@@ -51,7 +52,9 @@ def assert_same_warehouse(hub_built: Path, local_built: Path) -> None:
 @requires_shared
 def test_hub_build_equals_local_build_with_and_without_faults(hub: FakeHub, tmp_path: Path) -> None:
     sha = hub.head()
-    build(GOLDEN_DIR / "dataset", tmp_path / "local", revision=sha)
+    # The same data under the same source name (run ids are qualified by it): the Hub's
+    # <org>/<name>, which a folder does not have.
+    build(GOLDEN_DIR / "dataset", tmp_path / "local", revision=sha, source_name=HUB_NAME)
 
     result = run_cli(
         "build",
@@ -66,7 +69,7 @@ def test_hub_build_equals_local_build_with_and_without_faults(hub: FakeHub, tmp_
     snapshot = pq.read_table(
         Warehouse(tmp_path / "hub").table_path("source_snapshots")
     ).to_pylist()[-1]
-    assert (snapshot["source"], snapshot["requested_revision"], snapshot["resolved_sha"]) == (
+    assert (snapshot["uri"], snapshot["requested_revision"], snapshot["resolved_sha"]) == (
         URI,
         "main",
         sha,

@@ -32,8 +32,8 @@ def test_every_subcommand_named_exists() -> None:
     parser = build_parser()
     choices = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     code = " ".join(block.split("```", 1)[0] for block in README.split("```sh")[1:])
-    named = set(re.findall(r"(?m)^tracehouse (\w+)", code)) | set(
-        re.findall(r"`tracehouse (\w+)", README)
+    named = set(re.findall(r"(?m)^tracehouse (\w[\w-]*)", code)) | set(
+        re.findall(r"`tracehouse (\w[\w-]*)", README)
     )
     assert named <= set(choices), named - set(choices)
 

@@ -281,7 +281,16 @@ def test_incremental_build_reparses_only_the_changed_file_and_equals_a_full_buil
     for table in TABLES:
         ours, scratch = table_rows(tmp_path / "w", table), table_rows(tmp_path / "scratch", table)
         if table == "source_snapshots":  # the incremental warehouse also keeps its history
-            assert len(ours) == 2 and ours[-1:] == scratch
+            assert len(ours) == 2 and ours[-1]["snapshot_number"] == 2
+            assert [{**ours[-1], "snapshot_number": 1}] == scratch
+        elif table == "run_disappearances":  # the run dropped from the file ends its range
+            assert [(r["first_snapshot_number"], r["absent_snapshot_number"]) for r in ours] == [
+                (1, 2)
+            ]
+            assert scratch == []
+        elif table == "run_appearances":  # every run appeared with the first snapshot
+            assert {r["first_snapshot_number"] for r in ours} == {1}
+            assert len(ours) == len(scratch) + 1
         else:
             assert ours == scratch, table
     assert count(tmp_path / "w", "runs") == 1489

@@ -27,6 +27,7 @@ meanings of ``schemas.VIEWS``; the leaderboard adds a Markdown preview of its to
 """
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from pipelines.build import BuildResult, ProgressFn, build_warehouse, read_check
 from pipelines.defs.checks import BUILD_CHECKS
 from pipelines.defs.resources import WarehouseResource
 from pipelines.invariants import InvariantViolation, Outcome
+from pipelines.settings import SettingsError, load_settings, parse_sources
 from pipelines.sql_files import sql_dir
 from pipelines.warehouse import Warehouse, table_row_count
 
@@ -45,6 +47,23 @@ GROUP = "warehouse"
 SOURCE_ASSET = "source_dataset"
 RANKING = schemas.RUN_RANKINGS.name
 PREVIEW_ROWS = 10
+
+
+def configured_sources() -> dict[str, str]:
+    """The sources of TRACEHOUSE_SOURCES by name (none: the tables are not partitioned and
+    build the one TRACEHOUSE_SOURCE)."""
+    try:
+        text = load_settings().sources
+    except SettingsError:  # a bad setting is reported by the run that reads it, in one line
+        return {}
+    return parse_sources(text) if text else {}
+
+
+# One partition of the tables per configured source: materializing partition X builds source X
+# into the shared warehouse, replacing only X's rows (ranks are recomputed over every source).
+SOURCE_PARTITIONS = (
+    dg.StaticPartitionsDefinition(sorted(configured_sources())) if configured_sources() else None
+)
 
 
 def table_schema(table: schemas.Table) -> dg.TableSchema:
@@ -135,12 +154,14 @@ def _check_results(outcomes: dict[str, Outcome], **extra: Any) -> Iterator[dg.As
     name="warehouse_tables",
     specs=TABLE_SPECS,
     check_specs=[check.spec for check in BUILD_CHECKS],
-    description="Build every warehouse table with build_warehouse, atomically.",
+    description="Build every warehouse table with build_warehouse, atomically (partitioned by "
+    "source when TRACEHOUSE_SOURCES names several).",
+    partitions_def=SOURCE_PARTITIONS,
 )
 def warehouse_tables(
     context: dg.AssetExecutionContext, config: BuildConfig, warehouse: WarehouseResource
 ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
-    settings = warehouse.settings()
+    settings = _partition_settings(context, warehouse)
     try:
         result = build_warehouse(
             settings, progress=_log_progress(context), force=config.force, require_fact_rows=True
@@ -176,6 +197,20 @@ def warehouse_tables(
     for name in schemas.TABLES:
         yield _materialized(generation, name, result.snapshot_id, {**shared, **extra.get(name, {})})
     yield from _check_results(outcomes, generation=generation.name, rebuilt=True)
+
+
+def _partition_settings(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> Any:
+    """The settings of this run: for a partition, its source under its name (a run the Hub
+    sensor pinned to a commit keeps that pinned URI)."""
+    settings = warehouse.settings()
+    if not context.has_partition_key:
+        return settings
+    name = context.partition_key
+    sources = parse_sources(settings.sources or "")
+    if name not in sources:
+        raise dg.Failure(description=f"partition {name!r} is not in TRACEHOUSE_SOURCES")
+    pinned = settings.source if settings.source_name == name else None
+    return replace(settings, source=pinned or sources[name], source_name=name)
 
 
 def _materialized(

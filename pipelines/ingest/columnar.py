@@ -450,8 +450,8 @@ class ColumnarBatch:
         self.rows.clear()
         return (
             runs_table.cast(STAGING_RUNS.arrow_schema),
-            correctness_table.cast(schemas.CORRECTNESS.arrow_schema),
-            _fib_trace_lines(runs).cast(schemas.TRACE_LINES.arrow_schema),
+            correctness_table.cast(schemas.STORED["correctness"].arrow_schema),
+            _fib_trace_lines(runs).cast(schemas.STORED["trace_lines"].arrow_schema),
         )
 
 

@@ -63,9 +63,17 @@ from pipelines.warehouse import (
     COMPLETE_MARKER,
     DUCKDB_FILE,
     PARTED_TABLES,
+    PER_SOURCE_TABLES,
     SNAPSHOT_FILE,
+    GenerationSource,
     Warehouse,
     WarehouseMissing,
+    generation_sources,
+    holds_sources,
+    source_key,
+    sql_literal,
+    table_view_sql,
+    write_generation_sources,
 )
 
 if TYPE_CHECKING:
@@ -74,10 +82,18 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table as IcebergTable
 
 NAMESPACE = "tracehouse"
-# A generation of several sources lists them here (name, uri, snapshot id, revision).
-SOURCES_FILE = "sources.json"
 PUBLICATIONS = "tracehouse_publications"
 SOURCE_COLUMN = "source"  # tables with this column hold several sources (issue "sources")
+# Tables computed across every source: never published, each reader computes them over the
+# union of the sources the catalog holds (a build sees only the sources of its own staging).
+COMPUTED_TABLES = ("run_rankings",)
+PUBLISHED_TABLES = tuple(t for t in schemas.TABLES if t not in COMPUTED_TABLES)
+# Per-source tables a build stores as several files per source: group parts (and the rejects
+# found before the ingest), history deltas (beside an empty first file).
+MULTI_FILE_TABLES = (frozenset(PARTED_TABLES) & frozenset(PER_SOURCE_TABLES)) | {
+    "run_appearances",
+    "run_disappearances",
+}
 # Summary properties every Iceberg snapshot of a build carries.
 PROPERTY_SNAPSHOT = "tracehouse.snapshot-id"
 PROPERTY_SOURCE = "tracehouse.source"
@@ -190,13 +206,13 @@ def open_catalog(settings: Settings) -> Catalog:
 
 
 def publish_generation(
-    settings: Settings, warehouse: Warehouse, *, source_uri: str | None = None, force: bool = False
+    settings: Settings, warehouse: Warehouse, *, source_name: str | None = None, force: bool = False
 ) -> Published:
     """Commit every table of the current generation of ``warehouse`` to the catalog: the rows
-    of the source built from ``source_uri`` in tables that hold several sources, the whole
-    table otherwise."""
+    of the source ``source_name`` (the build's own) in tables that hold several sources, the
+    whole table otherwise; tables computed across sources are left to readers."""
     generation = warehouse.require_current()
-    snapshot = _build_snapshot(generation, source_uri)
+    snapshot = _build_snapshot(generation, source_name)
     catalog = open_catalog(settings)
     with warnings.catch_warnings():
         # pyiceberg warns when a delete matches no rows (every first publish of a table)
@@ -220,12 +236,13 @@ def publish_generation(
         committed: dict[str, list[int]] = {}
         retries = unchanged = 0
         try:
-            for table in schemas.TABLES:
+            for table in PUBLISHED_TABLES:
                 local = _table_file(generation, table, work, snapshot["source"])
                 outcome = publish_table(
                     catalog, io, settings, table, local, snapshot["source"], properties
                 )
-                committed[table] = [outcome.snapshot_id, outcome.sequence_number]
+                if outcome.snapshot_id is not None:  # None: no source has rows there yet
+                    committed[table] = [outcome.snapshot_id, outcome.sequence_number]
                 retries += outcome.retries
                 unchanged += outcome.unchanged
         finally:
@@ -252,22 +269,18 @@ def publish_generation(
     )
 
 
-def _build_snapshot(generation: Path, source_uri: str | None) -> dict[str, Any]:
+def _build_snapshot(generation: Path, source_name: str | None) -> dict[str, Any]:
     """The tracehouse snapshot of the build's source in a generation: its id, and the source's
     name and revision."""
-    sources_file = generation / SOURCES_FILE
-    if sources_file.exists():  # a warehouse of several sources: one entry each
-        entries = json.loads(sources_file.read_text())
-        given = source_uri.split("@", 1)[0] if source_uri else None
-        own = [e for e in entries if e.get("uri") in (source_uri, given)]
-        if not own and len(entries) == 1:
-            own = entries
+    if holds_sources(generation):  # one entry per source (sources.json)
+        held = generation_sources(generation)
+        own = [s for s in held if s.source == source_name] or (held if len(held) == 1 else [])
         if not own:
-            raise LookupError(f"{sources_file} lists no source {source_uri!r}")
+            raise LookupError(f"generation {generation} holds no source {source_name!r}")
         return {
-            "snapshot_id": own[0]["snapshot_id"],
-            "source": own[0]["source"],
-            "revision": own[0].get("revision"),
+            "snapshot_id": own[0].snapshot_id,
+            "source": own[0].source,
+            "revision": own[0].revision,
         }
     snapshot_id = (generation / SNAPSHOT_FILE).read_text().strip()
     history = pq.read_table(generation / "source_snapshots.parquet").to_pylist()
@@ -287,12 +300,17 @@ def _already_published(publications: IcebergTable, snapshot: dict[str, Any]) -> 
 
 def _table_file(generation: Path, table: str, work: Path, source: str | None) -> Path:
     """The one Parquet file to publish for ``table``: the generation's own file where there is
-    one, else (tables stored as parts) the sorted file an export writes; only this build's
-    source's rows when the table holds several sources."""
+    one (the bytes a local build wrote), else the table's rows as its view shows them, in the
+    table's order; only this build's source's rows when the table holds several sources (a
+    per-source table's rows carry the ``source`` and ``snapshot_id`` its view adds)."""
     from pipelines.export import _write_sorted as write_sorted_table  # export's exact bytes
 
     path = generation / f"{table}.parquet"
-    if table in PARTED_TABLES or path.is_dir():
+    if table in PER_SOURCE_TABLES and source is not None:
+        path = work / f"{table}.parquet"
+        _write_source_rows(generation, table, source, path)
+        return path
+    if path.is_dir():
         path = work / f"{table}.parquet"
         write_sorted_table(generation, table, path)
     names = pq.read_schema(path).names
@@ -305,9 +323,25 @@ def _table_file(generation: Path, table: str, work: Path, source: str | None) ->
     return path
 
 
+def _write_source_rows(generation: Path, table: str, source: str, target: Path) -> None:
+    """One source's rows of a per-source table, with the columns its view adds, sorted."""
+    import duckdb
+
+    connection = duckdb.connect(config={"preserve_insertion_order": True, "threads": 1})
+    try:
+        connection.execute(
+            f"COPY (SELECT * FROM ({table_view_sql(generation, table)}) s "  # noqa: S608
+            f"WHERE source = $source ORDER BY {schemas.TABLE_ORDER[table]}) "
+            f"TO {sql_literal(target)} (FORMAT parquet, COMPRESSION zstd)",
+            {"source": source},
+        )
+    finally:
+        connection.close()
+
+
 @dataclass(frozen=True)
 class TableCommit:
-    snapshot_id: int
+    snapshot_id: int | None  # None: the table has no snapshot yet (nothing to commit)
     sequence_number: int
     retries: int
     unchanged: bool  # the table already held exactly these rows: nothing was committed
@@ -397,7 +431,8 @@ def _commit_table(
             _backoff(attempt)
             continue
         current = committed.current_snapshot()
-        assert current is not None
+        if current is None:  # a new table and this source has no rows: nothing was written
+            return TableCommit(None, 0, attempt, False)
         return TableCommit(current.snapshot_id, current.sequence_number or 0, attempt, False)
     raise PublishError(
         f"could not commit table {name} after {COMMIT_ATTEMPTS} attempts: other writers kept "
@@ -566,7 +601,8 @@ def _materialize(
     snapshots: dict[str, int],
 ) -> None:
     """Download the chosen snapshots' files into a generation folder of ``replica`` (once per
-    distinct state) and make it current."""
+    distinct state), laid out as a build lays out a generation of several sources, compute the
+    tables that span every source, and make it current."""
     from pipelines.transforms.finalize import _write_duckdb_file as write_duckdb_file
 
     key = json.dumps([publication["snapshot_id"], sorted(snapshots.items())])
@@ -578,9 +614,22 @@ def _materialize(
         def fill(temporary: Path) -> None:
             shutil.rmtree(temporary, ignore_errors=True)
             temporary.mkdir(parents=True)
-            for table, snapshot_id in snapshots.items():
-                if table in schemas.TABLES:
+            sources = _write_source_snapshots(catalog, snapshots, temporary)
+            write_generation_sources(temporary, sources)
+            for table in PUBLISHED_TABLES:
+                if table == "source_snapshots":
+                    continue
+                snapshot_id = snapshots.get(table)
+                if table in PER_SOURCE_TABLES:
+                    _download_source_slices(catalog, io, table, snapshot_id, temporary, sources)
+                elif snapshot_id is None:  # never committed: an empty table
+                    pq.write_table(
+                        schemas.TABLES[table].arrow_schema.empty_table(),
+                        temporary / f"{table}.parquet",
+                    )
+                else:
                     _download_table(catalog, io, table, snapshot_id, temporary)
+            _compute_rankings(replica, temporary)
             (temporary / SNAPSHOT_FILE).write_text(publication["snapshot_id"] + "\n")
             write_duckdb_file(temporary, settings)
             (temporary / COMPLETE_MARKER).write_text(publication["publication_id"] + "\n")
@@ -594,12 +643,9 @@ def _materialize(
     _remove_old_replicas(replica, folder)
 
 
-def _download_table(
-    catalog: Catalog, io: FileIO, table: str, snapshot_id: int, folder: Path
-) -> None:
-    """The data files of one table snapshot as they are (one file: ``<table>.parquet``; several:
-    a folder of them, as parted tables are stored); rewritten through Arrow only when the
-    snapshot has delete files (which another engine may write)."""
+def _scan_files(catalog: Catalog, io: FileIO, table: str, snapshot_id: int) -> list[str] | None:
+    """The live data files of one table snapshot, or None when it has delete files (which
+    another engine may write: its rows must then be read through a scan)."""
     from pyiceberg.manifest import ManifestContent
 
     iceberg = catalog.load_table((NAMESPACE, table))
@@ -607,25 +653,159 @@ def _download_table(
     if snapshot is None:
         raise LookupError(f"table {table} has no snapshot {snapshot_id} any more (expired?)")
     manifests = snapshot.manifests(io)
-    target = folder / f"{table}.parquet"
     if any(m.content == ManifestContent.DELETES for m in manifests):
-        arrow_schema = schemas.TABLES[table].arrow_schema
-        rows = iceberg.scan(snapshot_id=snapshot_id).to_arrow()
-        for spec in arrow_schema:
-            if spec.name not in rows.column_names:  # a column this table never had
-                rows = rows.append_column(spec, pa.nulls(rows.num_rows, spec.type))
-        pq.write_table(rows.select(arrow_schema.names).cast(arrow_schema), target)
-        return
+        return None
     # Every live data file, empty ones included (a scan plans no task for a file of no rows).
-    paths = sorted(
+    return sorted(
         entry.data_file.file_path
         for manifest in manifests
         for entry in manifest.fetch_manifest_entry(io, discard_deleted=True)
     )
+
+
+def _scan_rows(catalog: Catalog, table: str, snapshot_id: int) -> pa.Table:
+    """A table snapshot's rows through a scan, with the declared schema (columns it never had
+    as nulls)."""
+    arrow_schema = schemas.TABLES[table].arrow_schema
+    rows = catalog.load_table((NAMESPACE, table)).scan(snapshot_id=snapshot_id).to_arrow()
+    for spec in arrow_schema:
+        if spec.name not in rows.column_names:
+            rows = rows.append_column(spec, pa.nulls(rows.num_rows, spec.type))
+    return rows.select(arrow_schema.names).cast(arrow_schema)
+
+
+def _write_source_snapshots(
+    catalog: Catalog, snapshots: dict[str, int], folder: Path
+) -> list[GenerationSource]:
+    """source_snapshots of every source, in build order (each source's rows come from its own
+    builds; the order across sources is when they ran), written as a build writes it; and the
+    sources the replica holds, each at its latest snapshot (the generation's sources.json)."""
+    from pipelines.transforms.finalize import _rows_to_arrow as rows_to_arrow
+
+    snapshot_id = snapshots.get("source_snapshots")
+    rows = (
+        []
+        if snapshot_id is None
+        else _scan_rows(catalog, "source_snapshots", snapshot_id).to_pylist()
+    )
+    history = sorted(rows, key=lambda r: (r["built_at"], r["source"], r["snapshot_number"]))
+    pq.write_table(
+        rows_to_arrow("source_snapshots", history),
+        folder / "source_snapshots.parquet",
+        compression="zstd",
+    )
+    latest: dict[str, dict[str, Any]] = {}
+    for row in history:
+        if (
+            row["source"] not in latest
+            or row["snapshot_number"] > latest[row["source"]]["snapshot_number"]
+        ):
+            latest[row["source"]] = row
+    return [
+        GenerationSource(
+            name,
+            # sources.json names a Hub source without its @revision
+            row["uri"].split("@", 1)[0] if row["uri"].startswith("hf://") else row["uri"],
+            source_key(name),
+            row["snapshot_id"],
+            row["snapshot_number"],
+            row["resolved_sha"],
+        )
+        for name, row in sorted(latest.items())
+    ]
+
+
+def _download_source_slices(
+    catalog: Catalog,
+    io: FileIO,
+    table: str,
+    snapshot_id: int | None,
+    folder: Path,
+    sources: list[GenerationSource],
+) -> None:
+    """A per-source table as a build stores it: ``<table>.parquet/<source key>/`` per source,
+    holding that source's data files as they are (they also carry ``source`` and
+    ``snapshot_id``, which the views set from sources.json anyway); an empty file for a source
+    without rows (a view needs one)."""
+    from pipelines.transforms.finalize import _stored_schema as stored_schema
+
+    keys = {s.source: s.key for s in sources}
+    root = folder / f"{table}.parquet"
+    for source in sources:
+        (root / source.key).mkdir(parents=True)
+    paths = None if snapshot_id is None else _scan_files(catalog, io, table, snapshot_id)
+    if paths is None and snapshot_id is not None:  # delete files: split the scanned rows
+        rows = _scan_rows(catalog, table, snapshot_id)
+        for source in sources:
+            mine = rows.filter(pc.field(SOURCE_COLUMN) == source.source)
+            if mine.num_rows:
+                pq.write_table(mine, root / source.key / "scan.parquet", compression="zstd")
+    for index, path in enumerate(paths or []):
+        local = root / f".{index:06d}.parquet"
+        _download(io, path, local)
+        held = pq.read_table(local, columns=[SOURCE_COLUMN]).column(SOURCE_COLUMN).unique()
+        names = [n for n in held.to_pylist() if n in keys]
+        if len(names) == 1 and len(held) == 1:
+            local.rename(root / keys[names[0]] / f"{index:06d}.parquet")
+            continue
+        rows = pq.read_table(local)  # several sources in one file (another engine's)
+        for name in names:
+            mine = rows.filter(pc.field(SOURCE_COLUMN) == name)
+            pq.write_table(mine, root / keys[name] / f"{index:06d}.parquet", compression="zstd")
+        local.unlink()
+    for source in sources:
+        files = sorted((root / source.key).iterdir())
+        if not files:
+            pq.write_table(stored_schema(table).empty_table(), root / source.key / "empty.parquet")
+        elif len(files) == 1 and table in MULTI_FILE_TABLES:
+            # A build stores these as several files, and DuckDB declares a column NOT NULL
+            # when one file's statistics show no null: an empty file beside it keeps the
+            # views' (and so the exports') schema the build's.
+            pq.write_table(
+                pq.read_schema(files[0]).empty_table(), root / source.key / "empty.parquet"
+            )
+
+
+def _compute_rankings(replica: Warehouse, generation: Path) -> None:
+    """run_rankings over every source of the replica, as a build ranks them (one part per
+    ranking bucket, kept in the replica's cache: an unchanged bucket is not ranked again)."""
+    import duckdb
+
+    from pipelines.transforms.finalize import (
+        _link_parts as link_parts,
+    )
+    from pipelines.transforms.finalize import (
+        _write_empty_parts as write_empty_parts,
+    )
+    from pipelines.transforms.finalize import (
+        _write_ranking_parts as write_ranking_parts,
+    )
+    from pipelines.warehouse import create_table_views
+
+    connection = duckdb.connect(config={"threads": 1, "preserve_insertion_order": False})
+    try:
+        create_table_views(connection, generation)
+        parts = write_ranking_parts(connection, replica)
+    finally:
+        connection.close()
+    link_parts(generation / "run_rankings.parquet", parts)
+    write_empty_parts(generation)
+
+
+def _download_table(
+    catalog: Catalog, io: FileIO, table: str, snapshot_id: int, folder: Path
+) -> None:
+    """The data files of one table snapshot as they are (one file: ``<table>.parquet``; several:
+    a folder of them); rewritten through Arrow only when the snapshot has delete files."""
+    target = folder / f"{table}.parquet"
+    paths = _scan_files(catalog, io, table, snapshot_id)
+    if paths is None:
+        pq.write_table(_scan_rows(catalog, table, snapshot_id), target)
+        return
     if len(paths) == 1:
         _download(io, paths[0], target)
         return
-    if not paths:  # every source's rows deleted: an empty table, not a missing one
+    if not paths:  # every row deleted: an empty table, not a missing one
         pq.write_table(schemas.TABLES[table].arrow_schema.empty_table(), target)
         return
     target.mkdir()

@@ -2,8 +2,10 @@
 
 Steps: resolve the KernelIndex workload cache across files (first trace line with a workload
 key fixes its digest, identity doc §2.4) and recompute the few runs it changes; write each
-table as one sorted Parquet file into a new generation folder; rank with ``sql/``; write the
-DuckDB file of views; publish by swapping the ``current`` symlink.
+table (the build's source's slice of it) as one sorted Parquet file into a new generation
+folder, beside every other source's files linked from the current one; rank across all sources
+with ``sql/``; add what changed to run_history; write the DuckDB file of views; publish by
+swapping the ``current`` symlink.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import pyarrow.parquet as pq
 
 from pipelines import IMPORTER_VERSION, invariants, kernelindex, schemas
 from pipelines.changes import store_regression_thresholds
+from pipelines.manifest import FileEntry
 from pipelines.schemas import TABLE_ORDER
 from pipelines.settings import Settings
 from pipelines.sql_files import VIEW_ORDER, sql_text
@@ -34,11 +37,16 @@ from pipelines.warehouse import (
     DUCKDB_FILE,
     DUCKDB_SPILL_DIR,
     PARTED_TABLES,
+    PER_SOURCE_TABLES,
     SNAPSHOT_FILE,
+    GenerationSource,
     Warehouse,
     create_table_views,
+    generation_sources,
+    holds_sources,
     sql_literal,
     table_files,
+    write_generation_sources,
 )
 
 FINALIZE_MEMORY_LIMIT = "400MB"
@@ -52,10 +60,6 @@ class FinalizeOutcome:
     snapshot_id: str
     records_by_path: dict[str, int]
     checks: dict[str, invariants.Outcome]  # every invariant evaluated before publishing
-
-
-def _write_arrow(table: schemas.Table, rows: list[dict[str, Any]], path: Path) -> None:
-    pq.write_table(_rows_to_arrow(table, rows), path, compression="zstd")
 
 
 def _reject_row(reject: Reject) -> dict[str, Any]:
@@ -83,24 +87,24 @@ def _protocol_row() -> dict[str, Any]:
 
 
 def _snapshot_row(
-    resolved: Any, files: list[Any], file_entries: dict[str, Any], context: DatasetContext
+    resolved: Any, files: list[Any], file_entries: dict[str, FileEntry], context: DatasetContext
 ) -> dict[str, Any]:
     # JSONL files by content hash; definitions and solutions through the context fingerprint.
     listing = hashlib.sha256(f"{context.fingerprint}\n".encode())
     total = 0
     for source_file in files:
-        entry = file_entries.get(source_file.rel, {})
-        listing.update(
-            f"{source_file.rel}\0{source_file.size}\0{entry.get('sha256', '')}\n".encode()
-        )
+        entry = file_entries.get(source_file.rel)
+        sha = (entry.sha256 if entry is not None else None) or ""
+        listing.update(f"{source_file.rel}\0{source_file.size}\0{sha}\n".encode())
         total += source_file.size
     file_list_digest = "sha256:" + listing.hexdigest()
     snapshot_id = hashlib.sha256(
-        f"{resolved.source}\0{resolved.resolved_sha}\0{file_list_digest}".encode()
+        f"{resolved.name}\0{resolved.source}\0{resolved.resolved_sha}\0{file_list_digest}".encode()
     ).hexdigest()[:32]
     return {
         "snapshot_id": snapshot_id,
-        "source": resolved.source,
+        "source": resolved.name,
+        "uri": resolved.source,
         "requested_revision": resolved.requested_revision,
         "resolved_sha": resolved.resolved_sha,
         "built_at": _now_ms(),
@@ -116,9 +120,15 @@ def _snapshot_row(
 GLOBAL_RELATIONS = ("known_solutions", "first_case")
 
 
-def _projection(table: schemas.Table) -> str:
+def _projection(table: str) -> str:
     # Column names come from our own schema declarations, never from data.
-    return ", ".join(f'"{name}"' for name in table.column_names)
+    return ", ".join(f'"{name}"' for name in schemas.stored_columns(table))
+
+
+def _stored_schema(table: str) -> pa.Schema:
+    """The Arrow schema of what ``table``'s files hold (per-source tables store no source)."""
+    declared = schemas.TABLES[table].arrow_schema
+    return pa.schema([declared.field(name) for name in schemas.stored_columns(table)])
 
 
 def _staged_view(
@@ -153,25 +163,27 @@ class _Group:
     parts: dict[str, list[str]]  # table -> staging part paths
 
 
-def _groups(warehouse: Warehouse, file_entries: dict[str, Any]) -> list[_Group]:
+def _groups(warehouse: Warehouse, file_entries: dict[str, FileEntry]) -> list[_Group]:
     found: dict[str, dict[str, list[str]]] = {}
     for entry in file_entries.values():
-        if "group_key" in entry:  # the files of one group share their parts
-            found[entry["group_key"]] = {
+        if entry.group_key is not None:  # the files of one group share their parts
+            found[entry.group_key] = {
                 table: [str(warehouse.staging / name) for name in names]
-                for table, names in entry.get("parts", {}).items()
+                for table, names in entry.parts.items()
             }
     return [_Group(key, parts) for key, parts in sorted(found.items())]
 
 
-# Parted tables stored as one part per group of source files; run_rankings is parted by
-# ranking bucket instead (_write_ranking_parts).
+# Parted tables stored as one part per (source, group of source files); run_rankings, which
+# spans every source, is parted by ranking bucket instead (_write_ranking_parts).
 GROUP_PARTED_TABLES = ("runs", "correctness", "rejects", "trace_lines")
-# Stored columns of the parted tables (runs.snapshot_id comes from the generation).
-PART_COLUMNS = {
-    name: [c for c in schemas.TABLES[name].column_names if (name, c) != ("runs", "snapshot_id")]
-    for name in PARTED_TABLES
-}
+# Stored columns of the parted tables (source and snapshot_id come from the generation).
+PART_COLUMNS = {name: schemas.stored_columns(name) for name in PARTED_TABLES}
+# run_id in the assembled parts is qualified by the source's name, so the same trace line read
+# from two sources (a dataset and its fork) is two runs with two ids; the staged id is the
+# path, line and bytes of the record.
+# (COPY takes no bound parameters, so the name comes from a one-row temp table.)
+QUALIFIED_RUN_ID = "substr(sha256((SELECT name FROM build_source) || chr(10) || s.run_id), 1, 32)"
 
 
 def _resolution_digest(connection: duckdb.DuckDBPyConnection) -> str:
@@ -187,28 +199,35 @@ def _write_parts(
     warehouse: Warehouse,
     groups: list[_Group],
     resolution: str,
+    source_name: str,
 ) -> dict[str, list[Path]]:
     """The resolved part of every group for each parted table: reused when it exists, else
     assembled by SQL — one statement per table for all the groups that need it, split into
     one part folder per group by DuckDB's partitioned write.
 
     A part is a folder (cache/parts/<table>/<name>/) because a partitioned write may cut one
-    group into several files; it is complete once renamed into place.
+    group into several files; it is complete once renamed into place. Part names are keyed by
+    (source, group), so the parts of one source are never another's, and a build of one source
+    leaves every other source's parts as they are.
     """
+
+    def name(*terms: str) -> str:
+        return hashlib.sha256("\n".join([source_name, *terms]).encode()).hexdigest()[:32]
+
     names_of: dict[str, dict[str, str]] = {}
     for group in groups:
         names_of[group.key] = {
-            "runs": hashlib.sha256(f"{group.key}\n{resolution}".encode()).hexdigest()[:32],
-            "correctness": group.key[:32],
-            "rejects": group.key[:32],
-            "trace_lines": group.key[:32],
+            "runs": name(group.key, resolution),
+            "correctness": name(group.key),
+            "rejects": name(group.key),
+            "trace_lines": name(group.key),
         }
     for table in GROUP_PARTED_TABLES:
         missing = [
             g for g in groups if not (warehouse.parts / table / names_of[g.key][table]).is_dir()
         ]
         if missing:
-            _write_missing_parts(connection, warehouse, table, missing, names_of)
+            _write_missing_parts(connection, warehouse, table, missing, names_of, source_name)
     return {
         table: [warehouse.parts / table / names_of[g.key][table] for g in groups]
         for table in GROUP_PARTED_TABLES
@@ -221,7 +240,12 @@ def _write_missing_parts(
     table: str,
     groups: list[_Group],
     names_of: dict[str, dict[str, str]],
+    source_name: str,
 ) -> None:
+    connection.execute(
+        "CREATE OR REPLACE TEMP TABLE build_source AS SELECT $name::VARCHAR AS name",
+        {"name": source_name},
+    )
     files = [(path, names_of[g.key][table]) for g in groups for path in g.parts.get(table, [])]
     connection.register(
         "part_of_file",
@@ -247,7 +271,10 @@ def _write_missing_parts(
     out = warehouse.parts / table / f".write.{os.getpid()}.tmp"
     shutil.rmtree(out, ignore_errors=True)
     out.parent.mkdir(parents=True, exist_ok=True)
-    columns = ", ".join(f's."{c}"' for c in PART_COLUMNS[table])  # own names
+    columns = ", ".join(
+        f'{QUALIFIED_RUN_ID} AS "run_id"' if c == "run_id" else f's."{c}"'
+        for c in PART_COLUMNS[table]  # own names
+    )
     connection.execute(
         f"COPY (SELECT {columns}, p.part FROM ({sql_text(f'assemble/{table}')}) s "  # noqa: S608
         f"JOIN part_of_file p USING (filename)) TO {sql_literal(out)} "
@@ -310,32 +337,56 @@ def _write_ranking_parts(connection: duckdb.DuckDBPyConnection, warehouse: Wareh
     return [folder / name for name in name_of.values()]
 
 
-def _write_empty_parts(generation: Path) -> None:
-    """A parted table without rows gets one empty part: a view needs at least one file."""
+def _write_empty_parts(generation: Path, key: str | None = None) -> None:
+    """A parted table without rows gets one empty part: a view needs at least one file (with
+    ``key``, in that source's folder of the per-source tables)."""
     for table in PARTED_TABLES:
+        per_source = table in PER_SOURCE_TABLES
+        if per_source and key is None:
+            continue
         folder = generation / f"{table}.parquet"
-        if folder.is_dir() and not table_files(generation, table):
-            pq.write_table(
-                pa.schema(
-                    [schemas.TABLES[table].arrow_schema.field(c) for c in PART_COLUMNS[table]]
-                ).empty_table(),
-                folder / "empty.parquet",
-            )
+        folder = folder / key if per_source and key is not None else folder
+        if folder.is_dir() and not table_files(generation, table, key if per_source else None):
+            pq.write_table(_stored_schema(table).empty_table(), folder / "empty.parquet")
 
 
-def _link_parts(generation: Path, table: str, parts: list[Path]) -> None:
-    """The generation's folder of a parted table: hard links to the files of the shared parts
-    (copies where the file system has no links), so a generation stays whole when the cache
-    is cleaned."""
-    folder = generation / f"{table}.parquet"
-    folder.mkdir()
+def _link_parts(folder: Path, parts: list[Path]) -> None:
+    """A folder of a parted table in a generation (a source's, or run_rankings'): hard links
+    to the files of the shared parts (copies where the file system has no links), so a
+    generation stays whole when the cache is cleaned."""
+    folder.mkdir(parents=True, exist_ok=True)
     for part in parts:
         for source in sorted(part.glob("*.parquet")):
-            target = folder / f"{part.name}-{source.name}"
-            try:
-                os.link(source, target)
-            except OSError:
-                shutil.copyfile(source, target)
+            _link(source, folder / f"{part.name}-{source.name}")
+
+
+def _link(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
+
+
+HISTORY_TABLES = ("run_appearances", "run_disappearances")
+
+
+def _link_other_sources(
+    current: Path | None,
+    generation: Path,
+    keep: list[GenerationSource],
+    tables: tuple[str, ...] = PER_SOURCE_TABLES,
+) -> None:
+    """Every file of the sources a build leaves alone, linked from the current generation:
+    their rows are exactly what they were."""
+    if current is None:
+        return
+    for source in keep:
+        for table in tables:
+            origin = current / f"{table}.parquet" / source.key
+            for path in sorted(origin.rglob("*.parquet")):
+                target = generation / f"{table}.parquet" / source.key / path.relative_to(origin)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                _link(path, target)
 
 
 def finalize(
@@ -345,14 +396,23 @@ def finalize(
     resolved: Any,
     loaded: Any,
     files: list[Any],
-    file_entries: dict[str, Any],
+    file_entries: dict[str, FileEntry],
     discovery_rejects: list[Reject],
     progress: Callable[[str, int, int], None] | None,
     before_publish: Callable[[Path, dict[str, int], dict[str, invariants.Outcome]], None]
     | None = None,
 ) -> FinalizeOutcome:
-    """``before_publish(generation, table_counts, outcomes)`` runs the publish guards last;
-    it may add outcomes, and raises to keep the generation unpublished."""
+    """Write the build's source into a new generation beside every other source of the
+    current one (linked as they are), rank across all of them, and publish.
+
+    ``before_publish(generation, table_counts, outcomes)`` runs the publish guards last; it
+    may add outcomes, and raises to keep the generation unpublished."""
+    current = warehouse.current_generation()
+    if current is not None and not holds_sources(current):
+        current = None  # built by an older tracehouse: nothing of it is reused
+    others = [
+        s for s in (generation_sources(current) if current else []) if s.source != resolved.name
+    ]
     generation = warehouse.new_generation()
     checks: dict[str, invariants.Outcome] = {}
     if progress:
@@ -362,6 +422,7 @@ def finalize(
         name: sorted({p for group in groups for p in group.parts.get(name, [])})
         for name in PART_TABLES
     }
+    key = resolved.key
 
     temp_dir = warehouse.cache / DUCKDB_SPILL_DIR
     connection = duckdb.connect(
@@ -378,53 +439,57 @@ def finalize(
     try:
         for name, table in PART_TABLES.items():
             _staged_view(connection, name, table, all_parts[name])
+        history = _snapshot_history(current)
         snapshot = _snapshot_row(resolved, files, file_entries, loaded.context)
+        snapshot["snapshot_number"] = _snapshot_number(history, resolved.name, snapshot)
         (generation / SNAPSHOT_FILE).write_text(snapshot["snapshot_id"] + "\n")
+        this_source = GenerationSource(
+            resolved.name,
+            resolved.uri,
+            key,
+            snapshot["snapshot_id"],
+            snapshot["snapshot_number"],
+            resolved.resolved_sha,
+        )
+        # Until this source's own rows are assembled, the views show it alone: the assembly
+        # SQL reads its definitions and solutions, never another source's.
+        write_generation_sources(generation, [this_source])
+        _keep_history(generation, current, this_source)
 
         def copy(table: str, query: str) -> None:
-            target = generation / f"{table}.parquet"
-            relation = connection.sql(f"{query} ORDER BY {TABLE_ORDER[table]}")
+            """One table's rows as one sorted file: the source's slice, or a global table."""
+            if table in PER_SOURCE_TABLES:
+                target = generation / f"{table}.parquet" / key / "data.parquet"
+                target.parent.mkdir(parents=True, exist_ok=True)
+                order = schemas.slice_order(table)
+            else:
+                target = generation / f"{table}.parquet"
+                order = TABLE_ORDER[table]
+            relation = connection.sql(f"{query} ORDER BY {order}")
             relation.write_parquet(str(target), compression="zstd")
 
-        _write_arrow(
-            schemas.DEFINITIONS, loaded.definition_rows, generation / "_definitions.parquet"
-        )
-        _write_arrow(
-            schemas.IMPLEMENTATIONS,
-            loaded.implementation_rows,
-            generation / "_implementations.parquet",
-        )
-        _write_arrow(schemas.PROTOCOLS, [_protocol_row()], generation / "_protocols.parquet")
-        _write_arrow(
-            schemas.INGEST_PATHS,
-            _ingest_path_rows(file_entries),
-            generation / "_ingest_paths.parquet",
-        )
-        _write_arrow(
-            schemas.BASELINE_MAP,
-            baseline_map_rows(settings.baselines_file),
-            generation / "_baseline_map.parquet",
-        )
-        # History keeps its append order (two builds can share a millisecond).
-        _write_arrow(
-            schemas.SOURCE_SNAPSHOTS,
-            _snapshot_history(warehouse, snapshot),
-            generation / "source_snapshots.parquet",
-        )
-        for table in (
-            "definitions",
-            "implementations",
-            "protocols",
-            "ingest_paths",
-            "baseline_map",
+        for table, rows in (
+            ("definitions", loaded.definition_rows),
+            ("implementations", loaded.implementation_rows),
+            ("protocols", [_protocol_row()]),
+            ("ingest_paths", _ingest_path_rows(file_entries)),
+            ("baseline_map", baseline_map_rows(settings.baselines_file)),
         ):
             staged = generation / f"_{table}.parquet"
+            pq.write_table(_rows_to_arrow(table, rows), staged, compression="zstd")
             copy(table, f"SELECT * FROM read_parquet({sql_literal(staged)}) s")  # noqa: S608
             staged.unlink()
+        # History keeps its append order (two builds can share a millisecond).
+        history.append(snapshot)
+        pq.write_table(
+            _rows_to_arrow("source_snapshots", history),
+            generation / "source_snapshots.parquet",
+            compression="zstd",
+        )
         create_table_views(connection, generation)
 
         unreadable = sorted(
-            rel for rel, entry in file_entries.items() if entry.get("kernelindex_unreadable")
+            rel for rel, entry in file_entries.items() if entry.kernelindex_unreadable
         )
         connection.register(
             "kernelindex_unreadable_files",
@@ -439,27 +504,36 @@ def finalize(
         for table in ("workloads", "environments"):
             copy(
                 table,
-                f"SELECT {_projection(schemas.TABLES[table])} "  # noqa: S608  (own names)
+                f"SELECT {_projection(table)} "  # noqa: S608  (own names)
                 f"FROM ({sql_text(f'assemble/{table}')}) s",
             )
-        parts = _write_parts(connection, warehouse, groups, _resolution_digest(connection))
+        parts = _write_parts(
+            connection, warehouse, groups, _resolution_digest(connection), resolved.name
+        )
         # Records refused before the ingest (discovery, fetch, definitions, solutions): one
         # more rejects part, of this generation only.
         extra_rejects = [
             _reject_row(r) for r in [*discovery_rejects, *resolved.fetch_rejects, *loaded.rejects]
         ]
         for table in GROUP_PARTED_TABLES:
-            _link_parts(generation, table, parts[table])
-        connection.register("extra_rejects", _rows_to_arrow(schemas.REJECTS, extra_rejects))
+            _link_parts(generation / f"{table}.parquet" / key, parts[table])
+        connection.register("extra_rejects", _rows_to_arrow("rejects", extra_rejects))
         connection.sql(
-            "SELECT * FROM extra_rejects ORDER BY " + TABLE_ORDER["rejects"]  # noqa: S608
-        ).write_parquet(str(generation / "rejects.parquet" / "before-ingest.parquet"))
-        _write_empty_parts(generation)
+            "SELECT * FROM extra_rejects ORDER BY " + schemas.slice_order("rejects")  # noqa: S608
+        ).write_parquet(str(generation / "rejects.parquet" / key / "before-ingest.parquet"))
+        _write_empty_parts(generation, key)
 
+        # Now every source: ranks, cohorts and the invariants span the warehouse.
+        _link_other_sources(current, generation, others)
+        write_generation_sources(generation, [*others, this_source])
         create_table_views(connection, generation)
         invariants.enforce(connection, invariants.RUN_INVARIANTS, checks)
-        _link_parts(generation, "run_rankings", _write_ranking_parts(connection, warehouse))
+        _link_parts(
+            generation / "run_rankings.parquet", _write_ranking_parts(connection, warehouse)
+        )
         _write_empty_parts(generation)
+        create_table_views(connection, generation)
+        _write_history(connection, generation, current, this_source)
         create_table_views(connection, generation)
         invariants.enforce(connection, invariants.RANKING_INVARIANTS, checks)
         counts = {
@@ -488,6 +562,46 @@ def finalize(
     )
 
 
+def _keep_history(generation: Path, current: Path | None, source: GenerationSource) -> None:
+    """The source's run_history files so far, linked from the current generation (an empty
+    file for a new source: a view needs one)."""
+    if current is not None and any(s.source == source.source for s in generation_sources(current)):
+        _link_other_sources(current, generation, [source], HISTORY_TABLES)
+    for table in HISTORY_TABLES:
+        folder = generation / f"{table}.parquet" / source.key
+        folder.mkdir(parents=True, exist_ok=True)
+        if not table_files(generation, table, source.key):
+            pq.write_table(_stored_schema(table).empty_table(), folder / "empty.parquet")
+
+
+def _write_history(
+    connection: duckdb.DuckDBPyConnection,
+    generation: Path,
+    current: Path | None,
+    source: GenerationSource,
+) -> None:
+    """run_history, incrementally: beside the source's earlier files (_keep_history), one file
+    each of what changed with this snapshot (runs that appeared, ranges that ended). An
+    unchanged run costs nothing."""
+    parameters = {"source_name": source.source, "snapshot_number": source.snapshot_number}
+    for table in HISTORY_TABLES:
+        # A name no earlier delta of the source has: the snapshot number and the generation.
+        target = (
+            generation
+            / f"{table}.parquet"
+            / source.key
+            / f"{source.snapshot_number:06d}-{generation.name}.parquet"
+        )
+        columns = ", ".join(f'"{c}"' for c in schemas.stored_columns(table))  # own names
+        relation = connection.sql(
+            f"SELECT {columns} FROM ({sql_text(f'assemble/{table}')}) s "  # noqa: S608
+            f"ORDER BY {schemas.slice_order(table)}",
+            params=parameters,
+        ).to_arrow_table()
+        if relation.num_rows:
+            pq.write_table(relation, target, compression="zstd")
+
+
 def _remove_unlinked_parts(warehouse: Warehouse) -> None:
     """Parts no generation links to any more (their only link is the cache's own)."""
     if not warehouse.parts.exists():
@@ -498,23 +612,23 @@ def _remove_unlinked_parts(warehouse: Warehouse) -> None:
             shutil.rmtree(part, ignore_errors=True)
 
 
-def _ingest_path_rows(file_entries: dict[str, Any]) -> list[dict[str, Any]]:
+def _ingest_path_rows(file_entries: dict[str, FileEntry]) -> list[dict[str, Any]]:
     return [
         {
             "source_file": rel,
-            "records": entry.get("records", 0),
-            "runs": entry.get("runs", 0),
-            "columnar_records": entry.get("columnar_records", 0),
-            "exact_records": entry.get("records", 0) - entry.get("columnar_records", 0),
+            "records": entry.records,
+            "runs": entry.runs,
+            "columnar_records": entry.columnar_records,
+            "exact_records": entry.records - entry.columnar_records,
         }
         for rel, entry in sorted(file_entries.items())
     ]
 
 
-def _rows_to_arrow(table: schemas.Table, rows: list[dict[str, Any]]) -> pa.Table:
+def _rows_to_arrow(table: str, rows: list[dict[str, Any]]) -> pa.Table:
+    schema = _stored_schema(table)
     return pa.Table.from_pydict(
-        {name: [row.get(name) for row in rows] for name in table.column_names},
-        schema=table.arrow_schema,
+        {name: [row.get(name) for row in rows] for name in schema.names}, schema=schema
     )
 
 
@@ -523,15 +637,22 @@ def _now_ms() -> datetime:
     return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
-def _snapshot_history(warehouse: Warehouse, snapshot: dict[str, Any]) -> list[dict[str, Any]]:
-    """Earlier snapshots stay listed, so the table shows which revision each state came from."""
-    history: list[dict[str, Any]] = []
-    current = warehouse.current_generation()
-    if current is not None and (current / "source_snapshots.parquet").exists():
-        history = pq.read_table(current / "source_snapshots.parquet").to_pylist()
-    history = [row for row in history if row["snapshot_id"] != snapshot["snapshot_id"]]
-    history.append(snapshot)
-    return history
+def _snapshot_history(current: Path | None) -> list[dict[str, Any]]:
+    """Every snapshot of every source the current generation lists, in build order, so the
+    table shows which revision each state came from."""
+    if current is None or not (current / "source_snapshots.parquet").exists():
+        return []
+    return pq.read_table(current / "source_snapshots.parquet").to_pylist()
+
+
+def _snapshot_number(history: list[dict[str, Any]], name: str, snapshot: dict[str, Any]) -> int:
+    """The source's number for this snapshot: its latest one's again when nothing changed (that
+    row is then replaced, taken out of ``history``), else one more than its latest."""
+    own = [row for row in history if row["source"] == name]
+    if own and own[-1]["snapshot_id"] == snapshot["snapshot_id"]:
+        history.remove(own[-1])
+        return own[-1]["snapshot_number"]
+    return max((row["snapshot_number"] for row in own), default=0) + 1
 
 
 def _write_duckdb_file(generation: Path, settings: Settings) -> None:
@@ -548,3 +669,66 @@ def _write_duckdb_file(generation: Path, settings: Settings) -> None:
         connection.execute("CHECKPOINT")
     finally:
         connection.close()
+
+
+def finalize_without_source(
+    *,
+    warehouse: Warehouse,
+    settings: Settings,
+    name: str,
+    before_publish: Callable[[Path, dict[str, int], dict[str, invariants.Outcome]], None]
+    | None = None,
+) -> FinalizeOutcome:
+    """A new generation holding every source of the current one but ``name``: their files
+    linked as they are, the source's snapshots dropped from source_snapshots, ranks computed
+    again over what remains; published like any build."""
+    current = warehouse.require_current()
+    held = generation_sources(current)
+    keep = [s for s in held if s.source != name]
+    generation = warehouse.new_generation()
+    checks: dict[str, invariants.Outcome] = {}
+    _link_other_sources(current, generation, keep)
+    write_generation_sources(generation, keep)
+    for table in ("protocols", "baseline_map"):
+        _link(current / f"{table}.parquet", generation / f"{table}.parquet")
+    history = [row for row in _snapshot_history(current) if row["source"] != name]
+    pq.write_table(
+        _rows_to_arrow("source_snapshots", history),
+        generation / "source_snapshots.parquet",
+        compression="zstd",
+    )
+    # The generation shows the latest snapshot it holds.
+    (generation / SNAPSHOT_FILE).write_text(history[-1]["snapshot_id"] + "\n")
+    connection = duckdb.connect(
+        config={
+            "threads": max(1, settings.workers),
+            "memory_limit": FINALIZE_MEMORY_LIMIT,
+            "temp_directory": str(warehouse.cache / DUCKDB_SPILL_DIR),
+            "preserve_insertion_order": False,
+        }
+    )
+    try:
+        create_table_views(connection, generation)
+        invariants.enforce(connection, invariants.RUN_INVARIANTS, checks)
+        _link_parts(
+            generation / "run_rankings.parquet", _write_ranking_parts(connection, warehouse)
+        )
+        _write_empty_parts(generation)
+        create_table_views(connection, generation)
+        invariants.enforce(connection, invariants.RANKING_INVARIANTS, checks)
+        counts = {
+            table: connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # type: ignore[index]  # noqa: S608
+            for table in schemas.TABLES
+        }
+        rejects_by_reason = invariants.rejects_by_reason(connection)
+    finally:
+        connection.close()
+    _write_duckdb_file(generation, settings)
+    if before_publish is not None:
+        before_publish(generation, counts, checks)
+    (generation / ".complete").write_text(f"{IMPORTER_VERSION}\n")
+    warehouse.publish(generation)
+    _remove_unlinked_parts(warehouse)
+    return FinalizeOutcome(
+        generation, counts, rejects_by_reason, history[-1]["snapshot_id"], {}, checks
+    )

@@ -1,0 +1,301 @@
+"""The build with its parse fanned out over a Dagster executor's workers.
+
+``tracehouse build`` parses the source's file groups in its own process pool. These jobs run
+the same build as Dagster steps, so the executor decides where the parsing happens: the
+multiprocess executor spreads it over processes of one machine, the Dask executor over the
+workers of a Dask cluster (and Dagster's Kubernetes or Celery executors would spread the same
+steps over theirs). Nothing here schedules work itself.
+
+* ``plan_ingest`` plans exactly as ``build_warehouse`` does (``build.plan_ingest``: the same
+  path-stable file groups, the same reuse of unchanged groups), registers every group it will
+  parse as a partition of ``parsed_groups`` (dynamic partitions ``ingest_groups``, one per file
+  group, e.g. ``group-07``), and deals the groups out to ``FANOUT_SLOTS`` parse steps, biggest
+  first onto the least loaded slot.
+* ``parse_slot_<i>`` parses its groups with ``build.parse_task`` (``ingest_group``, as a build
+  worker does) into a scratch folder of this run in the warehouse's cache, and reports a
+  materialization of each group's partition. The slots are static steps rather than a
+  ``DynamicOut`` mapping because the Dask executor plans every step up front and does not run
+  mapped ones.
+* ``assemble_tables`` runs after every slot and calls ``build_warehouse`` itself, under the
+  build lock, with a ``parse`` that takes what the slots wrote to the shared store instead of
+  parsing: whatever the build then plans and finds parsed under the same part key is moved
+  into staging; anything else (a source that changed since the plan) is parsed there. So the tables,
+  the invariants, the publish guards and the manifest are the CLI build's.
+
+The plan goes from step to step through Dagster's IO manager (the default filesystem one under
+``DAGSTER_HOME``). The parts and each group's ``GroupResult`` go through the warehouse folder
+(``<warehouse>/cache/fanout/<run id>/``), the shared store the assembly reads every partition's
+output from, so every worker must see it (one machine, or a shared mount). The folder is removed
+once the build has published.
+"""
+
+import os
+import pickle
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+from dagster_dask import dask_executor
+
+from pipelines import schemas
+from pipelines.build import (
+    IngestTask,
+    ProgressFn,
+    build_warehouse,
+    file_group,
+    parse_task,
+    plan_ingest,
+    run_tasks,
+)
+from pipelines.defs.resources import WarehouseResource
+from pipelines.files import replace_atomically
+from pipelines.warehouse import Warehouse, table_row_count
+
+FANOUT_SLOTS = 8  # parse steps per run: enough for 8 workers; each costs a step's start-up
+INGEST_GROUPS = dg.DynamicPartitionsDefinition(name="ingest_groups")
+PARSED_GROUPS = "parsed_groups"
+SCRATCH_FOLDER = "fanout"  # under <warehouse>/cache, one folder per run
+
+parsed_groups = dg.AssetSpec(
+    PARSED_GROUPS,
+    partitions_def=INGEST_GROUPS,
+    group_name="warehouse",
+    kinds={"parquet"},
+    description="The staging parts of one file group (a partition per group, named after the "
+    "path-stable group number the build assigns its files to), reported by the fanned-out "
+    "ingest jobs as each parse step writes them.",
+)
+
+
+def partition_key(task: IngestTask) -> str:
+    return f"group-{file_group(task.files[0][1]):02d}"
+
+
+@dataclass(frozen=True)
+class FanoutPlan:
+    """Where this run's parse steps write, and the groups each slot parses."""
+
+    scratch: str
+    slots: tuple[tuple[IngestTask, ...], ...]
+
+    @property
+    def context_file(self) -> Path:
+        return Path(self.scratch) / "context.pickle"
+
+    @property
+    def staging(self) -> Path:
+        return Path(self.scratch) / "staging"
+
+    def result_file(self, task: IngestTask) -> Path:
+        """Where the slot that parsed ``task`` leaves its ``GroupResult``."""
+        return Path(self.scratch) / "results" / f"{task.part_key}.pickle"
+
+
+def deal(tasks: list[IngestTask], slots: int) -> list[list[IngestTask]]:
+    """Tasks dealt to ``slots`` lists, biggest first onto the least loaded (by bytes)."""
+    dealt: list[list[IngestTask]] = [[] for _ in range(slots)]
+    loads = [0] * slots
+    for task in sorted(tasks, key=lambda t: -t.size):
+        lightest = loads.index(min(loads))
+        dealt[lightest].append(task)
+        loads[lightest] += task.size
+    return dealt
+
+
+@dg.op(description="Plan the build's file groups and deal the ones to parse to the slots.")
+def plan_ingest_op(context: dg.OpExecutionContext, warehouse: WarehouseResource) -> FanoutPlan:
+    settings = warehouse.settings()
+    plan = plan_ingest(settings)
+    scratch = Warehouse(settings.warehouse).cache / SCRATCH_FOLDER / context.run_id
+    scratch.mkdir(parents=True, exist_ok=True)
+    staging = scratch / "staging"
+    tasks = [replace(task, staging=str(staging)) for task in plan.tasks]
+    fanout = FanoutPlan(str(scratch), tuple(tuple(s) for s in deal(tasks, FANOUT_SLOTS)))
+
+    def write_context(temporary: Path) -> None:
+        with temporary.open("wb") as handle:
+            pickle.dump(plan.loaded.context, handle, protocol=pickle.HIGHEST_PROTOCOL)
+
+    replace_atomically(fanout.context_file, write_context)
+    keys = sorted({partition_key(task) for task in tasks})
+    if keys:
+        context.instance.add_dynamic_partitions(INGEST_GROUPS.name or "", keys)
+    context.log.info(
+        f"{len(tasks)} file groups to parse over {FANOUT_SLOTS} slots, "
+        f"{len(plan.file_entries) - sum(len(t.files) for t in tasks)} files reused"
+    )
+    return fanout
+
+
+# The dataset context, read once per worker process (a Dask worker runs many steps).
+_CONTEXTS: dict[str, Any] = {}
+
+
+def _context(plan: FanoutPlan) -> Any:
+    path = str(plan.context_file)
+    if path not in _CONTEXTS:
+        with plan.context_file.open("rb") as handle:
+            _CONTEXTS.clear()
+            _CONTEXTS[path] = pickle.load(handle)
+    return _CONTEXTS[path]
+
+
+def _parse_slot(slot: int) -> dg.OpDefinition:
+    @dg.op(
+        name=f"parse_slot_{slot}",
+        description=f"Parse the file groups dealt to slot {slot} into this run's scratch parts.",
+        out=dg.Out(dg.Nothing),
+    )
+    def parse_slot(context: dg.OpExecutionContext, plan: FanoutPlan) -> None:
+        for task in plan.slots[slot]:
+            result = parse_task(task, _context(plan))
+            _write_result(plan.result_file(task), result)
+            files = result.files.values()
+            context.log_event(
+                dg.AssetMaterialization(
+                    asset_key=PARSED_GROUPS,
+                    partition=partition_key(task),
+                    metadata={
+                        "files": len(task.files),
+                        "bytes": task.size,
+                        "records": sum(f.records for f in files),
+                        "runs": sum(f.runs for f in files),
+                        "parts": sum(len(names) for names in result.parts.values()),
+                        "worker_pid": os.getpid(),
+                    },
+                )
+            )
+
+    return parse_slot
+
+
+def _write_result(path: Path, result: Any) -> None:
+    def write(temporary: Path) -> None:
+        with temporary.open("wb") as handle:
+            pickle.dump(result, handle, protocol=pickle.HIGHEST_PROTOCOL)
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    replace_atomically(path, write)
+
+
+def _read_result(path: Path) -> Any | None:
+    try:
+        with path.open("rb") as handle:
+            return pickle.load(handle)
+    except (OSError, pickle.UnpicklingError, EOFError):
+        return None
+
+
+class FanoutConfig(dg.Config):
+    force: bool = False  # rebuild every table even when the source is unchanged
+
+
+@dg.op(
+    description="Build the warehouse as `tracehouse build` does, taking the groups the slots "
+    "parsed from the shared store; report the tables it published.",
+    # Only an ordering: each slot's output is in the store. (A fan-in of values would come
+    # through the IO manager, and dagster-dask hands a fan-in input over empty.)
+    ins={"plan": dg.In(), "parsed": dg.In(dg.Nothing)},
+    out={},
+)
+def assemble_tables(
+    context: dg.OpExecutionContext,
+    config: FanoutConfig,
+    warehouse: WarehouseResource,
+    plan: FanoutPlan,
+) -> Iterator[dg.AssetMaterialization]:
+    settings = warehouse.settings()
+    taken: list[int] = []
+
+    def take_parsed(
+        tasks: list[IngestTask], workers: int, progress: ProgressFn | None
+    ) -> list[Any]:
+        results: list[Any] = [None] * len(tasks)
+        missing: list[int] = []
+        for index, task in enumerate(tasks):
+            result = _read_result(plan.result_file(task))
+            names = [n for ns in result.parts.values() for n in ns] if result else []
+            if result is None or not all((plan.staging / n).exists() for n in names):
+                missing.append(index)
+                continue
+            Path(task.staging).mkdir(parents=True, exist_ok=True)
+            for name in names:
+                os.replace(plan.staging / name, Path(task.staging) / name)
+            results[index] = result
+        taken.append(len(tasks) - len(missing))
+        if missing:
+            # The source changed after the plan: parse those groups here, in this process
+            # (a Dask worker may not start processes of its own).
+            context.log.warning(f"{len(missing)} groups changed after the plan; parsing them")
+            again = run_tasks([tasks[i] for i in missing], 1, progress)
+            for index, result in zip(missing, again, strict=True):
+                results[index] = result
+        return results
+
+    result = build_warehouse(settings, force=config.force, parse=take_parsed)
+    shutil.rmtree(plan.scratch, ignore_errors=True)
+    context.log.info("\n".join(result.summary_lines()))
+    if result.up_to_date:
+        return
+    context.log.info(f"groups taken from the slots: {sum(taken)}")
+    generation = Warehouse(result.warehouse).require_current()
+    for table in schemas.TABLES:
+        yield dg.AssetMaterialization(
+            asset_key=table,
+            metadata={
+                "dagster/row_count": table_row_count(generation, table),
+                "generation": generation.name,
+                "snapshot_id": result.snapshot_id,
+            },
+        )
+
+
+@dg.graph(description="The warehouse build with its parse fanned out over the executor's workers.")
+def fanout_ingest() -> None:
+    plan = plan_ingest_op()
+    assemble_tables(plan=plan, parsed=[_parse_slot(slot)(plan) for slot in range(FANOUT_SLOTS)])
+
+
+_RESOURCES = {"warehouse": WarehouseResource()}
+
+# Step processes start from a fork server that has imported the parser once (spawning a fresh
+# interpreter per step costs seconds of imports each).
+FORKSERVER = {
+    "forkserver": {
+        "preload_modules": [
+            "pipelines.defs.fanout",
+            "pipelines.transforms.ingest",
+            "pipelines.ingest.columnar",
+        ]
+    }
+}
+
+# One machine: the parse steps in up to `max_concurrent` processes (run config
+# execution.config.max_concurrent; Dagster's default is the number of CPUs).
+fanout_ingest_job = fanout_ingest.to_job(
+    name="fanout_ingest_job",
+    executor_def=dg.multiprocess_executor,
+    resource_defs=_RESOURCES,
+    config={"execution": {"config": {"start_method": FORKSERVER}}},
+)
+
+# A Dask cluster: run config execution.config.cluster, e.g. {"existing": {"address":
+# "tcp://127.0.0.1:8786"}} or {"local": {"n_workers": 4}} (dagster-dask's executor).
+fanout_ingest_dask_job = fanout_ingest.to_job(
+    name="fanout_ingest_dask_job", executor_def=dask_executor, resource_defs=_RESOURCES
+)
+
+fanout_jobs = [fanout_ingest_job, fanout_ingest_dask_job]
+
+
+# Module-level functions returning the jobs, for `dagster.reconstructable` (a job made by
+# `to_job` is not reconstructable itself): `execute_job(reconstructable(multiprocess_job), ...)`.
+def multiprocess_job() -> dg.JobDefinition:
+    return fanout_ingest_job
+
+
+def dask_job() -> dg.JobDefinition:
+    return fanout_ingest_dask_job
