@@ -362,3 +362,96 @@ def test_writers_of_different_sources_commit_concurrently(s3_endpoint: str, tmp_
     # Every round of both writers became a snapshot of the table (none was lost to a conflict).
     assert {f"{s}-{r}" for s in ("left", "right") for r in range(rounds)} <= committed
     print("commit retries:", [int(out.strip() or 0) for out, _ in outputs])
+
+
+def _two_sources(folder: Path) -> tuple[Path, Path]:
+    """A demo dataset and a sample folder that re-measures the demo's first cohort (a copy of
+    one of its trace files), so the two sources share comparison keys and rank together."""
+    from pipelines.demo.generate import generate_dataset
+    from tests.shared_data import SAMPLES_DIR
+
+    demo = folder / "demo"
+    generate_dataset(demo, definitions=3, workloads_per_definition=3, solutions_per_definition=3)
+    sample = folder / "sample"
+    shutil.copytree(SAMPLES_DIR / "hf_v3_layout", sample)
+    shared = next(p for p in sorted((demo / "traces").rglob("*.jsonl")) if p.stat().st_size)
+    target = sample / "traces" / "fork" / shared.relative_to(demo / "traces")
+    target.parent.mkdir(parents=True)
+    shutil.copyfile(shared, target)
+    for name in ("definitions", "solutions", "workloads"):
+        shutil.copytree(demo / name, sample / name, dirs_exist_ok=True)
+    return demo, sample
+
+
+def _same_but_build_times(ours: Path, theirs: Path) -> None:
+    """Two exports hold the same tables: byte-identical files, except source_snapshots, whose
+    built_at (and so its order across sources: build order) says when each build ran."""
+    import pyarrow.parquet as pq
+
+    mine = {p.name: p.read_bytes() for p in sorted(ours.glob("*.parquet"))}
+    other = {p.name: p.read_bytes() for p in sorted(theirs.glob("*.parquet"))}
+    assert list(mine) == list(other)
+    for name in mine:
+        if name != "source_snapshots.parquet":
+            assert mine[name] == other[name], name
+
+    def snapshots(export: Path) -> list[dict[str, object]]:
+        rows = pq.read_table(export / "source_snapshots.parquet").drop_columns(["built_at"])
+        return sorted(rows.to_pylist(), key=lambda r: (str(r["source"]), str(r["snapshot_id"])))
+
+    assert snapshots(ours) == snapshots(theirs)
+
+
+@pytest.mark.skipif(SHARED is None, reason="../shared/samples not found beside the checkout")
+def test_builds_of_two_sources_at_once_equal_building_them_in_turn(
+    s3_endpoint: str, tmp_path: Path
+) -> None:
+    """Two machines (each its own staging folder) build different sources into one s3://
+    warehouse and catalog at the same moment: both publish, and what readers get is what
+    building them one after the other into a folder gives, cross-source ranks included."""
+    demo, sample = _two_sources(tmp_path)
+    where = ("--warehouse", f"s3://{BUCKET}/together", "--catalog", f"sqlite:///{tmp_path}/c.db")
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TRACEHOUSE_")}
+    builds = []
+    for name, folder in (("demo", demo), ("sample", sample)):
+        env = {**environment, **_aws_env(s3_endpoint, tmp_path / f"machine-{name}")}
+        args = ["build", "--source", str(folder), "--source-name", name, "--revision", "1" * 40]
+        builds.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "pipelines.cli", *args, *where],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    for build in builds:
+        out, err = build.communicate(timeout=300)
+        assert build.returncode == 0, err
+        assert "published" in out and SECRET not in out + err
+        print(out.strip().splitlines()[-1])  # the commit retries the race cost
+    reader = _aws_env(s3_endpoint, tmp_path / "reader")
+    listed = json.loads(_ok(reader, "generations", *where, "--format", "json"))
+    assert sorted(row["source"] for row in listed) == ["demo", "sample"]
+    held = json.loads(_ok(reader, "sources", *where, "--format", "json"))
+    assert [s["source"] for s in held] == ["demo", "sample"] and all(s["runs"] for s in held)
+    _ok(reader, "export", "--snapshot", str(tmp_path / "at-once"), *where)
+
+    # The same two builds one after the other, into a local folder.
+    local = ("--warehouse", str(tmp_path / "local"))
+    for name, folder in (("demo", demo), ("sample", sample)):
+        args = ("build", "--source", str(folder), "--source-name", name, "--revision", "1" * 40)
+        _ok({}, *args, *local)
+    _ok({}, "export", "--snapshot", str(tmp_path / "in-turn"), *local)
+    _same_but_build_times(tmp_path / "at-once", tmp_path / "in-turn")
+    # The ranks span both sources: some cohort holds runs of each.
+    mixed = _ok(
+        reader,
+        "query",
+        "SELECT count(*) AS n FROM (SELECT comparison_key FROM runs JOIN run_rankings "
+        "USING (run_id) WHERE eligible GROUP BY 1 HAVING count(DISTINCT source) = 2)",
+        "--format",
+        "json",
+        *where,
+    )
+    assert json.loads(mixed)[0]["n"] > 0

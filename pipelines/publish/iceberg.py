@@ -5,14 +5,18 @@ Writing. A build works in a local folder exactly as a folder warehouse does (sta
 generations, invariants, publish guards). Once its generation is complete, every table is
 committed to Iceberg, one commit per table:
 
-- the table's Parquet file is uploaded as it is (the bytes a local build wrote; tables stored as
-  parts are first written as one sorted file, the bytes ``tracehouse export`` writes), then
+- one Parquet file is uploaded: a per-source table's rows of the build's own source, with the
+  ``source`` and ``snapshot_id`` columns its view adds (a generation stores them as the folder
+  the source's files are in), sorted; ``source_snapshots``' rows of that source; the
+  generation's own file for the rest (the bytes a local build wrote);
 - one transaction deletes the rows the build replaces and adds that file. Tables with a
   ``source`` column are partitioned by it and a build replaces only its own source's rows
   (the delete is ``source = <this source>``), so builds of different sources touch disjoint
   partitions; tables without one are replaced whole.
 - A commit that loses the race against another writer (``CommitFailedException``) reloads the
   table and tries again, so two builds from two machines both land.
+- Tables computed across every source (``run_rankings``) are not published: a build sees only
+  the sources of its own staging folder, so readers compute them over the union.
 
 Every Iceberg snapshot carries the tracehouse snapshot id, source and revision in its summary
 properties. After the last table, one row is appended to ``tracehouse_publications``: the
@@ -24,9 +28,11 @@ Reading. A reader picks the publication (the latest, or the latest of a revision
 for time travel); for each table it takes, among the snapshots that publication and the earlier
 ones name, the one with the highest sequence number (snapshots of a table form one line, so that
 one holds every earlier published commit, whichever source made it). The data files of those
-snapshots are downloaded as they are into a local replica folder laid out as a generation, and
-the usual DuckDB views are created over it; so every read command works unchanged, and an
-unchanged warehouse is not downloaded twice.
+snapshots are downloaded as they are into a local replica folder laid out as a generation of
+several sources (``sources.json`` from each source's latest ``source_snapshots`` row, each
+source's files in its own folder), ``run_rankings`` is ranked there over every source with the
+build's own SQL, and the usual DuckDB views are created over it; so every read command works
+unchanged, and an unchanged warehouse is not downloaded twice.
 """
 
 from __future__ import annotations
