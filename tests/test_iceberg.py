@@ -278,6 +278,17 @@ def test_object_store_settings_errors_are_one_line(tmp_path: Path) -> None:
             ("query", "SELECT 1", "--warehouse", str(tmp_path / "wh"), "--as-of", REVISION_A),
             "--catalog",
         ),
+        (
+            (
+                "remove-source",
+                "demo",
+                "--warehouse",
+                "s3://bucket/wh",
+                "--catalog",
+                f"sqlite:///{tmp_path}/c.db",
+            ),
+            "not supported",
+        ),
     ]
     for args, named in cases:
         result = run_cli(*args, env={"AWS_SECRET_ACCESS_KEY": SECRET})

@@ -649,9 +649,12 @@ def _materialize(
     _remove_old_replicas(replica, folder)
 
 
-def _scan_files(catalog: Catalog, io: FileIO, table: str, snapshot_id: int) -> list[str] | None:
-    """The live data files of one table snapshot, or None when it has delete files (which
-    another engine may write: its rows must then be read through a scan)."""
+def _scan_files(
+    catalog: Catalog, io: FileIO, table: str, snapshot_id: int
+) -> list[tuple[str, str | None]] | None:
+    """The live data files of one table snapshot, each with the ``source`` its partition holds
+    (None in a table not partitioned by source); None when the snapshot has delete files
+    (which another engine may write: its rows must then be read through a scan)."""
     from pyiceberg.manifest import ManifestContent
 
     iceberg = catalog.load_table((NAMESPACE, table))
@@ -661,12 +664,17 @@ def _scan_files(catalog: Catalog, io: FileIO, table: str, snapshot_id: int) -> l
     manifests = snapshot.manifests(io)
     if any(m.content == ManifestContent.DELETES for m in manifests):
         return None
-    # Every live data file, empty ones included (a scan plans no task for a file of no rows).
-    return sorted(
-        entry.data_file.file_path
-        for manifest in manifests
-        for entry in manifest.fetch_manifest_entry(io, discard_deleted=True)
-    )
+    specs = iceberg.specs()
+    files = []
+    for manifest in manifests:
+        names = [field.name for field in specs[manifest.partition_spec_id].fields]
+        position = names.index(SOURCE_COLUMN) if SOURCE_COLUMN in names else None
+        # Every live data file, empty ones included (a scan plans no task for a file of no rows).
+        for entry in manifest.fetch_manifest_entry(io, discard_deleted=True):
+            partition = entry.data_file.partition
+            source = None if position is None else partition[position]
+            files.append((entry.data_file.file_path, source))
+    return sorted(files)
 
 
 def _scan_rows(catalog: Catalog, table: str, snapshot_id: int) -> pa.Table:
@@ -746,18 +754,18 @@ def _download_source_slices(
             mine = rows.filter(pc.field(SOURCE_COLUMN) == source.source)
             if mine.num_rows:
                 pq.write_table(mine, root / source.key / "scan.parquet", compression="zstd")
-    for index, path in enumerate(paths or []):
+    for index, (path, partition) in enumerate(paths or []):
+        if partition in keys:  # the one source of the file's partition
+            _download(io, path, root / keys[partition] / f"{index:06d}.parquet")
+            continue
+        # A file of no source partition (another engine's layout): split by the column.
         local = root / f".{index:06d}.parquet"
         _download(io, path, local)
-        held = pq.read_table(local, columns=[SOURCE_COLUMN]).column(SOURCE_COLUMN).unique()
-        names = [n for n in held.to_pylist() if n in keys]
-        if len(names) == 1 and len(held) == 1:
-            local.rename(root / keys[names[0]] / f"{index:06d}.parquet")
-            continue
-        rows = pq.read_table(local)  # several sources in one file (another engine's)
-        for name in names:
-            mine = rows.filter(pc.field(SOURCE_COLUMN) == name)
-            pq.write_table(mine, root / keys[name] / f"{index:06d}.parquet", compression="zstd")
+        rows = pq.read_table(local)
+        for source in sources:
+            mine = rows.filter(pc.field(SOURCE_COLUMN) == source.source)
+            if mine.num_rows:
+                pq.write_table(mine, root / source.key / f"{index:06d}.parquet", compression="zstd")
         local.unlink()
     for source in sources:
         files = sorted((root / source.key).iterdir())
@@ -804,10 +812,11 @@ def _download_table(
     """The data files of one table snapshot as they are (one file: ``<table>.parquet``; several:
     a folder of them); rewritten through Arrow only when the snapshot has delete files."""
     target = folder / f"{table}.parquet"
-    paths = _scan_files(catalog, io, table, snapshot_id)
-    if paths is None:
+    files = _scan_files(catalog, io, table, snapshot_id)
+    if files is None:
         pq.write_table(_scan_rows(catalog, table, snapshot_id), target)
         return
+    paths = [path for path, _ in files]
     if len(paths) == 1:
         _download(io, paths[0], target)
         return
