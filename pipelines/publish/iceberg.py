@@ -405,7 +405,6 @@ def _commit_table(
 ) -> TableCommit:
     """Replace this build's rows of one table with the uploaded file in one Iceberg commit,
     retried against a fresh table state when another writer committed first."""
-    from pyiceberg.exceptions import CommitFailedException
     from pyiceberg.expressions import AlwaysTrue, EqualTo
 
     by_source = SOURCE_COLUMN in schema.names and source is not None
@@ -433,7 +432,9 @@ def _commit_table(
             if not (by_source and empty):  # a source with no rows here: only the delete
                 transaction.add_files([upload()], snapshot_properties=properties)
             committed = transaction.commit_transaction()
-        except CommitFailedException:
+        except Exception as error:
+            if not _lost_race(error):
+                raise
             _backoff(attempt)
             continue
         current = committed.current_snapshot()
@@ -446,14 +447,25 @@ def _commit_table(
     )
 
 
-def _append_with_retries(catalog: Catalog, name: str, rows: pa.Table) -> int:
+def _lost_race(error: Exception) -> bool:
+    """Another writer committed first (the catalog refused our base), or held a SQLite
+    catalog's write lock longer than its busy timeout: try again from a fresh state."""
     from pyiceberg.exceptions import CommitFailedException
+    from sqlalchemy.exc import OperationalError
 
+    if isinstance(error, CommitFailedException):
+        return True
+    return isinstance(error, OperationalError) and "database is locked" in str(error)
+
+
+def _append_with_retries(catalog: Catalog, name: str, rows: pa.Table) -> int:
     for attempt in range(COMMIT_ATTEMPTS):
         try:
             catalog.load_table((NAMESPACE, name)).append(rows)
             return attempt
-        except CommitFailedException:
+        except Exception as error:
+            if not _lost_race(error):
+                raise
             _backoff(attempt)
     raise PublishError(f"could not append to {name} after {COMMIT_ATTEMPTS} attempts")
 
@@ -464,8 +476,10 @@ def _backoff(attempt: int) -> None:
 
 def _ensure_namespace(catalog: Catalog) -> None:
     from pyiceberg.exceptions import NamespaceAlreadyExistsError
+    from sqlalchemy.exc import IntegrityError
 
-    with contextlib.suppress(NamespaceAlreadyExistsError):
+    # Two writers creating it at once: the loser's insert breaks the SQL catalog's unique key.
+    with contextlib.suppress(NamespaceAlreadyExistsError, IntegrityError):
         catalog.create_namespace_if_not_exists(NAMESPACE)
 
 
@@ -473,25 +487,29 @@ def _load_or_create(
     catalog: Catalog, name: str, schema: pa.Schema, partition_by_source: bool
 ) -> IcebergTable:
     """The table, created on first use (another writer creating it at the same time is fine)."""
-    from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
+    from pyiceberg.exceptions import (
+        CommitFailedException,
+        NoSuchTableError,
+        TableAlreadyExistsError,
+    )
 
     identifier = (NAMESPACE, name)
     try:
         return catalog.load_table(identifier)
     except NoSuchTableError:
         pass
-    try:
-        table = catalog.create_table(identifier, schema=schema, properties=TABLE_PROPERTIES)
-    except TableAlreadyExistsError:
-        return catalog.load_table(identifier)
+    # Each source its own partition (replacing one source's rows drops whole files), set in
+    # the transaction that creates the table: no writer ever sees it unpartitioned.
+    creation = catalog.create_table_transaction(
+        identifier, schema=schema, properties=TABLE_PROPERTIES
+    )
     if partition_by_source:
-        from pyiceberg.exceptions import CommitFailedException
-
-        # Each source its own partition: replacing one source's rows drops whole files.
-        with contextlib.suppress(CommitFailedException), table.update_spec() as spec:
+        with creation.update_spec() as spec:
             spec.add_identity(SOURCE_COLUMN)
-        table = catalog.load_table(identifier)
-    return table
+    # Another writer created it first: the catalog says so either way, by the kind of catalog.
+    with contextlib.suppress(TableAlreadyExistsError, CommitFailedException):
+        creation.commit_transaction()
+    return catalog.load_table(identifier)
 
 
 def _upload(io: FileIO, local: Path, target: str) -> None:
