@@ -40,14 +40,29 @@ _pending: int | None = None
 _published: str | None = None
 
 
-def _handler(signum: int, _frame: FrameType | None) -> None:
+def _handler(signum: int, frame: FrameType | None) -> None:
     global _received, _pending
     if _received is None:
         _received = signum
     if _deferred_depth:
         _pending = _pending or signum
         return
+    if _importing(frame):
+        # An exception raised into a module being imported can abort the process: DuckDB's
+        # extension module (nanobind) calls back into Python while it initialises and aborts
+        # on an unexpected error (exit -6, seen when Ctrl-C came 5 ms into a build). The
+        # watchdog ends the command instead, with the usual line, within GRACE_S.
+        return
     raise Interrupted(signum)
+
+
+def _importing(frame: FrameType | None) -> bool:
+    """The main thread is somewhere inside the import machinery."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def stop_listening() -> None:

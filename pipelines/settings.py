@@ -250,7 +250,9 @@ class Settings:
         check=lambda value: _folder_or_absent(value) if value is not None else None,
     )
     hub_timeout_s: float = setting(
-        15.0,
+        # Below the 15 s an offline build may take in all, so process start-up and imports on a
+        # loaded machine still fit.
+        10.0,
         "Seconds the Hub may take to answer a revision or listing request, retries included, "
         "before the build gives up (an offline machine fails within this time).",
         float,

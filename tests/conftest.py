@@ -8,12 +8,21 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 from pipelines.build import BuildResult, build_warehouse
 from pipelines.settings import load_settings
 from tests.shared_data import GOLDEN_DIR, SHARED
 
 GOLDEN_REVISION = "da915083d4c7c5e61aa3005e3d17ae488e0fc71c"
+
+# Property tests check behaviour, not speed: on a loaded 2-core machine generating examples can
+# be slow, which Hypothesis would otherwise report as a failed health check.
+hypothesis_settings.register_profile(
+    "tracehouse", suppress_health_check=[HealthCheck.too_slow], deadline=None
+)
+hypothesis_settings.load_profile("tracehouse")
 
 
 def build(source: Path | str, warehouse: Path, **settings: object) -> BuildResult:
