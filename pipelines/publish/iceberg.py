@@ -204,6 +204,17 @@ def open_catalog(settings: Settings) -> Catalog:
             raise SettingsError(f"--catalog {uri}: folder {folder} does not exist")
     elif scheme == "postgresql":
         uri = "postgresql+psycopg2://" + uri.split("://", 1)[1]
+    from sqlalchemy.exc import OperationalError
+
+    for attempt in range(COMMIT_ATTEMPTS):
+        try:
+            return SqlCatalog(NAMESPACE, uri=uri, **properties)
+        except OperationalError as error:
+            # A new catalog database: the catalog creates its own tables, and a second writer
+            # doing the same at that moment finds them there (or the database locked).
+            if "already exists" not in str(error) and "database is locked" not in str(error):
+                raise
+            _backoff(attempt)
     return SqlCatalog(NAMESPACE, uri=uri, **properties)
 
 
