@@ -47,6 +47,7 @@ test: lint typecheck unit
 bench: install
 	$(PYTHON) -m bench.run --lines 154000 --repeat $(REPEAT)
 	$(PYTHON) -m bench.fanout --lines 154000 --workers 1,2,4
+	$(PYTHON) -m bench.object_store --lines 154000 --repeat $(REPEAT)
 
 # 4x the 1x size: peak memory against the 1x figure.
 bench-large: install

@@ -89,10 +89,13 @@ class BuildResult:
     # Every invariant and publish guard evaluated before publishing, by name (empty when
     # nothing was built: the current generation's are in its checks.json).
     checks: dict[str, invariants.Outcome] = field(default_factory=dict)
+    # What was committed to the Iceberg catalog (pipelines.publish.iceberg), when there is one.
+    published: str | None = None
 
     def summary_lines(self) -> list[str]:
         if self.up_to_date:
-            return [f"warehouse {self.warehouse} is up to date ({self.seconds:.2f} s)"]
+            lines = [f"warehouse {self.warehouse} is up to date ({self.seconds:.2f} s)"]
+            return lines + ([self.published] if self.published else [])
         lines = [f"built {self.warehouse} in {self.seconds:.2f} s (generation {self.generation})"]
         lines.append(
             f"  files parsed {self.files_parsed}, reused {self.files_reused}, records read {self.records_read}"
@@ -116,6 +119,8 @@ class BuildResult:
                 "(KernelIndex §8); pass --revision <40-hex commit sha> or build from a git clone "
                 "or an hf:// source"
             )
+        if self.published:
+            lines.append(self.published)
         return lines
 
 
@@ -257,7 +262,7 @@ def build_warehouse(
     with warehouse.build_lock(settings.lock_timeout_s):
         published_before = interrupts.published()
         try:
-            return _build_locked(
+            result = _build_locked(
                 settings,
                 warehouse,
                 source,
@@ -267,6 +272,21 @@ def build_warehouse(
                 started,
                 parse or run_tasks,
             )
+            if settings.catalog is not None:  # the published form: Iceberg tables in a catalog
+                from pipelines.publish.iceberg import publish_generation
+
+                if settings.object_store is not None:
+                    # Readers see the catalog, not the staging folder: until the publication
+                    # row lands, an interrupted build left the warehouse unchanged.
+                    interrupts.note_published(None)
+                published = publish_generation(
+                    settings,
+                    warehouse,
+                    source_name=result.source.name if result.source else None,
+                    force=force,
+                )
+                result.published = published.summary_line(settings)
+            return result
         except BaseException:
             # An interrupt or a refusal: drop the unfinished generation and temporary files
             # now (the published one is untouched), unless this build's switch happened.

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from pipelines import IMPORTER_VERSION
-from pipelines.settings import SETTINGS, Settings, describe, load_settings
+from pipelines.settings import SETTINGS, Settings, SettingsError, describe, load_settings
 
 OUTPUT_FORMATS = ("table", "csv", "json")
 DEFAULT_QUERY_ROWS = 200
@@ -43,6 +43,13 @@ BUILD_SETTINGS = (
     "lock_timeout_s",
     "include_blobs",
     "allow_shrink",
+)
+
+
+# Commands that only read: with an object-store warehouse (or --as-of) they read a local replica
+# of the state published in the Iceberg catalog.
+READ_COMMANDS = frozenset(
+    {"query", "leaderboard", "export", "record", "report", "changes", "sources"}
 )
 
 
@@ -81,7 +88,14 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
     if getattr(args, "no_wait", False):
         given["lock_timeout_s"] = 0.0
     given.update(extra)
-    return load_settings(**given)
+    settings = load_settings(**given)
+    if getattr(args, "command", None) in READ_COMMANDS and (
+        settings.object_store is not None or settings.as_of is not None
+    ):
+        from pipelines.publish.iceberg import reading_settings
+
+        settings = reading_settings(settings)
+    return settings
 
 
 def _progress_bar() -> Any:
@@ -358,10 +372,15 @@ def cmd_generations(args: argparse.Namespace) -> int:
     settings = _settings(args)
     warehouse = Warehouse(settings.warehouse, settings.keep_generations)
     current = warehouse.current_generation()
-    rows = [
-        describe_generation(folder, folder.resolve() == current)
-        for folder in warehouse.completed_generations()
-    ]
+    if settings.object_store is not None:  # its states are the catalog's publications
+        from pipelines.publish.iceberg import publication_lines
+
+        rows = publication_lines(settings)
+    else:
+        rows = [
+            describe_generation(folder, folder.resolve() == current)
+            for folder in warehouse.completed_generations()
+        ]
     if not rows:
         raise LookupError(f"no completed generation in {settings.warehouse}")
     columns = list(rows[0])
@@ -397,7 +416,13 @@ def cmd_sources(args: argparse.Namespace) -> int:
 def cmd_remove_source(args: argparse.Namespace) -> int:
     from pipelines.build import remove_source
 
-    result = remove_source(_settings(args), args.name)
+    settings = _settings(args)
+    if settings.object_store is not None:
+        raise SettingsError(
+            f"--warehouse {settings.object_store}: remove-source changes a local folder's "
+            "generations; removing a source from an object-store warehouse is not supported yet"
+        )
+    result = remove_source(settings, args.name)
     lines = result.summary_lines()
     print(
         f"removed source {args.name} from {result.warehouse} in {result.seconds:.2f} s "
@@ -411,6 +436,12 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     from pipelines.warehouse import Warehouse
 
     settings = _settings(args)
+    if settings.object_store is not None:
+        raise SettingsError(
+            f"--warehouse {settings.object_store}: rollback switches a local folder's "
+            "generations; an object-store warehouse keeps every publication, read an earlier "
+            "one with --as-of <revision|snapshot id>"
+        )
     warehouse = Warehouse(settings.warehouse, settings.keep_generations)
     previous = warehouse.require_current()
     with warehouse.build_lock(settings.lock_timeout_s):
@@ -463,7 +494,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=help_text, description=help_text)
-        _add_settings(command, ("warehouse",))
+        _add_settings(command, ("warehouse", "catalog"))
+        if name in READ_COMMANDS:
+            _add_settings(command, ("as_of",))
         return command
 
     build = add("build", "Build or refresh the warehouse from a dataset folder or hf:// URI.")
@@ -615,6 +648,8 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     ]
     if "pipelines.sources.hub" in sys.modules:
         errors.append(sys.modules["pipelines.sources.hub"].HubError)
+    if "pipelines.publish.iceberg" in sys.modules:  # the catalog or object store refused
+        errors.extend(sys.modules["pipelines.publish.iceberg"].catalog_errors())
     return tuple(errors)
 
 

@@ -160,7 +160,7 @@ def published() -> str | None:
     return _published
 
 
-def note_published(generation: str) -> None:
+def note_published(generation: str | None) -> None:
     global _published
     _published = generation
 

@@ -20,6 +20,8 @@ from dataclasses import Field, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from pipelines.storage import uri_scheme
+
 ENV_PREFIX = "TRACEHOUSE_"
 HUB_WEB_URL = re.compile(r"^https?://(?:www\.)?huggingface\.co/datasets/([^/@\s]+/[^/@\s]+)")
 
@@ -50,6 +52,12 @@ def _file_or_absent(value: Path | None) -> str | None:
     if value is not None and value.is_dir():
         return "is a folder, not a file"
     return None
+
+
+def _catalog(value: str | None) -> str | None:
+    from pipelines.storage import catalog_problem
+
+    return catalog_problem(value)
 
 
 def _revision(value: str | None) -> str | None:
@@ -135,11 +143,39 @@ class Settings:
 
     warehouse: Path = setting(
         Path("warehouse"),
-        "Folder that holds the warehouse (Parquet tables, tracehouse.duckdb, build cache).",
+        "Folder that holds the warehouse (Parquet tables, tracehouse.duckdb, build cache), or "
+        "s3://bucket/prefix for Iceberg tables on object storage (needs a catalog; endpoint and "
+        "credentials from AWS_* only).",
         Path,
         flag="--warehouse",
         check=_folder_or_absent,
     )
+    catalog: str | None = setting(
+        None,
+        "Iceberg catalog the tables are published to: sqlite:///path/catalog.db, "
+        "postgresql://host/db or an Iceberg REST endpoint http(s)://...; required for an "
+        "object-store warehouse, optional for a folder (tables then also go to <folder>/iceberg).",
+        str,
+        flag="--catalog",
+        check=_catalog,
+    )
+    staging: Path | None = setting(
+        None,
+        "Local folder for build work and the read replica of an object-store warehouse "
+        "(default ~/.cache/tracehouse/<digest of the warehouse URI>).",
+        Path,
+        check=lambda value: _folder_or_absent(value) if value is not None else None,
+    )
+    as_of: str | None = setting(
+        None,
+        "Read the warehouse as it was published for this dataset revision or snapshot id "
+        "(Iceberg time travel; warehouses with a catalog only).",
+        str,
+        flag="--as-of",
+    )
+    # Not a setting of its own: the object-store URI when --warehouse / TRACEHOUSE_WAREHOUSE
+    # names one; `warehouse` is then the local staging folder the build works in.
+    object_store: str | None = setting(None, "The object-store URI of the warehouse.", str)
     source: str | None = setting(
         None,
         "Dataset folder or hf://datasets/<org>/<name>[@<branch|tag|sha>] to build from; there "
@@ -275,7 +311,9 @@ class Settings:
         return self.hub_cache if self.hub_cache is not None else self.warehouse / "cache" / "hub"
 
 
-SETTINGS: tuple[Field[Any], ...] = fields(Settings)
+# Set from the warehouse setting, never by a flag, field or variable of its own.
+DERIVED = frozenset({"object_store"})
+SETTINGS: tuple[Field[Any], ...] = tuple(f for f in fields(Settings) if f.name not in DERIVED)
 
 
 class SettingsError(ValueError):
@@ -325,6 +363,25 @@ def _given(overrides: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
             yield name, value
 
 
+def _place_object_store(values: dict[str, Any], where: dict[str, str]) -> None:
+    """An object-store warehouse needs a catalog, and builds in a local staging folder."""
+    from pipelines.storage import default_staging, object_store_problem
+
+    uri = values.get("object_store")
+    if uri is None:
+        return
+    problem = object_store_problem(uri)
+    if problem is not None:
+        raise SettingsError(f"{where['object_store']}: {problem}")
+    if values.get("catalog") is None:
+        raise SettingsError(
+            f"{where['object_store']}: an object-store warehouse needs a catalog; pass --catalog "
+            "sqlite:///path/catalog.db | postgresql://host/db | http(s)://<Iceberg REST endpoint> "
+            "or set TRACEHOUSE_CATALOG"
+        )
+    values["warehouse"] = values.get("staging") or default_staging(uri)
+
+
 def load_settings(
     environ: Mapping[str, str] | None = None, *, origin: str = "flag", **overrides: Any
 ) -> Settings:
@@ -341,6 +398,10 @@ def load_settings(
         text = env.get(env_name(spec.name))
         if text is None or (text.strip() == "" and spec.metadata["kind"] is not bool):
             continue
+        if spec.name == "warehouse" and uri_scheme(text.strip()) is not None:
+            values["object_store"] = text.strip()
+            where["object_store"] = where["warehouse"] = f"{env_name(spec.name)}={text}"
+            continue
         try:
             values[spec.name] = _parse(spec.metadata["kind"], text.strip())
         except ValueError:
@@ -351,11 +412,18 @@ def load_settings(
     by_name = {spec.name: spec for spec in SETTINGS}
     for name, value in _given(overrides):
         kind = by_name[name].metadata["kind"]
+        label = (by_name[name].metadata["flag"] if origin == "flag" else None) or name
+        if name == "warehouse":
+            values.pop("object_store", None)  # a flag wins over the environment, either way
+            if isinstance(value, str) and uri_scheme(value) is not None:
+                values["object_store"] = value
+                where["object_store"] = where["warehouse"] = f"{label} {value}"
+                continue
         if kind is Path and isinstance(value, str):
             value = Path(value)
         values[name] = value
-        label = (by_name[name].metadata["flag"] if origin == "flag" else None) or name
         where[name] = f"{label} {value}"
+    _place_object_store(values, where)
     settings = replace(Settings(), **values)
     for spec in SETTINGS:
         check = spec.metadata["check"]

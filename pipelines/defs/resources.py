@@ -57,7 +57,12 @@ class WarehouseResource(_SettingsConfig):
         settings), closed on exit."""
         from pipelines.queries import connect
 
-        connection = connect(self.settings())
+        settings = self.settings()
+        if settings.object_store is not None:  # read what the catalog published
+            from pipelines.publish.iceberg import reading_settings
+
+            settings = reading_settings(settings)
+        connection = connect(settings)
         try:
             yield connection
         finally:

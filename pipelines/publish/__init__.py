@@ -1,0 +1,1 @@
+"""Publishing a finished build beyond its local folder (Apache Iceberg tables in a catalog)."""

@@ -1,0 +1,874 @@
+"""The published form of a warehouse: one Apache Iceberg table per tracehouse table, in a
+catalog, on object storage (or in ``<folder>/iceberg`` beside a local warehouse).
+
+Writing. A build works in a local folder exactly as a folder warehouse does (staging parts,
+generations, invariants, publish guards). Once its generation is complete, every table is
+committed to Iceberg, one commit per table:
+
+- one Parquet file is uploaded: a per-source table's rows of the build's own source, with the
+  ``source`` and ``snapshot_id`` columns its view adds (a generation stores them as the folder
+  the source's files are in), sorted; ``source_snapshots``' rows of that source; the
+  generation's own file for the rest (the bytes a local build wrote);
+- one transaction deletes the rows the build replaces and adds that file. Tables with a
+  ``source`` column are partitioned by it and a build replaces only its own source's rows
+  (the delete is ``source = <this source>``), so builds of different sources touch disjoint
+  partitions; tables without one are replaced whole.
+- A commit that loses the race against another writer (``CommitFailedException``) reloads the
+  table and tries again, so two builds from two machines both land.
+- Tables computed across every source (``run_rankings``) are not published: a build sees only
+  the sources of its own staging folder, so readers compute them over the union.
+
+Every Iceberg snapshot carries the tracehouse snapshot id, source and revision in its summary
+properties. After the last table, one row is appended to ``tracehouse_publications``: the
+tracehouse snapshot, its revision, and the Iceberg snapshot each table got. That row is the
+commit point of the whole build: readers only ever look at snapshots a publication names, so a
+build killed half way through its tables changes nothing they see.
+
+Reading. A reader picks the publication (the latest, or the latest of a revision or snapshot id
+for time travel); for each table it takes, among the snapshots that publication and the earlier
+ones name, the one with the highest sequence number (snapshots of a table form one line, so that
+one holds every earlier published commit, whichever source made it). The data files of those
+snapshots are downloaded as they are into a local replica folder laid out as a generation of
+several sources (``sources.json`` from each source's latest ``source_snapshots`` row, each
+source's files in its own folder), ``run_rankings`` is ranked there over every source with the
+build's own SQL, and the usual DuckDB views are created over it; so every read command works
+unchanged, and an unchanged warehouse is not downloaded twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import random
+import shutil
+import time
+import uuid
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pipelines import interrupts, schemas
+from pipelines.files import replace_atomically, symlink_atomically
+from pipelines.settings import Settings, SettingsError
+from pipelines.storage import (
+    REST_CATALOG_SCHEMES,
+    file_io_properties,
+    redact,
+    uri_scheme,
+)
+from pipelines.warehouse import (
+    COMPLETE_MARKER,
+    DUCKDB_FILE,
+    PARTED_TABLES,
+    PER_SOURCE_TABLES,
+    SNAPSHOT_FILE,
+    GenerationSource,
+    Warehouse,
+    WarehouseMissing,
+    generation_sources,
+    holds_sources,
+    source_key,
+    sql_literal,
+    table_view_sql,
+    write_generation_sources,
+)
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.io import FileIO
+    from pyiceberg.table import Table as IcebergTable
+
+NAMESPACE = "tracehouse"
+PUBLICATIONS = "tracehouse_publications"
+SOURCE_COLUMN = "source"  # tables with this column hold several sources (issue "sources")
+# Tables computed across every source: never published, each reader computes them over the
+# union of the sources the catalog holds (a build sees only the sources of its own staging).
+COMPUTED_TABLES = ("run_rankings",)
+PUBLISHED_TABLES = tuple(t for t in schemas.TABLES if t not in COMPUTED_TABLES)
+# Per-source tables a build stores as several files per source: group parts (and the rejects
+# found before the ingest), history deltas (beside an empty first file).
+MULTI_FILE_TABLES = (frozenset(PARTED_TABLES) & frozenset(PER_SOURCE_TABLES)) | {
+    "run_appearances",
+    "run_disappearances",
+}
+# Summary properties every Iceberg snapshot of a build carries.
+PROPERTY_SNAPSHOT = "tracehouse.snapshot-id"
+PROPERTY_SOURCE = "tracehouse.source"
+PROPERTY_REVISION = "tracehouse.revision"
+PROPERTY_PUBLICATION = "tracehouse.publication-id"
+COMMIT_ATTEMPTS = 20  # optimistic concurrency: tries per table before giving up
+# pyiceberg would retry a conflicting commit itself by re-basing the same delete and files on
+# the new state; ours re-plans the whole replacement from a fresh table instead (so a build
+# racing another build of the *same* source still removes that build's rows), so its own
+# retries are off.
+TABLE_PROPERTIES = {"commit.retry.num-retries": "0"}
+REPLICA_FOLDER = "replica"
+KEEP_REPLICAS = 2
+
+PUBLICATIONS_SCHEMA = pa.schema(
+    [
+        pa.field("publication_id", pa.string(), nullable=False),
+        pa.field("published_at", pa.timestamp("us", tz="UTC"), nullable=False),
+        pa.field("snapshot_id", pa.string(), nullable=False),
+        pa.field("source", pa.string()),
+        pa.field("revision", pa.string()),
+        pa.field("generation", pa.string()),
+        # {table: [iceberg snapshot id, sequence number]} of this build's own commits
+        pa.field("table_snapshots", pa.string(), nullable=False),
+    ]
+)
+
+
+class PublishError(ConnectionError):
+    """Committing to the catalog failed for good (after every retry): a one-line error."""
+
+
+@dataclass(frozen=True)
+class Published:
+    publication_id: str
+    snapshot_id: str
+    tables: int
+    retries: int
+    skipped: bool = False
+    unchanged: int = 0  # tables that already held exactly these rows
+
+    def summary_line(self, settings: Settings) -> str:
+        where = location(settings)
+        catalog = redact(settings.catalog or "")
+        if self.skipped:
+            return f"  published: snapshot {self.snapshot_id} is already in {catalog} ({where})"
+        return (
+            f"  published {self.tables} Iceberg tables to {where} ({self.unchanged} unchanged; "
+            f"catalog {catalog}, publication {self.publication_id}, {self.retries} commit retries)"
+        )
+
+
+def catalog_errors() -> tuple[type[BaseException], ...]:
+    """Errors a catalog or object store answers with that are about the user's setup (an
+    unreachable or refusing catalog database, a REST catalog's refusal): one line, exit 2."""
+    from pyiceberg.exceptions import RESTError
+    from sqlalchemy.exc import DBAPIError
+
+    return (RESTError, DBAPIError)
+
+
+class WrongWarehouse(LookupError):
+    """The catalog's tables live somewhere else than the warehouse named."""
+
+
+def _check_location(table: IcebergTable, settings: Settings) -> None:
+    """One catalog may serve one warehouse: its tables must live below the warehouse given."""
+    expected = location(settings).rstrip("/") + "/"
+    if not table.location().startswith(expected):
+        where = table.location().rsplit("/tracehouse/", 1)[0]
+        raise WrongWarehouse(
+            f"--catalog {redact(settings.catalog or '')} holds the warehouse at {where}, not "
+            f"{expected.rstrip('/')}: give that --warehouse, or another catalog"
+        )
+
+
+def location(settings: Settings) -> str:
+    """Where the Iceberg tables' files live."""
+    if settings.object_store is not None:
+        return settings.object_store.rstrip("/")
+    return (settings.warehouse.resolve() / "iceberg").as_uri()
+
+
+def open_catalog(settings: Settings) -> Catalog:
+    """The catalog of ``settings.catalog`` (sqlite://, postgresql://, or an Iceberg REST URI)."""
+    uri = settings.catalog
+    if uri is None:
+        raise SettingsError("no catalog: pass --catalog or set TRACEHOUSE_CATALOG")
+    properties = {"warehouse": location(settings)}
+    if settings.object_store is not None:
+        properties.update(file_io_properties())
+    scheme = uri_scheme(uri)
+    if scheme in REST_CATALOG_SCHEMES:
+        from pyiceberg.catalog.rest import RestCatalog
+
+        return RestCatalog(NAMESPACE, uri=uri, **properties)
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    if scheme == "sqlite":
+        folder = Path(uri.removeprefix("sqlite:///")).parent
+        if not folder.is_dir():
+            raise SettingsError(f"--catalog {uri}: folder {folder} does not exist")
+    elif scheme == "postgresql":
+        uri = "postgresql+psycopg2://" + uri.split("://", 1)[1]
+    from sqlalchemy.exc import OperationalError
+
+    for attempt in range(COMMIT_ATTEMPTS):
+        try:
+            return SqlCatalog(NAMESPACE, uri=uri, **properties)
+        except OperationalError as error:
+            # A new catalog database: the catalog creates its own tables, and a second writer
+            # doing the same at that moment finds them there (or the database locked).
+            if "already exists" not in str(error) and "database is locked" not in str(error):
+                raise
+            _backoff(attempt)
+    return SqlCatalog(NAMESPACE, uri=uri, **properties)
+
+
+# ---------------------------------------------------------------------------------------------
+# writing
+
+
+def publish_generation(
+    settings: Settings, warehouse: Warehouse, *, source_name: str | None = None, force: bool = False
+) -> Published:
+    """Commit every table of the current generation of ``warehouse`` to the catalog: the rows
+    of the source ``source_name`` (the build's own) in tables that hold several sources, the
+    whole table otherwise; tables computed across sources are left to readers."""
+    generation = warehouse.require_current()
+    snapshot = _build_snapshot(generation, source_name)
+    catalog = open_catalog(settings)
+    with warnings.catch_warnings():
+        # pyiceberg warns when a delete matches no rows (every first publish of a table)
+        warnings.filterwarnings("ignore", "Delete operation did not match any records")
+        _ensure_namespace(catalog)
+        publications = _load_or_create(catalog, PUBLICATIONS, PUBLICATIONS_SCHEMA, False)
+        _check_location(publications, settings)
+        if not force and _already_published(publications, snapshot):
+            return Published("", snapshot["snapshot_id"], 0, 0, skipped=True)
+        publication_id = uuid.uuid4().hex
+        properties = {
+            PROPERTY_SNAPSHOT: snapshot["snapshot_id"],
+            PROPERTY_SOURCE: snapshot["source"] or "",
+            PROPERTY_REVISION: snapshot["revision"] or "",
+            PROPERTY_PUBLICATION: publication_id,
+        }
+        io = catalog._load_file_io(location=location(settings))  # the catalog's own file IO
+        work = warehouse.cache / "publish"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        committed: dict[str, list[int]] = {}
+        retries = unchanged = 0
+        try:
+            for table in PUBLISHED_TABLES:
+                local = _table_file(generation, table, work, snapshot["source"])
+                outcome = publish_table(
+                    catalog, io, settings, table, local, snapshot["source"], properties
+                )
+                if outcome.snapshot_id is not None:  # None: no source has rows there yet
+                    committed[table] = [outcome.snapshot_id, outcome.sequence_number]
+                retries += outcome.retries
+                unchanged += outcome.unchanged
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        row = {
+            "publication_id": publication_id,
+            "published_at": datetime.now(UTC),
+            "snapshot_id": snapshot["snapshot_id"],
+            "source": snapshot["source"],
+            "revision": snapshot["revision"],
+            "generation": generation.name,
+            "table_snapshots": json.dumps(committed, sort_keys=True),
+        }
+        # The commit point: Ctrl-C waits for this one short commit, so the interrupt line can
+        # say for sure whether the build was published.
+        with interrupts.deferred():
+            retries += _append_with_retries(
+                catalog, PUBLICATIONS, pa.Table.from_pylist([row], schema=PUBLICATIONS_SCHEMA)
+            )
+            if settings.object_store is not None:
+                interrupts.note_published(generation.name)
+    return Published(
+        publication_id, snapshot["snapshot_id"], len(committed), retries, unchanged=unchanged
+    )
+
+
+def _build_snapshot(generation: Path, source_name: str | None) -> dict[str, Any]:
+    """The tracehouse snapshot of the build's source in a generation: its id, and the source's
+    name and revision."""
+    if holds_sources(generation):  # one entry per source (sources.json)
+        held = generation_sources(generation)
+        own = [s for s in held if s.source == source_name] or (held if len(held) == 1 else [])
+        if not own:
+            raise LookupError(f"generation {generation} holds no source {source_name!r}")
+        return {
+            "snapshot_id": own[0].snapshot_id,
+            "source": own[0].source,
+            "revision": own[0].revision,
+        }
+    snapshot_id = (generation / SNAPSHOT_FILE).read_text().strip()
+    history = pq.read_table(generation / "source_snapshots.parquet").to_pylist()
+    own = next((r for r in reversed(history) if r.get("snapshot_id") == snapshot_id), {})
+    return {
+        "snapshot_id": snapshot_id,
+        "source": own.get("source"),
+        "revision": own.get("resolved_sha"),
+    }
+
+
+def _already_published(publications: IcebergTable, snapshot: dict[str, Any]) -> bool:
+    """The latest publication of this source is this very snapshot (an up-to-date rebuild)."""
+    rows = [r for r in _publication_rows(publications) if r["source"] == snapshot["source"]]
+    return bool(rows) and rows[-1]["snapshot_id"] == snapshot["snapshot_id"]
+
+
+def _table_file(generation: Path, table: str, work: Path, source: str | None) -> Path:
+    """The one Parquet file to publish for ``table``: the generation's own file where there is
+    one (the bytes a local build wrote), else the table's rows as its view shows them, in the
+    table's order; only this build's source's rows when the table holds several sources (a
+    per-source table's rows carry the ``source`` and ``snapshot_id`` its view adds)."""
+    from pipelines.export import _write_sorted as write_sorted_table  # export's exact bytes
+
+    path = generation / f"{table}.parquet"
+    if table in PER_SOURCE_TABLES and source is not None:
+        path = work / f"{table}.parquet"
+        _write_source_rows(generation, table, source, path)
+        return path
+    if path.is_dir():
+        path = work / f"{table}.parquet"
+        write_sorted_table(generation, table, path)
+    names = pq.read_schema(path).names
+    if SOURCE_COLUMN in names and source is not None:
+        rows = pq.read_table(path)
+        mine = rows.filter(pc.field(SOURCE_COLUMN) == source)
+        if mine.num_rows != rows.num_rows:
+            path = work / f"{table}.{SOURCE_COLUMN}.parquet"
+            pq.write_table(mine, path, compression="zstd")
+    return path
+
+
+def _write_source_rows(generation: Path, table: str, source: str, target: Path) -> None:
+    """One source's rows of a per-source table, with the columns its view adds, sorted."""
+    import duckdb
+
+    connection = duckdb.connect(config={"preserve_insertion_order": True, "threads": 1})
+    try:
+        connection.execute(
+            f"COPY (SELECT * FROM ({table_view_sql(generation, table)}) s "  # noqa: S608
+            f"WHERE source = $source ORDER BY {schemas.TABLE_ORDER[table]}) "
+            f"TO {sql_literal(target)} (FORMAT parquet, COMPRESSION zstd)",
+            {"source": source},
+        )
+    finally:
+        connection.close()
+
+
+@dataclass(frozen=True)
+class TableCommit:
+    snapshot_id: int | None  # None: the table has no snapshot yet (nothing to commit)
+    sequence_number: int
+    retries: int
+    unchanged: bool  # the table already held exactly these rows: nothing was committed
+
+
+def publish_table(
+    catalog: Catalog,
+    io: FileIO,
+    settings: Settings,
+    table: str,
+    local: Path,
+    source: str | None,
+    properties: dict[str, str],
+) -> TableCommit:
+    """Upload one table's file (named by its content) and commit it: this source's rows of the
+    Iceberg table (all rows, for a table without a ``source`` column) become the file's."""
+    digest = _sha256(local)[:16]
+    publication = properties.get(PROPERTY_PUBLICATION, "manual")
+    target = f"{location(settings)}/data/{table}/{publication}-{digest}.parquet"
+    schema = pq.read_schema(local)
+    uploaded = False
+
+    def upload() -> str:
+        nonlocal uploaded
+        if not uploaded:
+            _upload(io, local, target)
+            uploaded = True
+        return target
+
+    rows = pq.read_metadata(local).num_rows
+    return _commit_table(catalog, io, table, schema, upload, digest, rows, source, properties)
+
+
+def _live_files(table: IcebergTable, io: FileIO) -> list[str]:
+    snapshot = table.current_snapshot()
+    if snapshot is None:
+        return []
+    return [
+        entry.data_file.file_path
+        for manifest in snapshot.manifests(io)
+        for entry in manifest.fetch_manifest_entry(io, discard_deleted=True)
+    ]
+
+
+def _commit_table(
+    catalog: Catalog,
+    io: FileIO,
+    name: str,
+    schema: pa.Schema,
+    upload: Callable[[], str],
+    digest: str,
+    rows: int,
+    source: str | None,
+    properties: dict[str, str],
+) -> TableCommit:
+    """Replace this build's rows of one table with the uploaded file in one Iceberg commit,
+    retried against a fresh table state when another writer committed first."""
+    from pyiceberg.expressions import AlwaysTrue, EqualTo
+
+    by_source = SOURCE_COLUMN in schema.names and source is not None
+    empty = rows == 0
+    # (pyright reads EqualTo's pydantic fields as its constructor; (term, literal) is its API)
+    replaced = (
+        EqualTo(SOURCE_COLUMN, source)  # pyright: ignore[reportCallIssue]
+        if by_source
+        else AlwaysTrue()
+    )
+    for attempt in range(COMMIT_ATTEMPTS):
+        table = _load_or_create(catalog, name, schema, SOURCE_COLUMN in schema.names)
+        live = _live_files(table, io)
+        # Files are named by their content (which holds the source column where there is
+        # one): the same rows are already there, as a rebuild that changed no row finds.
+        mine = [path for path in live if path.endswith(f"-{digest}.parquet")]
+        current = table.current_snapshot()
+        if current is not None and mine and (by_source or len(live) == 1):
+            return TableCommit(current.snapshot_id, current.sequence_number or 0, attempt, True)
+        try:
+            transaction = table.transaction()
+            with transaction.update_schema() as update:
+                update.union_by_name(schema)  # a column added by a newer importer
+            transaction.delete(replaced, snapshot_properties=properties)
+            if not (by_source and empty):  # a source with no rows here: only the delete
+                transaction.add_files([upload()], snapshot_properties=properties)
+            committed = transaction.commit_transaction()
+        except Exception as error:
+            if not _lost_race(error):
+                raise
+            _backoff(attempt)
+            continue
+        current = committed.current_snapshot()
+        if current is None:  # a new table and this source has no rows: nothing was written
+            return TableCommit(None, 0, attempt, False)
+        return TableCommit(current.snapshot_id, current.sequence_number or 0, attempt, False)
+    raise PublishError(
+        f"could not commit table {name} after {COMMIT_ATTEMPTS} attempts: other writers kept "
+        "changing it; run the build again"
+    )
+
+
+def _lost_race(error: Exception) -> bool:
+    """Another writer committed first (the catalog refused our base), or held a SQLite
+    catalog's write lock longer than its busy timeout: try again from a fresh state."""
+    from pyiceberg.exceptions import CommitFailedException
+    from sqlalchemy.exc import OperationalError
+
+    if isinstance(error, CommitFailedException):
+        return True
+    return isinstance(error, OperationalError) and "database is locked" in str(error)
+
+
+def _append_with_retries(catalog: Catalog, name: str, rows: pa.Table) -> int:
+    for attempt in range(COMMIT_ATTEMPTS):
+        try:
+            catalog.load_table((NAMESPACE, name)).append(rows)
+            return attempt
+        except Exception as error:
+            if not _lost_race(error):
+                raise
+            _backoff(attempt)
+    raise PublishError(f"could not append to {name} after {COMMIT_ATTEMPTS} attempts")
+
+
+def _backoff(attempt: int) -> None:
+    time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5))
+
+
+def _ensure_namespace(catalog: Catalog) -> None:
+    from pyiceberg.exceptions import NamespaceAlreadyExistsError
+    from sqlalchemy.exc import IntegrityError
+
+    # Two writers creating it at once: the loser's insert breaks the SQL catalog's unique key.
+    with contextlib.suppress(NamespaceAlreadyExistsError, IntegrityError):
+        catalog.create_namespace_if_not_exists(NAMESPACE)
+
+
+def _load_or_create(
+    catalog: Catalog, name: str, schema: pa.Schema, partition_by_source: bool
+) -> IcebergTable:
+    """The table, created on first use (another writer creating it at the same time is fine)."""
+    from pyiceberg.exceptions import (
+        CommitFailedException,
+        NoSuchTableError,
+        TableAlreadyExistsError,
+    )
+
+    identifier = (NAMESPACE, name)
+    try:
+        return catalog.load_table(identifier)
+    except NoSuchTableError:
+        pass
+    # Each source its own partition (replacing one source's rows drops whole files), set in
+    # the transaction that creates the table: no writer ever sees it unpartitioned.
+    creation = catalog.create_table_transaction(
+        identifier, schema=schema, properties=TABLE_PROPERTIES
+    )
+    if partition_by_source:
+        with creation.update_spec() as spec:
+            spec.add_identity(SOURCE_COLUMN)
+    # Another writer created it first: the catalog says so either way, by the kind of catalog.
+    with contextlib.suppress(TableAlreadyExistsError, CommitFailedException):
+        creation.commit_transaction()
+    return catalog.load_table(identifier)
+
+
+def _upload(io: FileIO, local: Path, target: str) -> None:
+    with local.open("rb") as source, io.new_output(target).create(overwrite=True) as sink:
+        shutil.copyfileobj(source, sink, 1 << 20)
+
+
+def _download(io: FileIO, source: str, local: Path) -> None:
+    with io.new_input(source).open() as stream, local.open("wb") as sink:
+        shutil.copyfileobj(stream, sink, 1 << 20)  # type: ignore[arg-type]
+
+
+def _sha256(path: Path) -> str:
+    from pipelines.files import sha256_file
+
+    return sha256_file(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# reading
+
+
+def _publication_rows(publications: IcebergTable) -> list[dict[str, Any]]:
+    rows = publications.scan().to_arrow().to_pylist()
+    return sorted(rows, key=lambda r: (r["published_at"], r["publication_id"]))
+
+
+def publications(settings: Settings, catalog: Catalog | None = None) -> list[dict[str, Any]]:
+    """Every publication of the warehouse, oldest first."""
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
+    catalog = catalog or open_catalog(settings)
+    try:
+        table = catalog.load_table((NAMESPACE, PUBLICATIONS))
+    except (NoSuchTableError, NoSuchNamespaceError):
+        return []
+    _check_location(table, settings)
+    return _publication_rows(table)
+
+
+def publication_lines(settings: Settings) -> list[dict[str, Any]]:
+    """`tracehouse generations` of an object-store warehouse: its publications, newest last."""
+    rows = publications(settings)
+    if not rows:
+        raise LookupError(f"no publication in catalog {redact(settings.catalog or '')}")
+    return [
+        {
+            "publication": row["publication_id"],
+            "current": "*" if i == len(rows) - 1 else "",
+            "published_at": row["published_at"].strftime("%Y-%m-%d %H:%M:%S"),
+            "source": row["source"],
+            "revision": row["revision"],
+            "snapshot_id": row["snapshot_id"],
+        }
+        for i, row in enumerate(rows)
+    ]
+
+
+def chosen_snapshots(
+    rows: list[dict[str, Any]], as_of: str | None
+) -> tuple[dict[str, Any], dict[str, int]]:
+    """The publication a reader shows and, per table, the Iceberg snapshot to read: the
+    newest (by sequence number) that this publication or an earlier one committed."""
+    if not rows:
+        raise LookupError("no publication")
+    if as_of is None:
+        cutoff = len(rows) - 1
+    else:
+        matches = [i for i, r in enumerate(rows) if as_of in (r["revision"], r["snapshot_id"])]
+        if not matches:
+            known = ", ".join(sorted({r["revision"] or r["snapshot_id"] for r in rows}))
+            raise LookupError(
+                f"--as-of {as_of}: no publication of that revision or snapshot id (published: {known})"
+            )
+        cutoff = matches[-1]
+    best: dict[str, tuple[int, int]] = {}
+    for row in rows[: cutoff + 1]:
+        for table, (snapshot_id, sequence) in json.loads(row["table_snapshots"]).items():
+            if table not in best or sequence > best[table][1]:
+                best[table] = (snapshot_id, sequence)
+    return rows[cutoff], {table: snapshot for table, (snapshot, _) in best.items()}
+
+
+def reading_settings(settings: Settings) -> Settings:
+    """Settings whose ``warehouse`` is a local replica of the published state, for read
+    commands of an object-store warehouse (or any catalog warehouse read ``--as-of``)."""
+    if settings.object_store is None and settings.as_of is None:
+        return settings
+    if settings.catalog is None:
+        raise SettingsError(
+            f"--as-of {settings.as_of}: time travel reads the Iceberg catalog; pass --catalog "
+            "or set TRACEHOUSE_CATALOG"
+        )
+    catalog = open_catalog(settings)
+    rows = publications(settings, catalog)
+    if not rows:
+        where = settings.object_store or str(settings.warehouse)
+        raise WarehouseMissing(
+            f"no warehouse published at {where} (catalog {redact(settings.catalog)}): run "
+            "`tracehouse build` with the same --warehouse and --catalog first"
+        )
+    publication, snapshots = chosen_snapshots(rows, settings.as_of)
+    replica = Warehouse(settings.warehouse / REPLICA_FOLDER)
+    _materialize(settings, catalog, replica, publication, snapshots)
+    return replace(settings, warehouse=replica.root)
+
+
+def _materialize(
+    settings: Settings,
+    catalog: Catalog,
+    replica: Warehouse,
+    publication: dict[str, Any],
+    snapshots: dict[str, int],
+) -> None:
+    """Download the chosen snapshots' files into a generation folder of ``replica`` (once per
+    distinct state), laid out as a build lays out a generation of several sources, compute the
+    tables that span every source, and make it current."""
+    from pipelines.transforms.finalize import _write_duckdb_file as write_duckdb_file
+
+    key = json.dumps([publication["snapshot_id"], sorted(snapshots.items())])
+    name = hashlib.sha256(key.encode()).hexdigest()[:16]
+    folder = replica.generations / name
+    if not (folder / COMPLETE_MARKER).exists():
+        io = catalog._load_file_io(location=location(settings))
+
+        def fill(temporary: Path) -> None:
+            shutil.rmtree(temporary, ignore_errors=True)
+            temporary.mkdir(parents=True)
+            sources = _write_source_snapshots(catalog, snapshots, temporary)
+            write_generation_sources(temporary, sources)
+            for table in PUBLISHED_TABLES:
+                if table == "source_snapshots":
+                    continue
+                snapshot_id = snapshots.get(table)
+                if table in PER_SOURCE_TABLES:
+                    _download_source_slices(catalog, io, table, snapshot_id, temporary, sources)
+                elif snapshot_id is None:  # never committed: an empty table
+                    pq.write_table(
+                        schemas.TABLES[table].arrow_schema.empty_table(),
+                        temporary / f"{table}.parquet",
+                    )
+                else:
+                    _download_table(catalog, io, table, snapshot_id, temporary)
+            _compute_rankings(replica, temporary)
+            (temporary / SNAPSHOT_FILE).write_text(publication["snapshot_id"] + "\n")
+            write_duckdb_file(temporary, settings)
+            (temporary / COMPLETE_MARKER).write_text(publication["publication_id"] + "\n")
+
+        try:
+            replace_atomically(folder, fill)
+        except OSError:  # another reader materialized the same state first
+            if not (folder / COMPLETE_MARKER).exists():
+                raise
+    symlink_atomically(replica.current, os.path.relpath(folder, replica.root))
+    _remove_old_replicas(replica, folder)
+
+
+def _scan_files(
+    catalog: Catalog, io: FileIO, table: str, snapshot_id: int
+) -> list[tuple[str, str | None]] | None:
+    """The live data files of one table snapshot, each with the ``source`` its partition holds
+    (None in a table not partitioned by source); None when the snapshot has delete files
+    (which another engine may write: its rows must then be read through a scan)."""
+    from pyiceberg.manifest import ManifestContent
+
+    iceberg = catalog.load_table((NAMESPACE, table))
+    snapshot = iceberg.snapshot_by_id(snapshot_id)
+    if snapshot is None:
+        raise LookupError(f"table {table} has no snapshot {snapshot_id} any more (expired?)")
+    manifests = snapshot.manifests(io)
+    if any(m.content == ManifestContent.DELETES for m in manifests):
+        return None
+    specs = iceberg.specs()
+    files = []
+    for manifest in manifests:
+        names = [field.name for field in specs[manifest.partition_spec_id].fields]
+        position = names.index(SOURCE_COLUMN) if SOURCE_COLUMN in names else None
+        # Every live data file, empty ones included (a scan plans no task for a file of no rows).
+        for entry in manifest.fetch_manifest_entry(io, discard_deleted=True):
+            partition = entry.data_file.partition
+            source = None if position is None else partition[position]
+            files.append((entry.data_file.file_path, source))
+    return sorted(files)
+
+
+def _scan_rows(catalog: Catalog, table: str, snapshot_id: int) -> pa.Table:
+    """A table snapshot's rows through a scan, with the declared schema (columns it never had
+    as nulls)."""
+    arrow_schema = schemas.TABLES[table].arrow_schema
+    rows = catalog.load_table((NAMESPACE, table)).scan(snapshot_id=snapshot_id).to_arrow()
+    for spec in arrow_schema:
+        if spec.name not in rows.column_names:
+            rows = rows.append_column(spec, pa.nulls(rows.num_rows, spec.type))
+    return rows.select(arrow_schema.names).cast(arrow_schema)
+
+
+def _write_source_snapshots(
+    catalog: Catalog, snapshots: dict[str, int], folder: Path
+) -> list[GenerationSource]:
+    """source_snapshots of every source, in build order (each source's rows come from its own
+    builds; the order across sources is when they ran), written as a build writes it; and the
+    sources the replica holds, each at its latest snapshot (the generation's sources.json)."""
+    from pipelines.transforms.finalize import _rows_to_arrow as rows_to_arrow
+
+    snapshot_id = snapshots.get("source_snapshots")
+    rows = (
+        []
+        if snapshot_id is None
+        else _scan_rows(catalog, "source_snapshots", snapshot_id).to_pylist()
+    )
+    history = sorted(rows, key=lambda r: (r["built_at"], r["source"], r["snapshot_number"]))
+    pq.write_table(
+        rows_to_arrow("source_snapshots", history),
+        folder / "source_snapshots.parquet",
+        compression="zstd",
+    )
+    latest: dict[str, dict[str, Any]] = {}
+    for row in history:
+        if (
+            row["source"] not in latest
+            or row["snapshot_number"] > latest[row["source"]]["snapshot_number"]
+        ):
+            latest[row["source"]] = row
+    return [
+        GenerationSource(
+            name,
+            # sources.json names a Hub source without its @revision
+            row["uri"].split("@", 1)[0] if row["uri"].startswith("hf://") else row["uri"],
+            source_key(name),
+            row["snapshot_id"],
+            row["snapshot_number"],
+            row["resolved_sha"],
+        )
+        for name, row in sorted(latest.items())
+    ]
+
+
+def _download_source_slices(
+    catalog: Catalog,
+    io: FileIO,
+    table: str,
+    snapshot_id: int | None,
+    folder: Path,
+    sources: list[GenerationSource],
+) -> None:
+    """A per-source table as a build stores it: ``<table>.parquet/<source key>/`` per source,
+    holding that source's data files as they are (they also carry ``source`` and
+    ``snapshot_id``, which the views set from sources.json anyway); an empty file for a source
+    without rows (a view needs one)."""
+    from pipelines.transforms.finalize import _stored_schema as stored_schema
+
+    keys = {s.source: s.key for s in sources}
+    root = folder / f"{table}.parquet"
+    for source in sources:
+        (root / source.key).mkdir(parents=True)
+    paths = None if snapshot_id is None else _scan_files(catalog, io, table, snapshot_id)
+    if paths is None and snapshot_id is not None:  # delete files: split the scanned rows
+        rows = _scan_rows(catalog, table, snapshot_id)
+        for source in sources:
+            mine = rows.filter(pc.field(SOURCE_COLUMN) == source.source)
+            if mine.num_rows:
+                pq.write_table(mine, root / source.key / "scan.parquet", compression="zstd")
+    for index, (path, partition) in enumerate(paths or []):
+        if partition in keys:  # the one source of the file's partition
+            _download(io, path, root / keys[partition] / f"{index:06d}.parquet")
+            continue
+        # A file of no source partition (another engine's layout): split by the column.
+        local = root / f".{index:06d}.parquet"
+        _download(io, path, local)
+        rows = pq.read_table(local)
+        for source in sources:
+            mine = rows.filter(pc.field(SOURCE_COLUMN) == source.source)
+            if mine.num_rows:
+                pq.write_table(mine, root / source.key / f"{index:06d}.parquet", compression="zstd")
+        local.unlink()
+    for source in sources:
+        files = sorted((root / source.key).iterdir())
+        if not files:
+            pq.write_table(stored_schema(table).empty_table(), root / source.key / "empty.parquet")
+        elif len(files) == 1 and table in MULTI_FILE_TABLES:
+            # A build stores these as several files, and DuckDB declares a column NOT NULL
+            # when one file's statistics show no null: an empty file beside it keeps the
+            # views' (and so the exports') schema the build's.
+            pq.write_table(
+                pq.read_schema(files[0]).empty_table(), root / source.key / "empty.parquet"
+            )
+
+
+def _compute_rankings(replica: Warehouse, generation: Path) -> None:
+    """run_rankings over every source of the replica, as a build ranks them (one part per
+    ranking bucket, kept in the replica's cache: an unchanged bucket is not ranked again)."""
+    import duckdb
+
+    from pipelines.transforms.finalize import (
+        _link_parts as link_parts,
+    )
+    from pipelines.transforms.finalize import (
+        _write_empty_parts as write_empty_parts,
+    )
+    from pipelines.transforms.finalize import (
+        _write_ranking_parts as write_ranking_parts,
+    )
+    from pipelines.warehouse import create_table_views
+
+    connection = duckdb.connect(config={"threads": 1, "preserve_insertion_order": False})
+    try:
+        create_table_views(connection, generation)
+        parts = write_ranking_parts(connection, replica)
+    finally:
+        connection.close()
+    link_parts(generation / "run_rankings.parquet", parts)
+    write_empty_parts(generation)
+
+
+def _download_table(
+    catalog: Catalog, io: FileIO, table: str, snapshot_id: int, folder: Path
+) -> None:
+    """The data files of one table snapshot as they are (one file: ``<table>.parquet``; several:
+    a folder of them); rewritten through Arrow only when the snapshot has delete files."""
+    target = folder / f"{table}.parquet"
+    files = _scan_files(catalog, io, table, snapshot_id)
+    if files is None:
+        pq.write_table(_scan_rows(catalog, table, snapshot_id), target)
+        return
+    paths = [path for path, _ in files]
+    if len(paths) == 1:
+        _download(io, paths[0], target)
+        return
+    if not paths:  # every row deleted: an empty table, not a missing one
+        pq.write_table(schemas.TABLES[table].arrow_schema.empty_table(), target)
+        return
+    target.mkdir()
+    for index, path in enumerate(paths):
+        _download(io, path, target / f"{index:06d}.parquet")
+
+
+def _remove_old_replicas(replica: Warehouse, current: Path) -> None:
+    folders = sorted(
+        (
+            p
+            for p in replica.generations.iterdir()
+            if not p.name.startswith(".") and (p / COMPLETE_MARKER).exists()  # not in flight
+        ),
+        key=lambda p: p.stat().st_mtime,
+    )
+    keep = {current, *folders[-KEEP_REPLICAS:]}
+    for folder in folders:
+        if folder not in keep:
+            shutil.rmtree(folder, ignore_errors=True)
+    if not (replica.root / DUCKDB_FILE).is_symlink():
+        symlink_atomically(replica.root / DUCKDB_FILE, f"current/{DUCKDB_FILE}")
