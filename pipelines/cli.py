@@ -135,8 +135,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if args.format != "table":
         columns, batches = queries.user_query_batches(settings, args.sql)
-        writer = render.write_csv if args.format == "csv" else render.write_json
-        writer(sys.stdout, columns, batches)
+        _row_writer(args.format)(sys.stdout, columns, batches)
         return 0
     limit = DEFAULT_QUERY_ROWS if args.limit is None else args.limit
     result = queries.user_query(settings, args.sql, limit=limit or None)
@@ -229,7 +228,7 @@ def _print_leaderboard(result: Any, wide: bool) -> None:
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
-    from pipelines import queries, render
+    from pipelines import queries
 
     result = queries.leaderboard(_settings(args), args.definition, hardware=args.hardware)
     if not result.rows:
@@ -240,8 +239,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     if args.format == "table":
         _print_leaderboard(result, args.wide)
     else:
-        writer = render.write_csv if args.format == "csv" else render.write_json
-        writer(sys.stdout, result.columns, [result.rows])
+        _row_writer(args.format)(sys.stdout, result.columns, [result.rows])
     return 0
 
 
@@ -366,7 +364,6 @@ def cmd_tables(args: argparse.Namespace) -> int:
 
 
 def cmd_generations(args: argparse.Namespace) -> int:
-    from pipelines import render
     from pipelines.warehouse import Warehouse, describe_generation
 
     settings = _settings(args)
@@ -385,16 +382,28 @@ def cmd_generations(args: argparse.Namespace) -> int:
         raise LookupError(f"no completed generation in {settings.warehouse}")
     columns = list(rows[0])
     values = [list(r.values()) for r in rows]
-    if args.format == "table":
-        print("\n".join(render.table(columns, values, width=10**9)))
-    else:
-        writer = render.write_csv if args.format == "csv" else render.write_json
-        writer(sys.stdout, columns, [values])
+    _print_rows(args.format, columns, values)
     return 0
 
 
-def cmd_sources(args: argparse.Namespace) -> int:
+def _row_writer(output_format: str) -> Any:
+    """The writer of a machine-readable --format (csv or json)."""
     from pipelines import render
+
+    return render.write_csv if output_format == "csv" else render.write_json
+
+
+def _print_rows(output_format: str, columns: list[str], values: list[list[Any]]) -> None:
+    """Rows in the --format asked: a full-width table, CSV or JSON."""
+    from pipelines import render
+
+    if output_format == "table":
+        print("\n".join(render.table(columns, values, width=10**9)))
+    else:
+        _row_writer(output_format)(sys.stdout, columns, [values])
+
+
+def cmd_sources(args: argparse.Namespace) -> int:
     from pipelines.warehouse import Warehouse, connect_read_only
 
     settings = _settings(args)
@@ -405,11 +414,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
         values = [list(row) for row in result.fetchall()]
     finally:
         connection.close()
-    if args.format == "table":
-        print("\n".join(render.table(columns, values, width=10**9)))
-    else:
-        writer = render.write_csv if args.format == "csv" else render.write_json
-        writer(sys.stdout, columns, [values])
+    _print_rows(args.format, columns, values)
     return 0
 
 

@@ -536,20 +536,12 @@ def finalize(
         _write_history(connection, generation, current, this_source)
         create_table_views(connection, generation)
         invariants.enforce(connection, invariants.RANKING_INVARIANTS, checks)
-        counts = {
-            name: connection.execute(f"SELECT count(*) FROM {name}").fetchone()[0]  # type: ignore[index]  # noqa: S608
-            for name in schemas.TABLES
-        }
+        counts = _table_counts(connection)
         rejects_by_reason = invariants.rejects_by_reason(connection)
     finally:
         connection.close()
 
-    _write_duckdb_file(generation, settings)
-    if before_publish is not None:
-        before_publish(generation, counts, checks)
-    (generation / ".complete").write_text(f"{IMPORTER_VERSION}\n")
-    warehouse.publish(generation)
-    _remove_unlinked_parts(warehouse)
+    _complete_and_publish(warehouse, generation, settings, counts, checks, before_publish)
     if progress:
         progress("finalize", 1, 1)
     path_rows = _ingest_path_rows(file_entries)
@@ -600,6 +592,31 @@ def _write_history(
         ).to_arrow_table()
         if relation.num_rows:
             pq.write_table(relation, target, compression="zstd")
+
+
+def _table_counts(connection: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    return {
+        table: connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # type: ignore[index]  # noqa: S608  (own names)
+        for table in schemas.TABLES
+    }
+
+
+def _complete_and_publish(
+    warehouse: Warehouse,
+    generation: Path,
+    settings: Settings,
+    counts: dict[str, int],
+    checks: dict[str, invariants.Outcome],
+    before_publish: Callable[[Path, dict[str, int], dict[str, invariants.Outcome]], None] | None,
+) -> None:
+    """The last steps of every new generation: its DuckDB file, the publish guards, the
+    completion marker, the atomic switch, and the parts no generation links any more."""
+    _write_duckdb_file(generation, settings)
+    if before_publish is not None:
+        before_publish(generation, counts, checks)
+    (generation / ".complete").write_text(f"{IMPORTER_VERSION}\n")
+    warehouse.publish(generation)
+    _remove_unlinked_parts(warehouse)
 
 
 def _remove_unlinked_parts(warehouse: Warehouse) -> None:
@@ -716,19 +733,11 @@ def finalize_without_source(
         _write_empty_parts(generation)
         create_table_views(connection, generation)
         invariants.enforce(connection, invariants.RANKING_INVARIANTS, checks)
-        counts = {
-            table: connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # type: ignore[index]  # noqa: S608
-            for table in schemas.TABLES
-        }
+        counts = _table_counts(connection)
         rejects_by_reason = invariants.rejects_by_reason(connection)
     finally:
         connection.close()
-    _write_duckdb_file(generation, settings)
-    if before_publish is not None:
-        before_publish(generation, counts, checks)
-    (generation / ".complete").write_text(f"{IMPORTER_VERSION}\n")
-    warehouse.publish(generation)
-    _remove_unlinked_parts(warehouse)
+    _complete_and_publish(warehouse, generation, settings, counts, checks, before_publish)
     return FinalizeOutcome(
         generation, counts, rejects_by_reason, history[-1]["snapshot_id"], {}, checks
     )
