@@ -49,8 +49,8 @@ class RegressionThresholds:
 
     def describe(self) -> str:
         return (
-            f"at least {self.min_history} earlier result(s), "
-            f"at least {self.min_change:.0%} slower than their mean, z-score >= {self.z_threshold:g}"
+            f"latency vs the mean of >= {self.min_history} earlier results: "
+            f"change >= {self.min_change:.0%}, |z| >= {self.z_threshold:g}"
         )
 
 
@@ -506,16 +506,19 @@ def member_line(row: dict[str, Any]) -> str:
     return fit(f"  {row['definition']} · {row['name']}")
 
 
-def record_holder_line(row: dict[str, Any]) -> str:
-    """One new record holder: who, how fast, from whom."""
+def record_holder_lines(row: dict[str, Any]) -> list[str]:
+    """One new record holder: who, how fast, where, from whom."""
     if row["previous_latency_ns"] is None:
         taken = "first result in its comparison group"
     else:
         taken = (
             f"took it from {row['previous_solution']} {_latency(row['previous_latency_ns'])} "
-            f"({row['speedup_over_previous']:.3f}×)"
+            f"({row['speedup_over_previous']:.3f}× faster)"
         )
-    return fit(f"  {row['solution']} {_latency(row['latency_ns'])} {taken} · {_where(row)}")
+    return [
+        fit(f"  {row['solution']} {_latency(row['latency_ns'])} · {_where(row)}"),
+        fit(f"    {taken}"),
+    ]
 
 
 def leader_change_line(row: dict[str, Any]) -> str:
@@ -537,7 +540,7 @@ def _entry_lines(section: str, row: dict[str, Any]) -> list[str]:
     if section in ("newly_failing", "newly_passing"):
         return status_lines(row)
     if section == "record_holders":
-        return [record_holder_line(row)]
+        return record_holder_lines(row)
     if section == "leader_changes":
         return [leader_change_line(row)]
     return [member_line(row)]

@@ -306,7 +306,9 @@ def cmd_changes(args: argparse.Namespace) -> int:
     elif args.format == "json":
         print(changes.report_json(report))
     else:
-        _row_writer(args.format)(sys.stdout, list(changes.CSV_COLUMNS), [changes.report_rows(report)])
+        _row_writer(args.format)(
+            sys.stdout, list(changes.CSV_COLUMNS), [changes.report_rows(report)]
+        )
     failure = changes.regression_failure_line(report)
     if args.fail_on_regression and failure is not None:
         sys.stdout.flush()

@@ -273,7 +273,9 @@ def test_fail_on_regression_exits_1_and_says_why_in_one_line(series: Series) -> 
     assert line.startswith("tracehouse changes: 4 regression(s) in source gpu-runs")
     assert SLOWED in line
     # Since revision 2 the slowdown is still there; since the current one nothing is new.
-    assert changes(series.warehouse, "--since", series.shas[1], "--fail-on-regression").returncode == 1
+    assert (
+        changes(series.warehouse, "--since", series.shas[1], "--fail-on-regression").returncode == 1
+    )
     current = changes(series.warehouse, "--since", series.shas[-1][:12], "--fail-on-regression")
     assert current.returncode == 0, current.stderr
     assert "regressions: 0" in current.stdout
@@ -333,8 +335,7 @@ def test_record_events_continue_the_story_across_revisions(series: Series) -> No
         " FROM record_events",
     )
     got = sorted(
-        (e["workload_uuid"], e["solution"], e["latency_ns"], e["previous_solution"])
-        for e in events
+        (e["workload_uuid"], e["solution"], e["latency_ns"], e["previous_solution"]) for e in events
     )
     assert got == independent_record_walk(series.results)
     # Only the first revision's records are first results; later ones took them over.
@@ -343,13 +344,23 @@ def test_record_events_continue_the_story_across_revisions(series: Series) -> No
     assert {e["first_snapshot_number"] for e in firsts} == {1}
     # `changes` lists the holders of the last revision only; the fixed solution is fastest.
     report = changes_json(series.warehouse)
-    expected_new = [e for e in got if (e[0], e[1], e[2]) in {
-        (r.workload, r.solution, r.latency_ns) for r in series.results if r.revision == REVISIONS
-    }]
-    assert sorted(
-        (e["workload_uuid"], e["solution"], e["latency_ns"], e["previous_solution"])
-        for e in report["record_holders"]
-    ) == expected_new
+    expected_new = [
+        e
+        for e in got
+        if (e[0], e[1], e[2])
+        in {
+            (r.workload, r.solution, r.latency_ns)
+            for r in series.results
+            if r.revision == REVISIONS
+        }
+    ]
+    assert (
+        sorted(
+            (e["workload_uuid"], e["solution"], e["latency_ns"], e["previous_solution"])
+            for e in report["record_holders"]
+        )
+        == expected_new
+    )
     assert {e["first_snapshot_number"] for e in report["record_holders"]} == {REVISIONS}
     holders = {e["workload_uuid"]: e["solution"] for e in report["record_holders"]}
     assert holders == dict.fromkeys(WORKLOADS, FIXED)  # the last holder of each: the fix

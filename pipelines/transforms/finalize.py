@@ -368,8 +368,6 @@ def _link(source: Path, target: Path) -> None:
         shutil.copyfile(source, target)
 
 
-
-
 def _link_other_sources(
     current: Path | None,
     generation: Path,
