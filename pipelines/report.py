@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.files import write_atomically
+from pipelines.report_changes import change_links_html, write_change_pages
 from pipelines.schemas import TABLES
 from pipelines.settings import Settings
 from pipelines.warehouse import Warehouse, connect_read_only
@@ -256,7 +257,12 @@ def write_report(settings: Settings, out_dir: Path) -> ReportResult:
             )
             write_atomically(page, html_text.encode())
             result.pages.append(page)
+        change_pages = write_change_pages(
+            reader.connection, settings, out_dir, _page, _table, _figure_html
+        )
+        result.pages += [path for _, path in change_pages]
         overview, top_rows = _overview_page(reader, definitions)
+        overview = overview.replace("<body>", "<body>" + change_links_html(change_pages), 1)
         write_atomically(result.index, overview.encode())
         result.pages.insert(0, result.index)
         result.overview_rows = top_rows

@@ -454,3 +454,70 @@ def test_two_sources_only_one_changes(tmp_path: Path) -> None:
     assert "source h200-runs: everything up to snapshot 1" in both.stdout
     one = changes(warehouse, "--source", "h200-runs")
     assert "b200-runs" not in one.stdout
+
+
+def test_dagster_check_warns_on_the_slowed_solution(series: Series) -> None:
+    """The WARN check reads what `changes` compares by default: the last revision's results."""
+    import dagster as dg
+
+    from pipelines.defs import assets, checks
+    from pipelines.defs.resources import WarehouseResource
+
+    selected = [assets.latency_history, assets.regressions, *checks.asset_checks]
+    result = dg.materialize(
+        selected,
+        resources={"warehouse": WarehouseResource(warehouse=str(series.warehouse))},
+        selection=dg.AssetSelection.assets("latency_history", "regressions"),
+    )
+    assert result.success
+    (evaluation,) = [
+        e for e in result.get_asset_check_evaluations() if e.check_name == "no_new_regressions"
+    ]
+    assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.WARN
+    assert evaluation.metadata["new_regressions"].value == len(WORKLOADS)
+    assert all(line.startswith(SLOWED) for line in evaluation.metadata["largest"].value)
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium not installed")
+def test_report_has_a_what_changed_page_per_source(series: Series, tmp_path: Path) -> None:
+    from pipelines.report_changes import change_page_name
+    from tests.browser import Chromium, png_pixels
+
+    out = tmp_path / "report"
+    written = run_cli("report", "--out", str(out), "--warehouse", str(series.warehouse))
+    assert written.returncode == 0, written.stderr
+    page = out / "changes" / change_page_name("gpu-runs")
+    assert f"changes/{page.name}" in (out / "index.html").read_text()
+    expected = changes_json(series.warehouse)
+    with Chromium(tmp_path / "profile") as browser:
+        visit = browser.visit(
+            page.resolve().as_uri(),
+            ready="Array.from(document.querySelectorAll('.plotly-graph-div'))"
+            ".every(div => div.querySelector('svg.main-svg'))",
+        )
+        assert visit.errors == [], visit.errors
+        own = f"file://{out.resolve()}/"
+        assert [u for u in visit.requests if not u.startswith((own, "data:"))] == []
+        shown = browser.evaluate(
+            "Object.fromEntries(Array.from(document.querySelectorAll('table[id]')).map(t => "
+            "[t.id, Array.from(t.querySelectorAll('tbody tr')).filter(r => !r.querySelector("
+            "'td.empty')).map(r => Object.fromEntries(Array.from(r.querySelectorAll('td'))"
+            ".map(td => [td.dataset.column, td.dataset.value]))) ]))"
+        )
+        # one chart per flagged solution x workload, each with every revision's result
+        points = browser.evaluate(
+            "Array.from(document.querySelectorAll('.plotly-graph-div'))"
+            ".map(div => div.data[0].y.length)"
+        )
+        shot = browser.screenshot(tmp_path / "changes.png", scale=0.3)
+    assert sorted(r["workload_uuid"] for r in shown["regressions-0"]) == WORKLOADS
+    assert {r["solution"] for r in shown["regressions-0"]} == {SLOWED}
+    assert [r["latency_ns"] for r in shown["regressions-0"]] == [
+        str(r["latency_ns"]) for r in expected["regressions"]
+    ]
+    assert {r["solution"] for r in shown["newly-passing-0"]} == {FIXED}
+    assert shown["improvements-0"] == shown["newly-failing-0"] == []
+    assert points == [REVISIONS] * len(WORKLOADS)
+    width, height, pixels = png_pixels(shot)
+    assert width > 100 and height > 100 and len(set(pixels)) > 50
