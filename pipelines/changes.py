@@ -90,7 +90,7 @@ def store_regression_thresholds(
 # arrived in between are listed. Every section query joins the windows, registered as the
 # relation `change_windows` (source, before_number, after_number).
 
-WINDOWS_RELATION = "change_windows"
+WINDOWS_RELATION = "change_windows"  # named as such in the SQL below
 
 SNAPSHOTS_SQL = """
 SELECT snapshot_id, source, snapshot_number, requested_revision, resolved_sha, built_at, uri
@@ -99,13 +99,13 @@ ORDER BY built_at, source, snapshot_number
 """
 
 # Results first seen by the window's source in (before, after], by verdict.
-VERDICTS_SQL = f"""
+VERDICTS_SQL = """
 SELECT v.source, v.verdict, v.solution, v.definition, v.workload_uuid, v.hardware,
        v.comparison_key, v.run_id, v.observed_at, v.latency_ns, v.history_size,
        v.history_mean_ns, v.history_stddev_ns, v.relative_change, v.z_score,
        v.previous_latency_ns, v.first_snapshot_number
 FROM latency_verdicts AS v
-JOIN {WINDOWS_RELATION} AS w
+JOIN change_windows AS w
     ON w.source = v.source
     AND v.first_snapshot_number > w.before_number AND v.first_snapshot_number <= w.after_number
 WHERE v.verdict IN ('regression', 'improvement', 'history too short')
@@ -114,11 +114,11 @@ ORDER BY v.source, v.verdict, v.solution, v.definition, v.workload_uuid, v.hardw
 """
 
 # What each side of a window holds: its source's run_history ranges covering the snapshot.
-_PRESENT = f"""
+_PRESENT = """
 WITH sides AS (
-    SELECT source, 'before' AS side, before_number AS snapshot_number FROM {WINDOWS_RELATION}
+    SELECT source, 'before' AS side, before_number AS snapshot_number FROM change_windows
     UNION ALL
-    SELECT source, 'after' AS side, after_number AS snapshot_number FROM {WINDOWS_RELATION}
+    SELECT source, 'after' AS side, after_number AS snapshot_number FROM change_windows
 ),
 present AS (
     SELECT s.side, h.*
@@ -129,11 +129,16 @@ present AS (
 )
 """
 
+
+def _after_present(ctes_and_select: str) -> str:
+    """A statement that reads `present` (above): more CTEs, then its SELECT."""
+    return f"{_PRESENT},{ctes_and_select}"
+
+
 # A (solution, workload, hardware) passes in a state when one of its runs there has status
 # PASSED; it fails when it has runs and none passed. Compared between the two sides.
-STATUS_CHANGES_SQL = (
-    _PRESENT
-    + """,
+STATUS_CHANGES_SQL = _after_present(
+    """
 outcomes AS (
     SELECT side, source, solution, definition, workload_uuid, hardware,
            bool_or(status = 'PASSED') AS passes,
@@ -157,9 +162,8 @@ ORDER BY a.source, change, a.solution, a.definition, a.workload_uuid, a.hardware
 )
 
 # Solutions (per definition) and workloads present on one side only.
-MEMBERSHIP_SQL = (
-    _PRESENT
-    + """,
+MEMBERSHIP_SQL = _after_present(
+    """
 members AS (
     SELECT DISTINCT side, source, 'solution' AS kind, definition, solution AS name
     FROM present WHERE solution IS NOT NULL
@@ -181,13 +185,13 @@ ORDER BY m.source, m.kind, change, m.definition, m.name
 )
 
 # Record events whose result the window's source first held in (before, after].
-RECORD_HOLDERS_SQL = f"""
+RECORD_HOLDERS_SQL = """
 SELECT e.source, e."at", e.definition, e.solution, e.workload_uuid, e.hardware, e.latency_ns,
        e.previous_solution, e.previous_observed_at, e.previous_latency_ns,
        e.speedup_over_previous, e.record_number, e.held_until, e.run_id, e.previous_run_id,
        e.comparison_key, e.first_snapshot_number
 FROM record_events AS e
-JOIN {WINDOWS_RELATION} AS w
+JOIN change_windows AS w
     ON w.source = e.source
     AND e.first_snapshot_number > w.before_number AND e.first_snapshot_number <= w.after_number
 ORDER BY e.source, e.first_seen_at, e."at", e.comparison_key
@@ -195,12 +199,12 @@ ORDER BY e.source, e.first_seen_at, e."at", e.comparison_key
 
 # Changes of a comparison key's rank-1 run made by the window's builds; a key's first leader
 # is already a record event, so only the changes of a leader are listed.
-LEADER_CHANGES_SQL = f"""
+LEADER_CHANGES_SQL = """
 SELECT l.source, l.changed_at, l.snapshot_number, l.cause, l.comparison_key,
        l.previous_solution, l.previous_latency_ns, l.solution, l.latency_ns,
        l.speedup_over_previous, l.previous_run_id, l.run_id
 FROM leader_changes AS l
-JOIN {WINDOWS_RELATION} AS w
+JOIN change_windows AS w
     ON w.source = l.source
     AND l.snapshot_number > w.before_number AND l.snapshot_number <= w.after_number
 WHERE l.cause <> 'first'

@@ -36,8 +36,8 @@ from pipelines.transforms.records import Reject
 from pipelines.warehouse import (
     DUCKDB_FILE,
     DUCKDB_SPILL_DIR,
-    PARTED_TABLES,
     HISTORY_TABLES,
+    PARTED_TABLES,
     PER_SOURCE_TABLES,
     SNAPSHOT_FILE,
     GenerationSource,
