@@ -166,8 +166,13 @@ def note_published(generation: str | None) -> None:
 
 @contextlib.contextmanager
 def deferred() -> Iterator[None]:
-    """Run a block that must not be cut in half; a signal meanwhile is raised at its end."""
+    """Run a block that must not be cut in half (an atomic switch); a signal meanwhile is
+    raised at its end. A switch is not begun once a signal has come: one that arrived while
+    a module was being imported was only noted (see ``_handler``), and the command, still
+    running until the watchdog ends it, must not publish what the user asked to stop."""
     global _deferred_depth, _pending
+    if _deferred_depth == 0 and _received is not None:
+        raise Interrupted(_received)
     _deferred_depth += 1
     try:
         yield
