@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import html
 import re
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +23,7 @@ from pipelines.settings import Settings
 if TYPE_CHECKING:
     import duckdb
 
-CHANGES_FOLDER = "changes"
+CHANGES_FOLDER = "changes"  # inside the report's page folder
 
 # Every result of one solution on one comparison key, in the order the warehouse saw them.
 LATENCY_SERIES_SQL = """
@@ -66,6 +65,7 @@ PAGE_SECTIONS = (
 
 
 def change_page_name(source: str) -> str:
+    """The page of one source in CHANGES_FOLDER."""
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", source)[:80]
     return f"{safe}-{hashlib.sha256(source.encode()).hexdigest()[:8]}.html"
 
@@ -73,32 +73,31 @@ def change_page_name(source: str) -> str:
 def write_change_pages(
     connection: duckdb.DuckDBPyConnection,
     settings: Settings,
-    out_dir: Path,
+    pages_dir: Path,
     page: Any,
     table: Any,
     figure_html: Any,
 ) -> list[tuple[str, Path]]:
-    """One page per source under ``out_dir/changes``; ``page``, ``table`` and ``figure_html``
-    are the report's own page frame, table and chart writers. Returns (source, page)."""
-    folder = out_dir / CHANGES_FOLDER
-    if folder.exists():  # pages of sources that are gone must not linger
-        shutil.rmtree(folder)
-    folder.mkdir()
+    """One page per source in ``CHANGES_FOLDER`` of the report's ``pages_dir``;
+    ``page``, ``table`` and ``figure_html`` are the report's own page frame, table and chart
+    writers. Returns (source, page)."""
     changes.store_regression_thresholds(connection, settings, temporary=True)
     report = changes.change_report(connection, settings, since=None, source=None)
+    folder = pages_dir / CHANGES_FOLDER
+    folder.mkdir()
     written = []
     for number, window in enumerate(report.windows):
         body = _change_page_body(connection, report, window, number, table, figure_html)
         path = folder / change_page_name(window.source)
-        write_atomically(path, page(f"what changed · {window.source}", body, depth=1).encode())
+        write_atomically(path, page(f"what changed · {window.source}", body, depth=2).encode())
         written.append((window.source, path))
     return written
 
 
-def change_links_html(pages: list[tuple[str, Path]]) -> str:
+def change_links_html(pages_folder: str, pages: list[tuple[str, Path]]) -> str:
     """The overview's links to the change pages."""
     links = " ".join(
-        f"<a href='{CHANGES_FOLDER}/{html.escape(path.name)}'>{html.escape(source)}</a>"
+        f"<a href='{html.escape(pages_folder)}/{CHANGES_FOLDER}/{html.escape(path.name)}'>{html.escape(source)}</a>"
         for source, path in pages
     )
     return f"<nav class='changes'>What changed: {links}</nav>" if pages else ""
@@ -115,7 +114,7 @@ def _change_page_body(
     import plotly.graph_objects as go
 
     parts = [
-        "<nav><a href='../index.html'>← overview</a></nav>",
+        "<nav><a href='../../index.html'>← overview</a></nav>",
         f"<h1>What changed in {html.escape(window.source)}</h1>",
         *(
             f"<p class='note'>{html.escape(line.strip())}</p>"
