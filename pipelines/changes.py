@@ -520,7 +520,8 @@ def record_holder_lines(row: dict[str, Any]) -> list[str]:
             f"({row['speedup_over_previous']:.3f}× faster)"
         )
     return [
-        fit(f"  {row['solution']} {_latency(row['latency_ns'])} · {_where(row)}"),
+        fit(f"  {row['solution']} {_latency(row['latency_ns'])}"),
+        fit(f"    {_where(row)}"),
         fit(f"    {taken}"),
     ]
 
