@@ -50,9 +50,12 @@ from pipelines.build import (
     plan_ingest,
     run_tasks,
 )
+from pipelines.defs.assets import table_result
+from pipelines.defs.naming import asset_key
 from pipelines.defs.resources import WarehouseResource
+from pipelines.defs.sources import SOURCES
 from pipelines.files import replace_atomically
-from pipelines.warehouse import Warehouse, table_row_count
+from pipelines.warehouse import PER_SOURCE_TABLES, Warehouse, generation_sources
 
 FANOUT_SLOTS = 8  # parse steps per run: enough for 8 workers; each costs a step's start-up
 INGEST_GROUPS = dg.DynamicPartitionsDefinition(name="ingest_groups")
@@ -60,13 +63,15 @@ PARSED_GROUPS = "parsed_groups"
 SCRATCH_FOLDER = "fanout"  # under <warehouse>/cache, one folder per run
 
 parsed_groups = dg.AssetSpec(
-    PARSED_GROUPS,
+    asset_key(PARSED_GROUPS),
     partitions_def=INGEST_GROUPS,
-    group_name="warehouse",
+    group_name="tables",
     kinds={"parquet"},
+    deps=[dg.AssetDep(asset_key("source_dataset"), partition_mapping=dg.AllPartitionMapping())],
     description="The staging parts of one file group (a partition per group, named after the "
     "path-stable group number the build assigns its files to), reported by the fanned-out "
-    "ingest jobs as each parse step writes them.",
+    "ingest jobs as each parse step writes them. A run's group partitions are removed when "
+    "its build has published (they name a run's work, not lasting data).",
 )
 
 
@@ -80,6 +85,11 @@ class FanoutPlan:
 
     scratch: str
     slots: tuple[tuple[IngestTask, ...], ...]
+
+    @property
+    def partition_keys(self) -> list[str]:
+        """The ``parsed_groups`` partitions of this run's groups."""
+        return sorted({partition_key(task) for slot in self.slots for task in slot})
 
     @property
     def context_file(self) -> Path:
@@ -120,9 +130,8 @@ def plan_ingest_op(context: dg.OpExecutionContext, warehouse: WarehouseResource)
             pickle.dump(plan.loaded.context, handle, protocol=pickle.HIGHEST_PROTOCOL)
 
     replace_atomically(fanout.context_file, write_context)
-    keys = sorted({partition_key(task) for task in tasks})
-    if keys:
-        context.instance.add_dynamic_partitions(INGEST_GROUPS.name or "", keys)
+    if fanout.partition_keys:
+        context.instance.add_dynamic_partitions(INGEST_GROUPS.name or "", fanout.partition_keys)
     context.log.info(
         f"{len(tasks)} file groups to parse over {FANOUT_SLOTS} slots, "
         f"{len(plan.file_entries) - sum(len(t.files) for t in tasks)} files reused"
@@ -156,7 +165,7 @@ def _parse_slot(slot: int) -> dg.OpDefinition:
             files = result.files.values()
             context.log_event(
                 dg.AssetMaterialization(
-                    asset_key=PARSED_GROUPS,
+                    asset_key=asset_key(PARSED_GROUPS),
                     partition=partition_key(task),
                     metadata={
                         "files": len(task.files),
@@ -235,21 +244,34 @@ def assemble_tables(
                 results[index] = result
         return results
 
-    result = build_warehouse(settings, force=config.force, parse=take_parsed)
-    shutil.rmtree(plan.scratch, ignore_errors=True)
+    try:
+        result = build_warehouse(settings, force=config.force, parse=take_parsed)
+    finally:
+        shutil.rmtree(plan.scratch, ignore_errors=True)
+        for key in plan.partition_keys:  # this run's work is done (or failed) with it
+            context.instance.delete_dynamic_partition(INGEST_GROUPS.name or "", key)
     context.log.info("\n".join(result.summary_lines()))
     if result.up_to_date:
         return
     context.log.info(f"groups taken from the slots: {sum(taken)}")
     generation = Warehouse(result.warehouse).require_current()
+    (source,) = [
+        s
+        for s in generation_sources(generation)
+        if result.source and s.source == result.source.name
+    ]
+    context.instance.add_dynamic_partitions(SOURCES.name or "", [source.source])
     for table in schemas.TABLES:
+        recorded = table_result(
+            settings, generation, source, table, {"generation": generation.name}
+        )
         yield dg.AssetMaterialization(
-            asset_key=table,
-            metadata={
-                "dagster/row_count": table_row_count(generation, table),
-                "generation": generation.name,
-                "snapshot_id": result.snapshot_id,
-            },
+            asset_key=recorded.asset_key or asset_key(table),
+            partition=source.source if table in PER_SOURCE_TABLES else None,
+            metadata=recorded.metadata,
+            tags={"dagster/data_version": recorded.data_version.value}
+            if recorded.data_version
+            else None,
         )
 
 
