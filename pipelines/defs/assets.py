@@ -140,6 +140,10 @@ WIDE_TABLE_DEPS: dict[str, tuple[str, ...]] = {
 }
 
 
+# The per-source tables first: a multi-asset reports its assets in dependency order.
+TABLE_ORDER = sorted(schemas.TABLES, key=lambda name: name not in PER_SOURCE_TABLES)
+
+
 def _table_spec(table: schemas.Table, kinds: set[str]) -> dg.AssetSpec:
     per_source = table.name in PER_SOURCE_TABLES
     deps = [SOURCE_ASSET] if per_source else list(WIDE_TABLE_DEPS[table.name])
@@ -273,7 +277,7 @@ def make_warehouse_tables(code_version: str = IMPORTER_VERSION) -> dg.AssetsDefi
             if rebuilt
             else {},
         }
-        for name in schemas.TABLES:
+        for name in TABLE_ORDER:
             yield table_result(
                 settings, generation, source, name, {**shared, **extra.get(name, {})}
             )
@@ -425,8 +429,8 @@ def recreate_views(settings: Settings) -> Path:
         generation = warehouse.require_current()
         try:
             connection = duckdb.connect(str(generation / DUCKDB_FILE))
-        except duckdb.IOException as busy:  # a reader holds the file open
-            raise dg.Failure(description=f"{generation / DUCKDB_FILE}: {busy}") from None
+        except duckdb.IOException as busy:  # a reader holds the file open: try again later
+            raise dg.RetryRequested(max_retries=3, seconds_to_wait=10) from busy
         try:
             create_sql_views(connection, settings)
             connection.execute("CHECKPOINT")
@@ -448,7 +452,6 @@ def _reading(settings: Settings) -> Settings:
     specs=[_view_spec(view) for view in VIEW_DOCS],
     description="Recreate the SQL views (sql/) in the published DuckDB file and record what "
     "each holds. They read each other, so they are recreated together.",
-    retry_policy=dg.RetryPolicy(max_retries=3, delay=10),  # a reader may hold the file open
 )
 def warehouse_views(warehouse: WarehouseResource) -> Iterator[dg.MaterializeResult]:
     settings = warehouse.settings()
@@ -477,7 +480,7 @@ def warehouse_views(warehouse: WarehouseResource) -> Iterator[dg.MaterializeResu
 def _view_metadata(connection: Any, view: str) -> dict[str, Any]:
     """Row count and columns of a view, its types in the tables' (Arrow) vocabulary."""
     ((rows,),) = connection.table(view).aggregate("count(*)").fetchall()
-    arrow = connection.execute(f"SELECT * FROM {view} LIMIT 0").fetch_arrow_table().schema  # noqa: S608  (own names)
+    arrow = connection.table(view).limit(0).to_arrow_table().schema
     docs = {column.name: column.doc for column in schemas.VIEWS[view].columns}
     return {
         "dagster/row_count": rows,
