@@ -26,6 +26,7 @@ from typing import Any
 import dagster as dg
 import duckdb
 import pytest
+from dagster._core.definitions.data_version import StaleStatus
 from dagster._core.definitions.observe import observe
 from dagster._utils.test.data_versions import get_stale_status_resolver
 
@@ -542,7 +543,7 @@ def not_fresh(
     found: dict[tuple[str, str | None], list[str]] = {}
     for key in dg.AssetSelection.all().resolve(selected[:4]):
         for partition in partitions if name(key) in PER_SOURCE_TABLES else [None]:
-            if resolver.get_status(key, partition) != dg.StaleStatus.FRESH:
+            if resolver.get_status(key, partition) != StaleStatus.FRESH:
                 causes = resolver.get_stale_causes(key, partition)
                 found[(name(key), partition)] = [cause.reason for cause in causes]
     return found
@@ -649,8 +650,7 @@ def test_building_one_source_leaves_the_other_partition_recorded(tmp_path: Path)
     warehouse = WarehouseResource(
         warehouse=str(tmp_path / "warehouse"),
         sources=f"a={tmp_path / 'a'};b={tmp_path / 'b'}",
-        revision=REVISION,
-        workers=1,
+        workers=1,  # no revision: a folder's data version is then a digest of its files
     )
     instance = dg.DagsterInstance.ephemeral()
     first_b = build_in_dagster(instance, warehouse, "b")
@@ -704,7 +704,8 @@ def test_a_view_asset_recreates_its_view_in_the_published_file(
         graph(),
         instance=instance,
         resources={"warehouse": resource(warehouse, demo_source)},
-        selection=dg.AssetSelection.assets(asset_key("leaderboard")),
+        # As the UI's "Materialize" on leaderboard selects: the views are recreated together.
+        selection=dg.AssetSelection.assets(asset_key("leaderboard")).required_multi_asset_neighbors(),
     )
     assert alone.success
     assert {"leaderboard", "regressions"} <= set(_materialized(alone))
@@ -722,11 +723,12 @@ def test_dagster_automation_builds_what_changed(demo_source: Path, tmp_path: Pat
     """The automation conditions, evaluated by Dagster: nothing before the source is observed;
     then the new source's partition (and with it every table); nothing once it is built; its
     partition again once its folder changes and the cron observation saw it."""
-    from datetime import timedelta
+    from datetime import UTC, datetime, timedelta
 
     source = tmp_path / "dataset"
     shutil.copytree(demo_source, source)
-    warehouse = resource(tmp_path / "warehouse", source)
+    # No revision: a folder's data version is then a digest of its files.
+    warehouse = resource(tmp_path / "warehouse", source, revision=None)
     instance = dg.DagsterInstance.ephemeral()
     definitions = dg.Definitions(
         assets=graph()[:4], asset_checks=checks.asset_checks, resources={"warehouse": warehouse}
@@ -755,21 +757,24 @@ def test_dagster_automation_builds_what_changed(demo_source: Path, tmp_path: Pat
     assert before == {}  # the source is not observed yet
     observe([assets.source_dataset], instance=instance, resources={"warehouse": warehouse})
     first, cursor = requested(cursor)
-    assert first == {table: {"dataset"} for table in PER_SOURCE_TABLES}
+    # The source's partition, and the warehouse-wide tables its build writes in the same step.
+    one_build = {
+        **{table: {"dataset"} for table in PER_SOURCE_TABLES},
+        **{table: {None} for table in WIDE_TABLES},
+    }
+    assert first == one_build
     assert build_in_dagster(instance, warehouse, "dataset").success
     settled, cursor = requested(cursor)
     assert SOURCE_ASSET not in settled and not set(settled) & set(schemas.TABLES)
 
     trace = next((source / "traces").rglob("*.jsonl"))
     trace.write_text(trace.read_text() + "\n")
-    later = dg.get_current_datetime() + timedelta(minutes=16)  # past the next cron tick
+    later = datetime.now(UTC) + timedelta(minutes=16)  # past the next cron tick
     ticked, cursor = requested(cursor, evaluation_time=later)
     assert ticked.get(SOURCE_ASSET) == {"dataset"}  # observe on the cron
     observe([assets.source_dataset], instance=instance, resources={"warehouse": warehouse})
     moved, _ = requested(cursor, evaluation_time=later)
-    assert {table: p for table, p in moved.items() if table in PER_SOURCE_TABLES} == {
-        table: {"dataset"} for table in PER_SOURCE_TABLES
-    }
+    assert {table: p for table, p in moved.items() if table in schemas.TABLES} == one_build
 
 
 @pytest.mark.integration

@@ -502,8 +502,16 @@ REPORT_FOLDER = "report"
 OVERVIEW_ROWS_IN_METADATA = 10
 
 
+def report_code_version() -> str:
+    """The report's code is pipelines/report.py (with render.py): a digest of both, so Dagster
+    computes the report's data version from it and the views' (and marks it stale on edits)."""
+    package = Path(__file__).resolve().parents[1]
+    return "report:" + _digest(*((package / f).read_text() for f in ("report.py", "render.py")))
+
+
 @dg.asset(
     key=asset_key("report"),
+    code_version=report_code_version(),
     group_name=REPORT_STAGE,
     kinds={"html"},
     deps=[asset_key(name) for name in ("leaderboard", "run_summary", "rejects")],

@@ -21,12 +21,14 @@ import dagster as dg
 from pipelines.defs.fanout import PARSED_GROUPS
 from pipelines.defs.naming import asset_key
 
-# One source's build (a partition): the tables, their checks, the views and the report.
+# One source's build (a partition): observe the sources, then the tables, their checks, the
+# views and the report.
 build_warehouse_job = dg.define_asset_job(
     name="build_warehouse_job",
-    selection=dg.AssetSelection.all() - dg.AssetSelection.assets(asset_key(PARSED_GROUPS)),
-    description="Build one source (the partition) into the warehouse, check it, recreate the "
-    "views, write the report.",
+    selection=dg.AssetSelection.all(include_sources=True)
+    - dg.AssetSelection.assets(asset_key(PARSED_GROUPS)),
+    description="Observe the sources, build one (the partition) into the warehouse, check it, "
+    "recreate the views, write the report.",
 )
 
 # Observe every source (registering the configured ones as partitions).
