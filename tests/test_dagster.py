@@ -705,7 +705,9 @@ def test_a_view_asset_recreates_its_view_in_the_published_file(
         instance=instance,
         resources={"warehouse": resource(warehouse, demo_source)},
         # As the UI's "Materialize" on leaderboard selects: the views are recreated together.
-        selection=dg.AssetSelection.assets(asset_key("leaderboard")).required_multi_asset_neighbors(),
+        selection=dg.AssetSelection.assets(
+            asset_key("leaderboard")
+        ).required_multi_asset_neighbors(),
     )
     assert alone.success
     assert {"leaderboard", "regressions"} <= set(_materialized(alone))

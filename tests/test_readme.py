@@ -219,6 +219,7 @@ def test_the_dagster_commands_act_on_the_ui_dg_dev_starts(tmp_path: Path) -> Non
     finally:
         # dg dev and what it started (its own session), nothing else.
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(shell.pid, signal.SIGTERM)
-            time.sleep(10)  # it stops its webserver, daemon and code servers
-            os.killpg(shell.pid, signal.SIGKILL)
+            os.killpg(shell.pid, signal.SIGINT)  # Ctrl-C: it stops what it started
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                shell.wait(timeout=30)
+            os.killpg(shell.pid, signal.SIGKILL)  # whatever did not stop
