@@ -719,6 +719,21 @@ def test_a_view_asset_recreates_its_view_in_the_published_file(
         connection.close()
     assert rows == _materialized(alone)["leaderboard"]["dagster/row_count"].value > 0
 
+    # The identity checks are steps of their own: executed alone, as the UI's "Execute" does.
+    step_checks = {
+        dg.AssetCheckKey(asset_key(check.asset), check.name) for check in checks.STEP_CHECKS
+    }
+    executed = dg.materialize(
+        graph(),
+        instance=instance,
+        resources={"warehouse": resource(warehouse, demo_source)},
+        selection=dg.AssetSelection.checks(*step_checks),
+    )
+    assert executed.success and _materialized(executed) == {}
+    evaluations = executed.get_asset_check_evaluations()
+    assert {e.asset_check_key for e in evaluations} == step_checks
+    assert all(e.passed for e in evaluations)
+
 
 @pytest.mark.integration
 def test_dagster_automation_builds_what_changed(demo_source: Path, tmp_path: Path) -> None:

@@ -144,7 +144,7 @@ WIDE_TABLE_DEPS: dict[str, tuple[str, ...]] = {
 TABLE_ORDER = sorted(schemas.TABLES, key=lambda name: name not in PER_SOURCE_TABLES)
 
 
-def _table_spec(table: schemas.Table, kinds: set[str]) -> dg.AssetSpec:
+def _table_spec(table: schemas.Table, kinds: set[str], code_version: str) -> dg.AssetSpec:
     per_source = table.name in PER_SOURCE_TABLES
     deps = [SOURCE_ASSET] if per_source else list(WIDE_TABLE_DEPS[table.name])
     return dg.AssetSpec(
@@ -152,7 +152,7 @@ def _table_spec(table: schemas.Table, kinds: set[str]) -> dg.AssetSpec:
         description=markdown_safe(table.doc),
         group_name=TABLES_STAGE,
         kinds=kinds,
-        code_version=IMPORTER_VERSION,
+        code_version=code_version,
         deps=[asset_key(dep) for dep in deps],
         partitions_def=SOURCES if per_source else None,
         # Per source: built when its source moves. The warehouse-wide tables are written by
@@ -170,14 +170,7 @@ def _table_spec(table: schemas.Table, kinds: set[str]) -> dg.AssetSpec:
 
 def table_specs(code_version: str = IMPORTER_VERSION) -> list[dg.AssetSpec]:
     kinds = storage_kinds()
-    return [
-        replace_code_version(_table_spec(table, kinds), code_version)
-        for table in schemas.TABLES.values()
-    ]
-
-
-def replace_code_version(spec: dg.AssetSpec, code_version: str) -> dg.AssetSpec:
-    return spec.replace_attributes(code_version=code_version)
+    return [_table_spec(table, kinds, code_version) for table in schemas.TABLES.values()]
 
 
 class BuildConfig(dg.Config):
