@@ -903,3 +903,31 @@ def test_environment_check_recomputes_ids_of_environments_with_extra_keys(tmp_pa
     finally:
         connection.close()
     assert passed and metadata["environments_recomputed"] == 1, metadata
+
+
+def test_a_failed_fanout_run_removes_its_group_partitions() -> None:
+    """The fan-out's failure hook: the group partitions a run registered (kept in its run tag)
+    go when one of its steps fails, as they go when its build ends."""
+    from pipelines.defs import fanout
+
+    groups = fanout.INGEST_GROUPS.name or ""
+
+    @dg.op(out=dg.Out(dg.Nothing))
+    def plan(context: dg.OpExecutionContext) -> None:
+        context.instance.add_dynamic_partitions(groups, ["group-01", "group-02"])
+        context.instance.add_run_tags(context.run_id, {fanout.GROUPS_TAG: "group-01,group-02"})
+
+    @dg.op(ins={"planned": dg.In(dg.Nothing)})
+    def parse(context: dg.OpExecutionContext) -> None:
+        assert context.instance.get_dynamic_partitions(groups) == ["group-01", "group-02"]
+        raise RuntimeError("a parse step fails")
+
+    @dg.job(hooks={fanout.release_group_partitions})
+    def failing() -> None:
+        parse(planned=plan())
+
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(groups, ["group-99"])  # another run's
+    result = failing.execute_in_process(instance=instance, raise_on_error=False)
+    assert not result.success
+    assert instance.get_dynamic_partitions(groups) == ["group-99"]

@@ -61,6 +61,7 @@ FANOUT_SLOTS = 8  # parse steps per run: enough for 8 workers; each costs a step
 INGEST_GROUPS = dg.DynamicPartitionsDefinition(name="ingest_groups")
 PARSED_GROUPS = "parsed_groups"
 SCRATCH_FOLDER = "fanout"  # under <warehouse>/cache, one folder per run
+GROUPS_TAG = "tracehouse/ingest_groups"  # the run's group partitions, comma-separated
 
 parsed_groups = dg.AssetSpec(
     asset_key(PARSED_GROUPS),
@@ -132,6 +133,8 @@ def plan_ingest_op(context: dg.OpExecutionContext, warehouse: WarehouseResource)
     replace_atomically(fanout.context_file, write_context)
     if fanout.partition_keys:
         context.instance.add_dynamic_partitions(INGEST_GROUPS.name or "", fanout.partition_keys)
+        # Kept on the run, so that a failed step can remove them (release_group_partitions).
+        context.instance.add_run_tags(context.run_id, {GROUPS_TAG: ",".join(fanout.partition_keys)})
     context.log.info(
         f"{len(tasks)} file groups to parse over {FANOUT_SLOTS} slots, "
         f"{len(plan.file_entries) - sum(len(t.files) for t in tasks)} files reused"
@@ -248,8 +251,7 @@ def assemble_tables(
         result = build_warehouse(settings, force=config.force, parse=take_parsed)
     finally:
         shutil.rmtree(plan.scratch, ignore_errors=True)
-        for key in plan.partition_keys:  # this run's work is done (or failed) with it
-            context.instance.delete_dynamic_partition(INGEST_GROUPS.name or "", key)
+        _remove_group_partitions(context.instance, plan.partition_keys)
     context.log.info("\n".join(result.summary_lines()))
     if result.up_to_date:
         return
@@ -273,6 +275,20 @@ def assemble_tables(
             if recorded.data_version
             else None,
         )
+
+
+def _remove_group_partitions(instance: dg.DagsterInstance, keys: list[str]) -> None:
+    """A run's group partitions name its work, not lasting data: they end with the run."""
+    for key in keys:
+        instance.delete_dynamic_partition(INGEST_GROUPS.name or "", key)
+
+
+@dg.failure_hook(name="release_group_partitions")
+def release_group_partitions(context: dg.HookContext) -> None:
+    """A failed step ends the run's build: remove the group partitions its plan registered."""
+    run = context.instance.get_run_by_id(context.run_id)
+    listed = run.tags.get(GROUPS_TAG, "") if run is not None else ""
+    _remove_group_partitions(context.instance, [key for key in listed.split(",") if key])
 
 
 @dg.graph(description="The warehouse build with its parse fanned out over the executor's workers.")
@@ -301,13 +317,17 @@ fanout_ingest_job = fanout_ingest.to_job(
     name="fanout_ingest_job",
     executor_def=dg.multiprocess_executor,
     resource_defs=_RESOURCES,
+    hooks={release_group_partitions},
     config={"execution": {"config": {"start_method": FORKSERVER}}},
 )
 
 # A Dask cluster: run config execution.config.cluster, e.g. {"existing": {"address":
 # "tcp://127.0.0.1:8786"}} or {"local": {"n_workers": 4}} (dagster-dask's executor).
 fanout_ingest_dask_job = fanout_ingest.to_job(
-    name="fanout_ingest_dask_job", executor_def=dask_executor, resource_defs=_RESOURCES
+    name="fanout_ingest_dask_job",
+    executor_def=dask_executor,
+    resource_defs=_RESOURCES,
+    hooks={release_group_partitions},
 )
 
 fanout_jobs = [fanout_ingest_job, fanout_ingest_dask_job]
