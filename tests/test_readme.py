@@ -85,6 +85,7 @@ def _graphql(port: int, query: str) -> dict[str, Any]:
 SENSORS_QUERY = """{ sensorsOrError(repositorySelector: {repositoryName: "__repository__",
   repositoryLocationName: "tracehouse"}) { ... on Sensors { results { name
   sensorState { status } } } } }"""
+STALENESS_QUERY = "{ assetNodes { assetKey { path } staleStatus } }"
 RUNS_QUERY = "{ runsOrError { ... on Runs { results { jobName status tags { key value } } } } }"
 
 
@@ -198,6 +199,12 @@ def test_the_dagster_commands_act_on_the_ui_dg_dev_starts(server: str, tmp_path:
         (build,) = [r for r in runs if r["jobName"] == "build_warehouse_job"]
         assert {"key": "dagster/partition", "value": "demo"} in build["tags"]
         assert demo_state() == before  # same revision, no new generation
+        # Observed, then built unchanged: the UI shows every asset fresh.
+        nodes = _graphql(port, STALENESS_QUERY)["assetNodes"]
+        assert {"/".join(n["assetKey"]["path"]): n["staleStatus"] for n in nodes} == {
+            "/".join(n["assetKey"]["path"]): "FRESH" for n in nodes
+        }
+        assert len(nodes) == 23
         printed = err.read_text() + out.read_text()
         if server == "dagster dev":  # Dagster's own note that `dg dev` supersedes it, only
             note = "SupersessionWarning: Function `dev_command` is superseded"
