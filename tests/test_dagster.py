@@ -700,6 +700,22 @@ def test_a_view_asset_recreates_its_view_in_the_published_file(
         connection.execute("DROP VIEW leaderboard")
     finally:
         connection.close()
+    # A query under way meanwhile, in a process of its own (as `tracehouse query` would be).
+    reader = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys; c = duckdb.connect(sys.argv[1], read_only=True); "
+            "print('open', flush=True); sys.stdin.readline(); "
+            "print(c.execute('SELECT count(*) FROM runs').fetchone()[0], flush=True)",
+            str(published),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert reader.stdout is not None and reader.stdin is not None
+    assert reader.stdout.readline() == "open\n"
     alone = dg.materialize(
         graph(),
         instance=instance,
@@ -710,6 +726,11 @@ def test_a_view_asset_recreates_its_view_in_the_published_file(
         ).required_multi_asset_neighbors(),
     )
     assert alone.success
+    # The reader neither blocked the recreation nor lost its file (it sees the old views).
+    reader.stdin.write("go\n")
+    reader.stdin.close()
+    assert int(reader.stdout.readline()) > 0
+    assert reader.wait(timeout=120) == 0
     assert {"leaderboard", "regressions"} <= set(_materialized(alone))
     connection = connect_read_only(Warehouse(warehouse))
     try:

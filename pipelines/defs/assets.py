@@ -410,25 +410,36 @@ LIMIT $rows
 
 
 def recreate_views(settings: Settings) -> Path:
-    """(Re)create the SQL views in the current generation's DuckDB file, under the build lock
-    (a build publishing meanwhile would switch generations under us); the generation."""
+    """(Re)create the SQL views in the current generation's DuckDB file; the generation.
+
+    The views are written into a copy of the file that then replaces it in one rename, so a
+    reader never waits on a lock or sees a half-written file (one that opened the file before
+    keeps reading the old views). Under the build lock: a build publishing meanwhile would
+    switch generations under us."""
+    import shutil
+
     import duckdb
 
+    from pipelines.files import replace_atomically
     from pipelines.transforms.finalize import create_sql_views
 
     read = _reading(settings)
     warehouse = Warehouse(read.warehouse, read.keep_generations)
     with warehouse.build_lock(settings.lock_timeout_s):
         generation = warehouse.require_current()
-        try:
-            connection = duckdb.connect(str(generation / DUCKDB_FILE))
-        except duckdb.IOException as busy:  # a reader holds the file open: try again later
-            raise dg.RetryRequested(max_retries=3, seconds_to_wait=10) from busy
-        try:
-            create_sql_views(connection, settings)
-            connection.execute("CHECKPOINT")
-        finally:
-            connection.close()
+        published = generation / DUCKDB_FILE
+
+        def rewrite(copy: Path) -> None:
+            shutil.copyfile(published, copy)
+            connection = duckdb.connect(str(copy))
+            try:
+                create_sql_views(connection, settings)
+                connection.execute("CHECKPOINT")
+            finally:
+                connection.close()
+            Path(f"{copy}.wal").unlink(missing_ok=True)  # checkpointed: nothing left in it
+
+        replace_atomically(published, rewrite)
     return generation
 
 
