@@ -219,9 +219,14 @@ def test_the_dagster_commands_act_on_the_ui_dg_dev_starts(server: str, tmp_path:
 
         if chromium_path() is None:
             pytest.skip("chromium is not installed (apt-get install -y chromium)")
+        # Dagster's "Join the community" dialog comes up a moment after a page loads: wait for
+        # it (a few seconds at most) and dismiss it, so the screenshots show the page.
         skip_welcome = (
-            "(() => { const b = [...document.querySelectorAll('button')]"
-            ".find(b => b.innerText.trim() === 'Skip'); if (b) b.click(); return true; })()"
+            "new Promise(done => { let tries = 0; const look = () => {"
+            " const b = [...document.querySelectorAll('button')]"
+            ".find(b => b.innerText.trim() === 'Skip');"
+            " if (b) { b.click(); done(true); } else if (++tries > 20) { done(false); }"
+            " else { setTimeout(look, 250); } }; look(); })"
         )
         with Chromium(tmp_path / "profile") as browser:
             browser.visit(
@@ -237,6 +242,7 @@ def test_the_dagster_commands_act_on_the_ui_dg_dev_starts(server: str, tmp_path:
                 ready="document.body.innerText.includes('written into')",
                 timeout_s=180,
             )
+            browser.evaluate(skip_welcome)
             text = browser.evaluate("document.body.innerText")
             browser.screenshot(tmp_path / "report_asset.png", full_page=False)
         assert "written into the warehouse's report/ folder" in text
