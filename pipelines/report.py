@@ -22,6 +22,7 @@ from typing import Any
 
 from pipelines import interrupts
 from pipelines.files import write_atomically
+from pipelines.report_changes import change_links_html, write_change_pages
 from pipelines.schemas import TABLES
 from pipelines.settings import Settings
 from pipelines.warehouse import Warehouse, connect_read_only
@@ -265,7 +266,14 @@ def write_report(settings: Settings, out_dir: Path) -> ReportResult:
             )
             write_atomically(page, html_text.encode())
             result.pages.append(page)
+        change_pages = write_change_pages(
+            reader.connection, settings, pages_dir, _page, _table, _figure_html
+        )
+        result.pages += [path for _, path in change_pages]
         overview, top_rows = _overview_page(reader, definitions, pages_folder)
+        overview = overview.replace(
+            "<body>", "<body>" + change_links_html(pages_folder, change_pages), 1
+        )
     finally:
         reader.close()
     with interrupts.deferred():  # the switch: from here on readers see this report

@@ -75,7 +75,7 @@ def test_a_report_replaces_its_own_earlier_output(warehouse: Path, tmp_path: Pat
     assert second_pages and all(page.is_file() for page in second_pages)
     # the earlier report's pages are gone, nothing else is left beside the new one
     assert not any(page.exists() for page in first_pages)
-    (pages_folder,) = {page.parent.name for page in second_pages}
+    (pages_folder,) = {page.relative_to(out).parts[0] for page in second_pages}
     assert sorted(p.name for p in out.iterdir()) == sorted(
         ["index.html", "plotly.min.js", REPORT_MARKER, pages_folder]
     )
