@@ -338,6 +338,8 @@ warehouse_tables = make_warehouse_tables()
 # --------------------------------------------------------------------------------------------
 # views
 
+# What each view reads, through the helper views of sql/ (latency_history reads run_history,
+# which reads the appearances and disappearances of runs per snapshot).
 VIEW_DEPS: dict[str, tuple[str, ...]] = {
     "run_summary": (
         "runs",
@@ -355,22 +357,9 @@ VIEW_DEPS: dict[str, tuple[str, ...]] = {
         "trace_lines",
         RANKING,
     ),
-    "record_events": ("runs", RANKING),
-    "latency_history": ("runs", RANKING, "source_snapshots"),
+    "latency_history": ("run_appearances", "run_disappearances", "source_snapshots"),
+    "record_events": ("latency_history",),
     "regressions": ("latency_history",),
-}
-VIEW_DOCS = {
-    "run_summary": "One row per run with what, who, where, how fast and its rank "
-    "(sql/run_summary.sql).",
-    "leaderboard": "Per (definition, hardware, solution): coverage and geometric-mean speedup "
-    "against the definition's baseline (sql/leaderboard.sql); its top rows as metadata.",
-    "record_events": "KernelIndex record history: per comparison key, the first eligible run and "
-    "every later run strictly faster than the best so far, with the run it displaced "
-    "(sql/record_events.sql).",
-    "latency_history": "Each solution's distinct latency results per comparison key, in the "
-    "order the warehouse saw them: the input of regressions (sql/latency_history.sql).",
-    "regressions": "Results significantly slower than the same solution's earlier results on "
-    "the same comparison key, by the lookback z-score method (sql/regressions.sql).",
 }
 # The views people read as products: a freshness policy says when they are overdue.
 MARTS = {"leaderboard", "run_summary", "regressions"}
@@ -384,7 +373,8 @@ def views_code_version() -> str:
 def _view_spec(view: str) -> dg.AssetSpec:
     return dg.AssetSpec(
         key=asset_key(view),
-        description=VIEW_DOCS[view] + " Materializing it recreates the SQL views in the "
+        description=markdown_safe(schemas.VIEWS[view].doc)
+        + f" Its SQL: sql/{view}.sql. Materializing it recreates the SQL views in the "
         "published DuckDB file.",
         group_name=VIEWS_STAGE,
         kinds={"duckdb"},
@@ -453,7 +443,7 @@ def _reading(settings: Settings) -> Settings:
 
 @dg.multi_asset(
     name="warehouse_views",
-    specs=[_view_spec(view) for view in VIEW_DOCS],
+    specs=[_view_spec(view) for view in VIEW_DEPS],
     description="Recreate the SQL views (sql/) in the published DuckDB file and record what "
     "each holds. They read each other, so they are recreated together.",
 )
@@ -462,7 +452,7 @@ def warehouse_views(warehouse: WarehouseResource) -> Iterator[dg.MaterializeResu
     generation = recreate_views(settings)
     version = _digest(views_code_version(), warehouse_version(generation))
     with warehouse.connect() as connection:
-        for view in VIEW_DOCS:
+        for view in VIEW_DEPS:
             extra: dict[str, Any] = {}
             if view == "leaderboard":
                 cursor = connection.execute(LEADERBOARD_PREVIEW_SQL, {"rows": PREVIEW_ROWS})
@@ -507,10 +497,12 @@ OVERVIEW_ROWS_IN_METADATA = 10
 
 
 def report_code_version() -> str:
-    """The report's code is pipelines/report.py (with render.py): a digest of both, so Dagster
-    computes the report's data version from it and the views' (and marks it stale on edits)."""
+    """The report's code is pipelines/report.py (with its what-changed pages and render.py): a
+    digest of them, so Dagster computes the report's data version from it and the views' (and
+    marks the report stale when the code changes)."""
     package = Path(__file__).resolve().parents[1]
-    return "report:" + _digest(*((package / f).read_text() for f in ("report.py", "render.py")))
+    files = ("report.py", "report_changes.py", "render.py")
+    return "report:" + _digest(*((package / name).read_text() for name in files))
 
 
 @dg.asset(
@@ -518,7 +510,12 @@ def report_code_version() -> str:
     code_version=report_code_version(),
     group_name=REPORT_STAGE,
     kinds={"html"},
-    deps=[asset_key(name) for name in ("leaderboard", "run_summary", "rejects")],
+    # the overview and definition pages read these; the what-changed pages, regressions,
+    # record_events and latency_history (pipelines/report_changes.py)
+    deps=[
+        asset_key(name)
+        for name in ("leaderboard", "run_summary", "rejects", "regressions", "record_events")
+    ],
     automation_condition=dg.AutomationCondition.eager(),
     description="The static HTML report of the warehouse (overview and one page per "
     "definition), written into the warehouse's `report/` folder; opens offline "
