@@ -151,9 +151,9 @@ def resolve_source(
         progress=callback,
         retry=hub.RetryPolicy.within(settings.hub_timeout_s),
     )
+    require_complete(snapshot)
     require_dataset(snapshot.root, source)
     rejects = [Reject(r.path, None, "unsafe_path", r.message, None) for r in snapshot.rejected]
-    rejects += [Reject(r.path, None, "fetch_failed", r.message, None) for r in snapshot.failed]
     name, uri = source_identity(source, settings.source_name)
     return ResolvedSource(
         snapshot.root,
@@ -164,6 +164,29 @@ def resolve_source(
         list(snapshot.transferred_files),
         name=name,
         uri=uri,
+    )
+
+
+def require_complete(snapshot: Any) -> None:
+    """Refuse a Hub snapshot that lacks a selected file (``hub.HubSnapshot.failed``).
+
+    A build publishes a complete reading of its source or nothing. Building without the file
+    would drop its runs from the tables (under the shrink guard when it holds fewer than half)
+    and record them in run_history as having left the source, which they did not. Keeping the
+    file's rows from the previous build instead would publish a generation that claims to be
+    the new commit while holding another commit's bytes for that file. So the build stops; the
+    files that did arrive stay in the cache, and the next build fetches only what is missing.
+    """
+    if not snapshot.failed:
+        return
+    first = snapshot.failed[0]
+    others = len(snapshot.failed) - 1
+    more = f" (and {others} more file{'s' if others > 1 else ''})" if others else ""
+    from pipelines.sources.hub import HubError
+
+    raise HubError(
+        f"{snapshot.source_uri}: {first.message}{more}; nothing was published, the warehouse "
+        "is unchanged (files already fetched stay cached for the next build)"
     )
 
 

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines.warehouse import Warehouse, read_table
-from tests.conftest import build, run_cli
+from tests.conftest import build, files_outside, one_error_line, run_cli
 from tests.hub_server import FakeHub, Fault
 from tests.shared_data import GOLDEN_DIR, requires_shared
 
@@ -122,3 +122,50 @@ def test_refresh_transfers_and_reparses_only_what_changed(
         assert rows(warehouse, table) == rows(tmp_path / "scratch", table), table
     history = pq.read_table(Warehouse(warehouse).table_path("source_snapshots")).to_pylist()
     assert [h["resolved_sha"] for h in history] == [first.source.resolved_sha, hub.head()]  # type: ignore[union-attr]
+
+
+def history(warehouse: Path, table: str) -> list[dict]:
+    return read_table(Warehouse(warehouse).require_current(), table).to_pylist()
+
+
+@requires_shared
+def test_a_file_that_cannot_be_fetched_fails_the_build_and_publishes_nothing(
+    hub: FakeHub, tmp_path: Path
+) -> None:
+    """Issue 16: HTTP 500s on one of two changed trace files used to publish the other half of
+    the update, exit 0, and record the missing file's runs in run_history as gone."""
+    warehouse = tmp_path / "w"
+    env = {"HF_ENDPOINT": hub.endpoint, "TRACEHOUSE_HUB_TIMEOUT_S": "2"}
+    first = run_cli("build", "--source", URI, "--warehouse", str(warehouse), env=env)
+    assert first.returncode == 0, first.stderr
+    generation = Warehouse(warehouse).require_current().name
+    appearances = history(warehouse, "run_appearances")
+
+    changed = {}
+    for trace in (
+        "traces/baseline/rmsnorm/fused_add_rmsnorm_h2048.jsonl",
+        "traces/baseline/rmsnorm/rmsnorm_h128.jsonl",
+    ):
+        lines = (GOLDEN_DIR / "dataset" / trace).read_bytes().splitlines(keepends=True)
+        changed[trace] = b"".join(lines[:-1])  # upstream drops the last run of each
+    hub.commit(changed)
+    broken = "traces/baseline/rmsnorm/rmsnorm_h128.jsonl"
+    hub.inject(Fault("status", endpoint="body", pattern=broken, status=500, times=None))
+    outside = files_outside(tmp_path, warehouse)
+    failed = run_cli("build", "--source", URI, "--warehouse", str(warehouse), env=env)
+    line = one_error_line(failed)
+    assert broken in line and "HTTP 500" in line and "nothing was published" in line, line
+    assert files_outside(tmp_path, warehouse) == outside
+    assert Warehouse(warehouse).require_current().name == generation
+    assert len(rows(warehouse, "runs")) == 1490
+    assert history(warehouse, "run_disappearances") == []
+    assert history(warehouse, "run_appearances") == appearances
+
+    hub.clear_faults()
+    hub.reset_counters()
+    repaired = run_cli("build", "--source", URI, "--warehouse", str(warehouse), env=env)
+    assert repaired.returncode == 0, repaired.stderr
+    assert dict(hub.body_transfers) == {broken: 1}  # the other changed file stayed cached
+    assert len(rows(warehouse, "runs")) == 1488
+    gone = history(warehouse, "run_disappearances")
+    assert len(gone) == 2  # exactly the two runs upstream dropped
