@@ -149,7 +149,7 @@ def resolve_source(
         settings.hub_cache_dir,
         include_blobs=settings.include_blobs,
         progress=callback,
-        retry=hub.RetryPolicy.within(settings.hub_timeout_s),
+        retry=hub.RetryPolicy.within(settings.hub_timeout_s, settings.hub_fetch_timeout_s),
     )
     require_complete(snapshot)
     require_dataset(snapshot.root, source)

@@ -89,6 +89,7 @@ HUB_FAILURE_REASONS: dict[str, str] = {
     "etag_mismatch": "the ETag / X-Linked-Etag differs from the oid in the listing (after retrying)",
     "commit_mismatch": "X-Repo-Commit names another commit than the one resolved",
     "http_error": "the Hub answered with a status that is not worth retrying (403, 404, ...)",
+    "bad_redirect": "a redirect to something other than http(s), to an invalid URL, or in a loop",
     "retries_exhausted": "timeouts, resets, 429 or 5xx persisted beyond the retry budget",
     "timeout": "the per-file time budget ran out while the body was arriving",
     "io_error": "the local cache could not be written",

@@ -253,8 +253,16 @@ class Settings:
         # Below the 15 s an offline build may take in all, so process start-up and imports on a
         # loaded machine still fit.
         10.0,
-        "Seconds the Hub may take to answer a revision or listing request, retries included, "
-        "before the build gives up (an offline machine fails within this time).",
+        "Seconds the Hub may take to resolve the revision and list its files (every page, "
+        "retries included) before the build gives up (an offline machine fails within this time).",
+        float,
+        check=_at_least(0.1),
+    )
+    hub_fetch_timeout_s: float = setting(
+        # An hour moves a few GB at ordinary speeds; the FlashInfer-Trace dataset is far smaller.
+        3600.0,
+        "Seconds a whole Hub fetch may take, every file body included, whatever sizes the "
+        "listing announces; a file still arriving then fails the build.",
         float,
         check=_at_least(0.1),
     )

@@ -4,6 +4,10 @@ refreshes transfer and re-parse only what changed upstream."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -169,3 +173,79 @@ def test_a_file_that_cannot_be_fetched_fails_the_build_and_publishes_nothing(
     assert len(rows(warehouse, "runs")) == 1488
     gone = history(warehouse, "run_disappearances")
     assert len(gone) == 2  # exactly the two runs upstream dropped
+
+
+def hostile_build(hub: FakeHub, tmp_path: Path, **env: str) -> tuple[str, float]:
+    """A first build from a misbehaving Hub: the one line it ends with and how long it took,
+    after checking that nothing was published and nothing outside the warehouse changed."""
+    warehouse = tmp_path / "w"
+    outside = files_outside(tmp_path, warehouse)
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", "build", "--source", URI],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            **{k: v for k, v in os.environ.items() if not k.startswith(("TRACEHOUSE_", "HF_"))},
+            "HF_ENDPOINT": hub.endpoint,
+            "TRACEHOUSE_WAREHOUSE": str(warehouse),
+            **env,
+        },
+    )
+    elapsed = time.monotonic() - started
+    line = one_error_line(result)
+    assert Warehouse(warehouse).current_generation() is None
+    assert files_outside(tmp_path, warehouse) == outside
+    return line, elapsed
+
+
+@requires_shared
+def test_a_trickling_revision_answer_ends_with_the_metadata_deadline(
+    hub: FakeHub, tmp_path: Path
+) -> None:
+    # A byte every 0.1 s keeps every read within its timeout: 100 s for the answer before.
+    hub.inject(Fault("slow", endpoint="revision", times=None, pieces=1000, delay_s=0.1))
+    line, elapsed = hostile_build(hub, tmp_path, TRACEHOUSE_HUB_TIMEOUT_S="2")
+    assert "resolve hf://datasets/flashinfer-ai/flashinfer-trace" in line, line
+    assert "still arriving" in line, line
+    assert elapsed < 60, elapsed
+
+
+@requires_shared
+def test_an_endless_listing_is_cut_off(tmp_path: Path) -> None:
+    from pipelines.sources.hub.listing import MAX_LISTING_PAGES
+
+    with FakeHub(endless_pages=True, page_size=5) as hub:
+        hub.commit(FakeHub.read_folder(GOLDEN_DIR / "dataset"))
+        line, _ = hostile_build(hub, tmp_path)
+        pages = sum(1 for r in hub.requests if r.kind == "tree")
+    assert line.startswith("tracehouse build: list flashinfer-ai/flashinfer-trace@"), line
+    assert "pages" in line or "giving up" in line, line
+    assert pages <= MAX_LISTING_PAGES, pages
+
+
+@requires_shared
+def test_a_listed_size_does_not_choose_the_deadline(hub: FakeHub, tmp_path: Path) -> None:
+    """A listing that says 2 GiB gave the body 8,202 s; the whole fetch has one deadline."""
+    trace = "traces/baseline/rmsnorm/rmsnorm_h128.jsonl"
+    content = (GOLDEN_DIR / "dataset" / trace).read_bytes()
+    hub.commit({trace: content + b"\n"}, listing_overrides={trace: {"size": 2 << 30}})
+    hub.inject(Fault("trickle", pattern=trace, times=None, pieces=50, delay_s=0.05))
+    line, elapsed = hostile_build(
+        hub, tmp_path, TRACEHOUSE_HUB_TIMEOUT_S="5", TRACEHOUSE_HUB_FETCH_TIMEOUT_S="4"
+    )
+    assert trace in line and "time ran out" in line, line
+    assert elapsed < 120, elapsed
+
+
+@requires_shared
+@pytest.mark.parametrize("location", ["file:///etc/passwd", ""], ids=["file", "itself"])
+def test_a_redirect_to_a_file_url_or_to_itself_fails_naming_the_file(
+    hub: FakeHub, tmp_path: Path, location: str
+) -> None:
+    trace = "traces/baseline/rmsnorm/rmsnorm_h128.jsonl"
+    hub.inject(Fault("redirect", pattern=trace, times=None, location=location))
+    line, _ = hostile_build(hub, tmp_path)
+    wanted = "UnsupportedProtocol" if location else "TooManyRedirects"
+    assert trace in line and wanted in line and "nothing was published" in line, line

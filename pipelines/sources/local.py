@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipelines.files import read_bounded
 from pipelines.kernelindex import is_commit_sha
 from pipelines.transforms.records import Reject
 
@@ -140,28 +141,39 @@ def require_dataset(root: Path, shown: str) -> None:
     )
 
 
-def git_revision(root: Path) -> str | None:
-    """The commit a git checkout of the dataset (e.g. a clone of the Hub repo) is at."""
-    git = root / ".git"
+# A ref file holds one line; packed-refs one line per branch and tag (a big repository's is a
+# few MB). Anything larger is not git metadata.
+GIT_REF_MAX_BYTES = 4096
+PACKED_REFS_MAX_BYTES = 64 << 20
+
+
+def _git_file(git: Path, name: str, max_bytes: int) -> str | None:
+    """A git metadata file's text: a regular file below ``git`` (a ref naming a path outside it,
+    a FIFO or a device is not read), within ``max_bytes``; else None."""
+    path = git / name
     try:
-        head = (git / "HEAD").read_text().strip()
-    except OSError:
+        if not path.resolve().is_relative_to(git.resolve()):
+            return None
+        return read_bounded(path, max_bytes).decode("utf-8")
+    except (OSError, ValueError):  # unreadable, not regular, too large, not UTF-8
         return None
+
+
+def git_revision(root: Path) -> str | None:
+    """The commit a git checkout of the dataset (e.g. a clone of the Hub repo) is at, or None
+    when its metadata does not say so plainly."""
+    git = root / ".git"
+    head = (_git_file(git, "HEAD", GIT_REF_MAX_BYTES) or "").strip()
     if is_commit_sha(head):
         return head
     if not head.startswith("ref: "):
         return None
     ref = head[5:]
-    try:
-        sha = (git / ref).read_text().strip()
-        return sha if is_commit_sha(sha) else None
-    except OSError:
-        pass
-    try:
-        for line in (git / "packed-refs").read_text().splitlines():
-            parts = line.split(" ")
-            if len(parts) == 2 and parts[1] == ref and is_commit_sha(parts[0]):
-                return parts[0]
-    except OSError:
-        return None
+    sha = (_git_file(git, ref, GIT_REF_MAX_BYTES) or "").strip()
+    if is_commit_sha(sha):
+        return sha
+    for line in (_git_file(git, "packed-refs", PACKED_REFS_MAX_BYTES) or "").splitlines():
+        parts = line.split(" ")
+        if len(parts) == 2 and parts[1] == ref and is_commit_sha(parts[0]):
+            return parts[0]
     return None

@@ -18,6 +18,7 @@ import contextlib
 import datetime as dt
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -168,8 +169,11 @@ def fetch_dataset(
     cache_dir = Path(cache_dir)
     own_client = client is None
     http = client if client is not None else make_client(policy, workers + 1)
+    started = time.monotonic()
     try:
-        sha = resolve(http, base, ref, headers, policy)
+        # The revision and every listing page share one deadline, and the whole fetch another.
+        listed_by = started + policy.deadline_s
+        sha = resolve(http, base, ref, headers, policy, listed_by)
         files, rejected = list_selected(
             http,
             base,
@@ -178,6 +182,7 @@ def fetch_dataset(
             include_blobs=include_blobs,
             headers=headers,
             policy=policy,
+            deadline=listed_by,
         )
         blobs_dir, tmp_dir = cache_dir / "blobs", cache_dir / "tmp"
         root = snapshot_root(cache_dir, sha)
@@ -206,7 +211,17 @@ def fetch_dataset(
         if progress and done_files:
             progress(done_files, total_files, done_bytes, total_bytes)
 
-        job = DownloadJob(http, base, ref.repo_id, sha, headers, policy, blobs_dir, tmp_dir)
+        job = DownloadJob(
+            http,
+            base,
+            ref.repo_id,
+            sha,
+            headers,
+            policy,
+            blobs_dir,
+            tmp_dir,
+            deadline=started + policy.fetch_deadline_s,
+        )
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hub-fetch")
         futures = [pool.submit(download, job, f) for f in pending]
         try:

@@ -27,6 +27,7 @@ import httpx
 
 from pipelines.files import replace_atomically
 from pipelines.sources.hub.client import (
+    PERMANENT_EXCEPTIONS,
     RETRY_EXCEPTIONS,
     RETRY_STATUS,
     RetryPolicy,
@@ -112,6 +113,9 @@ class DownloadJob:
     policy: RetryPolicy
     blobs_dir: Path
     tmp_dir: Path
+    # time.monotonic() by which the whole fetch ends: no body may outlast it, whatever size
+    # the listing gives it.
+    deadline: float = float("inf")
 
 
 @dataclass
@@ -213,6 +217,8 @@ def _stream_once(job: DownloadJob, f: RemoteFile, body: _Body, url: str, deadlin
                     raise _Permanent(
                         "timeout", f"{f.path}: {body.have} of {f.size} bytes when the time ran out"
                     )
+    except PERMANENT_EXCEPTIONS as exc:  # a redirect to file:// or in a loop
+        raise _Permanent("bad_redirect", f"{f.path}: {type(exc).__name__}: {exc}") from None
     except RETRY_EXCEPTIONS as exc:
         raise _Transient(f"{type(exc).__name__}: {exc}") from exc
     if body.have < f.size:
@@ -223,7 +229,7 @@ def download(job: DownloadJob, f: RemoteFile) -> Outcome:
     """Fetch one blob into ``blobs/<oid>``; never raises for problems with this one file."""
     url = f"{job.base}/datasets/{job.repo_id}/resolve/{job.sha}/{quote(f.path)}"
     policy = job.policy
-    deadline = time.monotonic() + policy.body_deadline_s(f.size)
+    deadline = min(job.deadline, time.monotonic() + policy.body_deadline_s(f.size))
     bodies: list[_Body] = []  # the one body, for its byte count whatever happens
 
     def fill(part: Path) -> None:
