@@ -59,6 +59,7 @@ REJECT_REASONS: dict[str, str] = {
     "binary_file": "The file holds binary data, not JSON text.",
     "empty_file": "A .json file with no content.",
     "symlink_outside_source": "A symbolic link that leads outside the source folder (not followed).",
+    "invalid_file_name": "A file or folder name that is not valid UTF-8 (shown with the bytes escaped; not read).",
     "unsafe_path": "A remote file name with `..`, an absolute path, a backslash or a control character.",
 }
 

@@ -154,3 +154,55 @@ def test_a_baselines_file_must_be_a_regular_file(tmp_path: Path, kind: str) -> N
     assert f"baselines file {baselines}: is a pipe, socket or device" in line, line
     assert Warehouse(warehouse).require_current().name == generation
     assert files_outside(tmp_path, warehouse) == outside
+
+
+def rejects_of(warehouse: Path) -> dict[str, tuple[str, str]]:
+    rows = read_table(Warehouse(warehouse).require_current(), "rejects").to_pylist()
+    return {row["file"]: (row["reason"], row["message"]) for row in rows}
+
+
+def test_symbolic_link_loops_cost_only_themselves(tmp_path: Path, plain_runs: int) -> None:
+    """A loop ended the build with `internal error: RuntimeError`."""
+    root = dataset(tmp_path)
+    traces = root / "traces"
+    (traces / "self.jsonl").symlink_to("self.jsonl")
+    (traces / "a.jsonl").symlink_to("b.jsonl")
+    (traces / "b.jsonl").symlink_to("a.jsonl")
+    (traces / "dir_a").symlink_to("dir_b")
+    (traces / "dir_b").symlink_to("dir_a")
+    (root / "workloads").symlink_to("workloads")  # a data folder that is a loop
+    warehouse = tmp_path / "w"
+    outside = files_outside(tmp_path, warehouse)
+    result = tracehouse("build", "--source", str(root), "--warehouse", str(warehouse))
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert run_count(warehouse) == plain_runs
+    found = rejects_of(warehouse)
+    for name in ("traces/self.jsonl", "traces/a.jsonl", "traces/b.jsonl", "workloads"):
+        assert found[name] == (
+            "unreadable_file",
+            "symbolic link: a loop of symbolic links; not followed",
+        ), name
+    assert files_outside(tmp_path, warehouse) == outside
+
+
+def test_a_file_name_that_is_not_utf8_is_a_reject_naming_it(
+    tmp_path: Path, plain_runs: int
+) -> None:
+    """Such a name ended the build with an error naming no file."""
+    root = dataset(tmp_path)
+    folder = next((root / "traces").rglob("part000.jsonl")).parent
+    content = (folder / "part000.jsonl").read_bytes()
+    os.mkdir(os.fsencode(folder) + b"/bad\xffdir")
+    (Path(os.fsdecode(os.fsencode(folder) + b"/bad\xffdir")) / "x.jsonl").write_bytes(content)
+    with open(os.fsencode(folder) + b"/bad\xfe.jsonl", "wb") as handle:
+        handle.write(content)
+    with open(os.fsencode(root) + b"/root\xfe.jsonl", "wb") as handle:
+        handle.write(content)
+    warehouse = tmp_path / "w"
+    result = tracehouse("build", "--source", str(root), "--warehouse", str(warehouse))
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert run_count(warehouse) == plain_runs  # the rest imported, the badly named not read
+    found = rejects_of(warehouse)
+    rel = folder.relative_to(root).as_posix()
+    for name in (f"{rel}/bad\\xfe.jsonl", f"{rel}/bad\\xffdir", "root\\xfe.jsonl"):
+        assert found[name][0] == "invalid_file_name", (name, found)

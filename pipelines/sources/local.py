@@ -9,6 +9,7 @@ they stay inside the folder.
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,10 +69,18 @@ def discover(root: Path) -> tuple[list[SourceFile], list[Reject]]:
             return
         for entry in entries:
             rel = f"{rel_folder}/{entry.name}" if rel_folder else entry.name
+            if not _valid_name(entry.name):
+                rejects.append(_bad_name(rel))
+                continue
             path = Path(entry.path)
             data_like = entry.name.endswith((".json", ".jsonl"))
             if entry.is_symlink():
-                target = path.resolve()
+                try:
+                    target = path.resolve(strict=True)
+                except (OSError, RuntimeError) as error:  # a loop, or a link to nothing
+                    if data_like:
+                        rejects.append(_broken_link(rel, error))
+                    continue
                 if not target.is_relative_to(root):
                     if data_like or target.is_dir():
                         rejects.append(
@@ -100,7 +109,14 @@ def discover(root: Path) -> tuple[list[SourceFile], list[Reject]]:
 
     for name in DATA_FOLDERS:
         folder = root / name
-        if folder.is_symlink() and not folder.resolve().is_relative_to(root):
+        inside = True
+        if folder.is_symlink():
+            try:
+                inside = folder.resolve(strict=True).is_relative_to(root)
+            except (OSError, RuntimeError) as error:
+                rejects.append(_broken_link(name, error))
+                continue
+        if not inside:
             rejects.append(
                 Reject(
                     name,
@@ -113,10 +129,42 @@ def discover(root: Path) -> tuple[list[SourceFile], list[Reject]]:
         elif folder.is_dir():
             walk(folder, name)
     for entry in sorted(os.scandir(root), key=lambda e: e.name):
-        if entry.name.endswith(".jsonl") and entry.is_file(follow_symlinks=False):
+        if not entry.name.endswith(".jsonl") or not entry.is_file(follow_symlinks=False):
+            continue
+        if _valid_name(entry.name):
             add_file(Path(entry.path), entry.name)
+        else:
+            rejects.append(_bad_name(entry.name))
     files.sort(key=lambda f: f.rel)
     return files, rejects
+
+
+def _valid_name(name: str) -> bool:
+    """A name the warehouse can store: os.scandir hands undecodable bytes over as surrogates,
+    which no UTF-8 column (rejects.file, runs.file) can hold."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_name(rel: str) -> str:
+    """``rel`` with the bytes that are not UTF-8 written as ``\\xNN``."""
+    return os.fsencode(rel).decode("utf-8", "backslashreplace")
+
+
+def _bad_name(rel: str) -> Reject:
+    return Reject(
+        shown_name(rel), None, "invalid_file_name", "the name is not valid UTF-8; not read", None
+    )
+
+
+def _broken_link(rel: str, error: BaseException) -> Reject:
+    why = "a loop of symbolic links" if isinstance(error, RuntimeError) else "leads nowhere"
+    if isinstance(error, OSError) and error.errno == errno.ELOOP:
+        why = "a loop of symbolic links"
+    return Reject(shown_name(rel), None, "unreadable_file", f"symbolic link: {why}; not followed", None)
 
 
 class NotADataset(ValueError):
