@@ -164,7 +164,9 @@ def _broken_link(rel: str, error: BaseException) -> Reject:
     why = "a loop of symbolic links" if isinstance(error, RuntimeError) else "leads nowhere"
     if isinstance(error, OSError) and error.errno == errno.ELOOP:
         why = "a loop of symbolic links"
-    return Reject(shown_name(rel), None, "unreadable_file", f"symbolic link: {why}; not followed", None)
+    return Reject(
+        shown_name(rel), None, "unreadable_file", f"symbolic link: {why}; not followed", None
+    )
 
 
 class NotADataset(ValueError):
