@@ -658,19 +658,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
-_reported: list[int] = []  # the exit code, once the interrupt line is printed
-
-
 def _report_interrupt(signum: int) -> int:
     interrupts.stop_listening()
-    if not _reported:
-        generation = interrupts.published()
-        if generation is None:
-            print(interrupts.UNCHANGED, file=sys.stderr)
-        else:
-            print(interrupts.published_line(generation), file=sys.stderr)
-        _reported.append(interrupts.exit_code(signum))
-    return _reported[0]
+    return interrupts.report(signum)  # once, even if the watchdog is ending the process too
 
 
 def main(argv: Sequence[str] | None = None) -> int:
