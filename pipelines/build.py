@@ -9,8 +9,10 @@ exactly the tables of a from-scratch one.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 import pickle
 import time
 from collections import Counter
@@ -277,6 +279,10 @@ def build_warehouse(
     source = source or settings.source
     if source is None:
         raise SettingsError(NO_SOURCE)
+    if source.startswith("hf://"):  # a bad HF_ENDPOINT is refused before anything is written
+        from pipelines.sources import hub
+
+        hub.hub_endpoint()
     if settings.baselines_file is not None:  # a bad map is an error even when nothing changed
         from pipelines.transforms.context import read_baseline_map
 
@@ -310,12 +316,33 @@ def build_warehouse(
                 )
                 result.published = published.summary_line(settings)
             return result
-        except BaseException:
+        except BaseException as error:
             # An interrupt or a refusal: drop the unfinished generation and temporary files
             # now (the published one is untouched), unless this build's switch happened.
             if interrupts.published() == published_before:
                 warehouse.remove_stale_generations()
+            full = _device_full(error, warehouse.root)
+            if full is not None:
+                raise full from None
             raise
+
+
+def _device_full(error: BaseException, warehouse: Path) -> OSError | None:
+    """A full disk as one line naming the warehouse: Parquet and DuckDB writers report
+    ENOSPC without the file they were writing (`[Errno 28] Error writing bytes to file`)."""
+    errno_full = (errno.ENOSPC, errno.EDQUOT)
+    if isinstance(error, OSError) and error.errno in errno_full and error.filename is None:
+        code = error.errno
+    elif "No space left on device" in str(error) and not isinstance(error, OSError):
+        code = errno.ENOSPC  # DuckDB's IOException
+    else:
+        return None
+    return OSError(
+        code,
+        f"{os.strerror(code)} while writing the warehouse (nothing was published; free space "
+        "on its device or build elsewhere)",
+        str(warehouse),
+    )
 
 
 def _build_locked(

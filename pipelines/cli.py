@@ -627,10 +627,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# More rows than any table holds; a larger number is a typo (and overflows DuckDB's LIMIT).
+MAX_LIMIT = 10**12
+
+
 def _non_negative_int(text: str) -> int:
     value = int(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    if value > MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_LIMIT:,} (0 for all), got {value}")
     return value
 
 

@@ -36,6 +36,19 @@ def _at_least(minimum: float) -> Check:
     return lambda value: None if value >= minimum else f"must be >= {minimum:g}, got {value:g}"
 
 
+def _between(minimum: int, maximum: int) -> Check:
+    return lambda value: (
+        None
+        if minimum <= value <= maximum
+        else f"must be between {minimum} and {maximum}, got {value}"
+    )
+
+
+# Parser processes, and DuckDB threads while finalizing: beyond this a machine gains nothing
+# and DuckDB refuses thread counts in the thousands.
+MAX_WORKERS = 64
+
+
 def _finite_at_least_zero(value: float) -> str | None:
     return None if 0 <= value < float("inf") else f"must be a finite number >= 0, got {value:g}"
 
@@ -224,10 +237,10 @@ class Settings:
     )
     workers: int = setting(
         None,
-        "Worker processes that parse trace files (default: cores, at most 8).",
+        f"Worker processes that parse trace files, 1 to {MAX_WORKERS} (default: cores, at most 8).",
         int,
         flag="--workers",
-        check=_at_least(1),
+        check=_between(1, MAX_WORKERS),
         default_factory=_default_workers,
     )
     lock_timeout_s: float = setting(
@@ -428,6 +441,8 @@ def load_settings(
                 where["object_store"] = where["warehouse"] = f"{label} {value}"
                 continue
         if kind is Path and isinstance(value, str):
+            if not value.strip():  # Path("") is the current folder: never a guess of ours
+                raise SettingsError(f"{label} {value!r}: must not be empty")
             value = Path(value)
         values[name] = value
         where[name] = f"{label} {value}"

@@ -27,6 +27,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -48,6 +49,8 @@ DUCKDB_SPILL_DIR = "duckdb_tmp"  # finalize's DuckDB temp_directory, below cache
 # one before, and `tracehouse rollback` targets. The setting is keep_generations.
 KEEP_GENERATIONS: int = Settings.keep_generations
 COMPLETE_MARKER = ".complete"
+# files.temporary_sibling's names: `.<name>.<pid>.tmp`.
+_TEMPORARY_NAME = re.compile(r"\..+\.[0-9]+\.tmp")
 
 
 class WarehouseBusy(RuntimeError):
@@ -193,10 +196,12 @@ class Warehouse:
         # Every file a build writes is first written as `.<name>.<pid>.tmp` and then renamed;
         # a build killed in between leaves the temporary file (e.g. cache/.context.pickle.<pid>.tmp),
         # and DuckDB leaves its spill files in cache/duckdb_tmp.
+        # Only names of that form: the folder may be one the user also keeps other files in.
         for folder in (self.root, self.cache, self.staging):
             for leftover in folder.glob(".*.tmp"):
-                with contextlib.suppress(OSError):
-                    leftover.unlink()
+                if _TEMPORARY_NAME.fullmatch(leftover.name):
+                    with contextlib.suppress(OSError):
+                        leftover.unlink()
         shutil.rmtree(self.cache / DUCKDB_SPILL_DIR, ignore_errors=True)
 
     @contextlib.contextmanager

@@ -206,3 +206,37 @@ def test_a_file_name_that_is_not_utf8_is_a_reject_naming_it(
     rel = folder.relative_to(root).as_posix()
     for name in (f"{rel}/bad\\xfe.jsonl", f"{rel}/bad\\xffdir", "root\\xfe.jsonl"):
         assert found[name][0] == "invalid_file_name", (name, found)
+
+
+def test_an_empty_warehouse_argument_touches_nothing(tmp_path: Path) -> None:
+    """`--warehouse ''` built in the current folder, and its tidy-up deleted `.*.tmp` there."""
+    root = dataset(tmp_path)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    (cwd / ".notes.tmp").write_text("mine\n")
+    (cwd / ".draft.1234.tmp").write_text("mine too\n")
+    outside = files_outside(tmp_path)
+    result = tracehouse("build", "--source", str(root), "--warehouse", "", cwd=cwd)
+    assert "--warehouse '': must not be empty" in one_error_line(result)
+    assert files_outside(tmp_path) == outside
+
+
+def test_a_full_device_is_one_line_naming_the_warehouse(tmp_path: Path) -> None:
+    """ENOSPC came out as `[Errno 28] Error writing bytes to file`, naming no path."""
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(small)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip("a small file system needs mount (root): " + mounted.stderr.decode().strip())
+    try:
+        root = tmp_path / "dataset"
+        write_plain_dataset(root, "A", files=12, lines=2000)  # about 15 MB of traces
+        warehouse = small / "w"
+        result = tracehouse("build", "--source", str(root), "--warehouse", str(warehouse))
+        line = one_error_line(result)
+        assert "No space left on device" in line and str(warehouse) in line, line
+        assert Warehouse(warehouse).current_generation() is None
+    finally:
+        subprocess.run(["umount", str(small)], check=True)

@@ -249,3 +249,41 @@ def test_a_redirect_to_a_file_url_or_to_itself_fails_naming_the_file(
     line, _ = hostile_build(hub, tmp_path)
     wanted = "UnsupportedProtocol" if location else "TooManyRedirects"
     assert trace in line and wanted in line and "nothing was published" in line, line
+
+
+@requires_shared
+def test_a_killed_download_leaves_no_part_files_after_the_next_build(
+    hub: FakeHub, tmp_path: Path
+) -> None:
+    """`.part` files of a SIGKILLed fetch used to stay in the cache for ever."""
+    warehouse = tmp_path / "w"
+    tmp_dir = warehouse / "cache" / "hub" / "tmp"
+    hub.inject(Fault("slow", pattern="traces/*", times=None, pieces=200, delay_s=0.5))
+    environment = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("TRACEHOUSE_", "HF_"))},
+        "HF_ENDPOINT": hub.endpoint,
+    }
+    command = [sys.executable, "-m", "pipelines.cli", "build", "--source", URI]
+    killed = subprocess.Popen(
+        [*command, "--warehouse", str(warehouse)],
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(1200):  # until a body is being written
+            if tmp_dir.is_dir() and any(tmp_dir.glob("*.part")):
+                break
+            time.sleep(0.05)
+        assert any(tmp_dir.glob("*.part")), "no download started"
+    finally:
+        killed.kill()
+        killed.wait()
+    assert any(tmp_dir.glob("*.part"))  # what a killed fetch leaves
+    hub.clear_faults()
+    again = run_cli(
+        "build", "--source", URI, "--warehouse", str(warehouse), env={"HF_ENDPOINT": hub.endpoint}
+    )
+    assert again.returncode == 0, again.stderr
+    assert list(tmp_dir.iterdir()) == []
+    assert len(rows(warehouse, "runs")) == 1490

@@ -19,7 +19,6 @@ import datetime as dt
 import os
 import shutil
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -41,7 +40,13 @@ from pipelines.sources.hub.client import (
     hub_token,
     make_client,
 )
-from pipelines.sources.hub.download import DownloadJob, blob_is_valid, download
+from pipelines.sources.hub.download import (
+    DownloadJob,
+    blob_is_valid,
+    download,
+    sweep,
+    temporary_in,
+)
 from pipelines.sources.hub.listing import (
     FailedRemoteFile,
     RejectedRemoteFile,
@@ -119,7 +124,7 @@ def _link_or_copy(blob: Path, dest: Path, tmp_dir: Path) -> None:
         except OSError:
             shutil.copyfile(blob, temporary)
 
-    replace_atomically(dest, link, temporary=tmp_dir / f"link.{uuid.uuid4().hex}")
+    replace_atomically(dest, link, temporary=temporary_in(tmp_dir, "link"))
 
 
 def _prune(root: Path, keep: set[str]) -> None:
@@ -188,6 +193,7 @@ def fetch_dataset(
         root = snapshot_root(cache_dir, sha)
         for folder in (blobs_dir, tmp_dir, root, cache_dir / "manifests"):
             folder.mkdir(parents=True, exist_ok=True)
+        sweep(tmp_dir)  # what a killed fetch left: its bodies are fetched again anyway
 
         by_oid: dict[str, list[RemoteFile]] = {}
         for f in files:
@@ -298,5 +304,5 @@ def _write_manifest(snapshot: HubSnapshot, files: list[RemoteFile], tmp_dir: Pat
     replace_atomically(
         snapshot.manifest_path,
         lambda temporary: temporary.write_bytes(text),
-        temporary=tmp_dir / f"manifest.{uuid.uuid4().hex}",
+        temporary=temporary_in(tmp_dir, "manifest"),
     )
