@@ -32,6 +32,16 @@ def _default_workers() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
+def _default_query_memory_mb() -> int:
+    """A quarter of the machine's memory, at most 4 GiB: a runaway query stops long before the
+    machine swaps (DuckDB's own default is 80 %)."""
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        total = 4 << 30
+    return max(256, min(4096, total // 4 >> 20))
+
+
 def _at_least(minimum: float) -> Check:
     return lambda value: None if value >= minimum else f"must be >= {minimum:g}, got {value:g}"
 
@@ -276,6 +286,21 @@ class Settings:
         3600.0,
         "Seconds a whole Hub fetch may take, every file body included, whatever sizes the "
         "listing announces; a file still arriving then fails the build.",
+        float,
+        check=_at_least(0.1),
+    )
+    query_memory_mb: int = setting(
+        None,
+        "Memory a query may use, in MiB, before DuckDB spills to <warehouse>/cache/ or stops it "
+        "(default: a quarter of the machine's memory, at most 4096).",
+        int,
+        check=_at_least(64),
+        default_factory=_default_query_memory_mb,
+    )
+    query_timeout_s: float = setting(
+        300.0,
+        "Seconds a `tracehouse query` statement may run (all its rows written) before it is "
+        "stopped with one line.",
         float,
         check=_at_least(0.1),
     )

@@ -131,6 +131,7 @@ class Warehouse:
             symlink_atomically(self.current, os.path.relpath(generation, self.root))
             interrupts.note_published(generation.name)
             _fsync_dir(self.root)
+        (self.cache / QUERY_SPILL_DIR).mkdir(parents=True, exist_ok=True)  # readers spill here
         if not self.duckdb_path.is_symlink():
             with contextlib.suppress(FileNotFoundError):
                 self.duckdb_path.unlink()
@@ -461,20 +462,41 @@ def sql_literal(path: Path | str) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
-def connect_read_only(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
+QUERY_SPILL_DIR = "query_tmp"  # below cache/: one folder per connection
+
+
+def query_spill_dir(warehouse: Warehouse) -> Path:
+    """A folder for one connection's spill files: under ``cache/``, never inside a published
+    generation (DuckDB's default for a database file is a folder beside it). DuckDB creates it
+    when it first spills and removes it on close."""
+    import uuid
+
+    parent = warehouse.cache / QUERY_SPILL_DIR
+    with contextlib.suppress(OSError):  # a reader without write access spills nowhere
+        parent.mkdir(parents=True, exist_ok=True)
+    return parent / f"{os.getpid()}-{uuid.uuid4().hex}"
+
+
+def connect_read_only(
+    warehouse: Warehouse, *, memory_limit_mb: int | None = None
+) -> duckdb.DuckDBPyConnection:
     """A read-only connection to the current generation's DuckDB file.
 
     External access stays limited to the generation's own Parquet files, and the configuration
-    is locked, so a query can neither write, nor read or write other files.
+    is locked, so a query can neither write, nor read or write other files (nor lift its
+    memory limit). What does not fit in ``memory_limit_mb`` spills to ``query_spill_dir``.
     """
     import duckdb
 
     generation = warehouse.require_current()
-    connection = duckdb.connect(
-        str(generation / DUCKDB_FILE),
-        read_only=True,
-        config={"autoinstall_known_extensions": False, "autoload_known_extensions": False},
-    )
+    config: dict[str, str | bool] = {
+        "autoinstall_known_extensions": False,
+        "autoload_known_extensions": False,
+        "temp_directory": str(query_spill_dir(warehouse)),
+    }
+    if memory_limit_mb is not None:
+        config["memory_limit"] = f"{memory_limit_mb}MiB"
+    connection = duckdb.connect(str(generation / DUCKDB_FILE), read_only=True, config=config)
     interrupts.watch_connection(connection)  # Ctrl-C cancels a long query
     # Temporary views over this folder's files shadow the stored ones, whose absolute paths
     # would break once the warehouse folder is moved or restored elsewhere.
