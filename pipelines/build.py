@@ -93,12 +93,16 @@ class BuildResult:
     checks: dict[str, invariants.Outcome] = field(default_factory=dict)
     # What was committed to the Iceberg catalog (pipelines.publish.iceberg), when there is one.
     published: str | None = None
+    # Why the build did not build on the current generation (Warehouse.base_generation).
+    repaired: str | None = None
 
     def summary_lines(self) -> list[str]:
         if self.up_to_date:
             lines = [f"warehouse {self.warehouse} is up to date ({self.seconds:.2f} s)"]
             return lines + ([self.published] if self.published else [])
         lines = [f"built {self.warehouse} in {self.seconds:.2f} s (generation {self.generation})"]
+        if self.repaired:
+            lines.append(f"  repaired: {self.repaired}; rebuilt from the source")
         lines.append(
             f"  files parsed {self.files_parsed}, reused {self.files_reused}, records read {self.records_read}"
         )
@@ -356,7 +360,9 @@ def _build_locked(
     parse: ParseFn,
 ) -> BuildResult:
     resolved = resolve_source(source, settings, progress)
-    current = warehouse.current_generation()
+    current, repair = warehouse.base_generation()
+    if repair is not None:
+        discard_reusable_cache(warehouse)  # a damaged part may be shared with the cache
     held = (
         {s.source: s for s in generation_sources(current)}
         if current is not None and holds_sources(current)
@@ -396,7 +402,7 @@ def _build_locked(
             generation=current.name if current is not None else None,
         )
     guard = _publish_guard(settings, current, require_fact_rows)
-    return _full_build(
+    result = _full_build(
         settings,
         warehouse,
         resolved,
@@ -409,6 +415,21 @@ def _build_locked(
         parse,
         guard,
     )
+    result.repaired = repair
+    return result
+
+
+def discard_reusable_cache(warehouse: Warehouse) -> None:
+    """Forget every part and parse result the cache holds, so a repair re-reads the source
+    instead of reusing a file that may be the damaged one (parts are hard links: the
+    generations that link them keep theirs)."""
+    import shutil
+
+    warehouse.manifest_path.unlink(missing_ok=True)
+    for folder in (warehouse.staging, warehouse.parts):
+        shutil.rmtree(folder, ignore_errors=True)
+    for pickle_file in warehouse.cache.glob("context-*.pickle"):
+        pickle_file.unlink(missing_ok=True)
 
 
 def table_counts(generation: Path) -> dict[str, int]:

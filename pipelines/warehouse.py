@@ -61,6 +61,16 @@ class WarehouseMissing(FileNotFoundError):
     """No completed build exists in the folder."""
 
 
+class WarehouseDamaged(WarehouseMissing):
+    """A file of the current generation is missing, has another size than when it was
+    published, or cannot be read: no answer from it can be trusted until a build repairs it."""
+
+
+# Every file of a generation with its size, written when it is published: what readers and
+# builds check the generation against (a deleted part used to shorten query answers silently).
+FILES_LIST = "files.json"
+
+
 @dataclass(frozen=True)
 class Warehouse:
     root: Path
@@ -105,12 +115,38 @@ class Warehouse:
         return folder if (folder / DUCKDB_FILE).exists() else None
 
     def require_current(self) -> Path:
+        """The current generation, checked against the files it was published with."""
         folder = self.current_generation()
         if folder is None:
             raise WarehouseMissing(
                 f"no warehouse at {self.root}: run `tracehouse build --warehouse {self.root}` first"
             )
+        problem = generation_damage(folder)
+        if problem is not None:
+            raise WarehouseDamaged(
+                f"the current generation of {self.root} is damaged: {problem}; "
+                f"`tracehouse build --warehouse {self.root}` repairs it from the source"
+            )
         return folder
+
+    def base_generation(self) -> tuple[Path | None, str | None]:
+        """What a build builds on: the current generation when it is intact, else the newest
+        intact completed one (a damaged generation or a lost ``current`` link must neither be
+        built on nor turn the next build into a first one without the shrink guard). Returns
+        it and, when it is not the current generation, the one line saying why."""
+        current = self.current_generation()
+        problem = generation_damage(current) if current is not None else None
+        if current is not None and problem is None:
+            return current, None
+        if current is None and not self.current.is_symlink() and not self.current.exists():
+            problem = f"{self.current}: missing"
+        elif current is None:
+            problem = f"{self.current}: does not lead to a complete generation"
+        intact = [g for g in self.completed_generations() if g != current]
+        for generation in reversed(intact):
+            if generation_damage(generation) is None:
+                return generation, f"{problem}; built on generation {generation.name}"
+        return None, problem if self.completed_generations() else None
 
     def table_path(self, table: str) -> Path:
         return self.require_current() / f"{table}.parquet"
@@ -126,6 +162,7 @@ class Warehouse:
 
     def publish(self, generation: Path) -> None:
         """Make ``generation`` the current state in one atomic rename, then tidy up."""
+        record_generation_files(generation)
         _fsync_tree(generation)
         with interrupts.deferred():  # Ctrl-C now would leave the user guessing: finish first
             symlink_atomically(self.current, os.path.relpath(generation, self.root))
@@ -245,6 +282,53 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def record_generation_files(generation: Path) -> None:
+    """Write ``FILES_LIST``: every regular file below ``generation`` and its size."""
+    import json
+
+    files: dict[str, int] = {}
+    for dirpath, _, filenames in os.walk(generation):
+        for name in filenames:
+            path = Path(dirpath) / name
+            rel = path.relative_to(generation).as_posix()
+            if rel != FILES_LIST and not path.is_symlink():
+                files[rel] = path.stat().st_size
+    text = json.dumps(dict(sorted(files.items())), indent=0) + "\n"
+    (generation / FILES_LIST).write_text(text)
+
+
+def generation_damage(generation: Path) -> str | None:
+    """The first problem found in ``generation``, naming the file, or None: a file of
+    ``FILES_LIST`` missing or of another size (a truncated DuckDB file or part), the list
+    itself or ``sources.json`` unreadable. Generations published before the list existed are
+    checked for their sources only."""
+    import json
+
+    listing = generation / FILES_LIST
+    try:
+        recorded = json.loads(listing.read_bytes())
+        if not isinstance(recorded, dict):
+            raise ValueError("not an object")
+    except FileNotFoundError:
+        recorded = {}
+    except (OSError, ValueError) as error:
+        return f"{listing}: unreadable ({error})"
+    for rel, size in recorded.items():
+        path = generation / rel
+        try:
+            found = path.stat().st_size
+        except OSError:
+            return f"{path}: missing"
+        if found != size:
+            return f"{path}: {found:,} bytes, {size:,} when it was published"
+    if (generation / SOURCES_FILE).exists():
+        try:
+            generation_sources(generation)
+        except ValueError as error:
+            return str(error)
+    return None
+
+
 def _fsync_tree(folder: Path) -> None:
     for path in folder.iterdir():
         if path.is_file():
@@ -328,14 +412,18 @@ def generation_sources(generation: Path) -> list[GenerationSource]:
     """The sources of a generation, by name."""
     import json
 
+    path = generation / SOURCES_FILE
     try:
-        entries = json.loads((generation / SOURCES_FILE).read_text())
+        entries = json.loads(path.read_bytes())
+        found = [GenerationSource.from_json(e) for e in entries]
     except FileNotFoundError:
         raise WarehouseMissing(
             f"{generation} was built by an older tracehouse (no {SOURCES_FILE}); rebuild it "
             "with `tracehouse build`"
         ) from None
-    return sorted((GenerationSource.from_json(e) for e in entries), key=lambda s: s.source)
+    except (ValueError, TypeError, KeyError, AttributeError, OSError) as error:
+        raise ValueError(f"{path}: not a list of sources ({type(error).__name__})") from None
+    return sorted(found, key=lambda s: s.source)
 
 
 def holds_sources(generation: Path) -> bool:
