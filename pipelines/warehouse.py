@@ -583,7 +583,7 @@ def connect_read_only(
     import duckdb
 
     generation = warehouse.require_current()
-    config: dict[str, str | bool] = {
+    config: dict[str, str | bool | int | float | list[str]] = {
         "autoinstall_known_extensions": False,
         "autoload_known_extensions": False,
         "temp_directory": str(query_spill_dir(warehouse)),
