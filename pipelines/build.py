@@ -362,6 +362,7 @@ def _build_locked(
     resolved = resolve_source(source, settings, progress)
     current, repair = warehouse.base_generation()
     if repair is not None:
+        _refuse_losing_other_sources(warehouse, resolved.name, repair, current)
         discard_reusable_cache(warehouse)  # a damaged part may be shared with the cache
     held = (
         {s.source: s for s in generation_sources(current)}
@@ -417,6 +418,34 @@ def _build_locked(
     )
     result.repaired = repair
     return result
+
+
+def _refuse_losing_other_sources(
+    warehouse: Warehouse, name: str, problem: str, base: Path | None
+) -> None:
+    """A repair rebuilds this source on ``base`` (an older intact generation, or nothing):
+    refuse it when the damaged generation holds other sources that ``base`` lacks, whose rows
+    it would silently drop."""
+    damaged = warehouse.current_generation()
+    if damaged is None or damaged == base:
+        return
+    held: set[str] = set()
+    try:
+        held.update(s.source for s in generation_sources(damaged))
+    except (ValueError, OSError):  # the list itself is damaged: the build manifest knows too
+        held.update(read_manifest(warehouse.manifest_path).sources)
+    kept = (
+        {s.source for s in generation_sources(base)}
+        if base is not None and holds_sources(base)
+        else set()
+    )
+    others = sorted(held - kept - {name})
+    if others:
+        raise SettingsError(
+            f"{problem}; the damaged generation also holds {', '.join(map(repr, others))}, "
+            f"which no intact generation has and a build of {name!r} cannot re-read: build "
+            "into a new warehouse, or restore the file"
+        )
 
 
 def discard_reusable_cache(warehouse: Warehouse) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.warehouse import Warehouse
+from pipelines.warehouse import Warehouse, source_key
 from tests.conftest import files_outside, one_error_line
 from tests.hostile_corpus import write_plain_dataset
 
@@ -139,3 +139,35 @@ def test_a_lost_current_link_keeps_the_shrink_guard(built: tuple[Path, Path, int
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert f"repaired: {warehouse / 'current'}: missing" in rebuilt.stdout, rebuilt.stdout
     assert run_count(warehouse) == runs
+
+
+def test_a_repair_never_drops_another_source_silently(tmp_path: Path) -> None:
+    """With a damaged part of source B, rebuilding A on the last intact generation (which
+    predates B) would publish a warehouse without B: refused in one line; building B repairs."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    write_plain_dataset(first, "A", files=2, lines=10)
+    write_plain_dataset(second, "B", files=2, lines=10)
+    warehouse = tmp_path / "w"
+    for folder, name in ((first, "A"), (second, "B")):
+        result = tracehouse(
+            "build", "--source", str(folder), "--source-name", name, "--warehouse", str(warehouse)
+        )
+        assert result.returncode == 0, result.stderr
+    both = run_count(warehouse)
+    current = Warehouse(warehouse).require_current()
+    part = sorted((current / "runs.parquet" / source_key("B")).rglob("*.parquet"))[0]
+    part.unlink()
+
+    refused = tracehouse(
+        "build", "--source", str(first), "--source-name", "A", "--warehouse", str(warehouse)
+    )
+    line = one_error_line(refused)
+    assert str(part) in line and "'B'" in line and "cannot re-read" in line, line
+    assert Warehouse(warehouse).current_generation() == current  # nothing was published
+
+    repaired = tracehouse(
+        "build", "--source", str(second), "--source-name", "B", "--warehouse", str(warehouse)
+    )
+    assert repaired.returncode == 0, repaired.stderr
+    assert "repaired:" in repaired.stdout and str(part) in repaired.stdout
+    assert run_count(warehouse) == both
