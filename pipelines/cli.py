@@ -643,10 +643,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# More rows than any table holds; a larger number is a typo (and overflows DuckDB's LIMIT).
+MAX_LIMIT = 10**12
+
+
 def _non_negative_int(text: str) -> int:
     value = int(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    if value > MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_LIMIT:,} (0 for all), got {value}")
     return value
 
 
@@ -674,19 +680,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
-_reported: list[int] = []  # the exit code, once the interrupt line is printed
-
-
 def _report_interrupt(signum: int) -> int:
     interrupts.stop_listening()
-    if not _reported:
-        generation = interrupts.published()
-        if generation is None:
-            print(interrupts.UNCHANGED, file=sys.stderr)
-        else:
-            print(interrupts.published_line(generation), file=sys.stderr)
-        _reported.append(interrupts.exit_code(signum))
-    return _reported[0]
+    return interrupts.report(signum)  # once, even if the watchdog is ending the process too
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -27,6 +27,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -48,6 +49,8 @@ DUCKDB_SPILL_DIR = "duckdb_tmp"  # finalize's DuckDB temp_directory, below cache
 # one before, and `tracehouse rollback` targets. The setting is keep_generations.
 KEEP_GENERATIONS: int = Settings.keep_generations
 COMPLETE_MARKER = ".complete"
+# files.temporary_sibling's names: `.<name>.<pid>.tmp`.
+_TEMPORARY_NAME = re.compile(r"\..+\.[0-9]+\.tmp")
 
 
 class WarehouseBusy(RuntimeError):
@@ -56,6 +59,16 @@ class WarehouseBusy(RuntimeError):
 
 class WarehouseMissing(FileNotFoundError):
     """No completed build exists in the folder."""
+
+
+class WarehouseDamaged(WarehouseMissing):
+    """A file of the current generation is missing, has another size than when it was
+    published, or cannot be read: no answer from it can be trusted until a build repairs it."""
+
+
+# Every file of a generation with its size, written when it is published: what readers and
+# builds check the generation against (a deleted part used to shorten query answers silently).
+FILES_LIST = "files.json"
 
 
 @dataclass(frozen=True)
@@ -102,12 +115,38 @@ class Warehouse:
         return folder if (folder / DUCKDB_FILE).exists() else None
 
     def require_current(self) -> Path:
+        """The current generation, checked against the files it was published with."""
         folder = self.current_generation()
         if folder is None:
             raise WarehouseMissing(
                 f"no warehouse at {self.root}: run `tracehouse build --warehouse {self.root}` first"
             )
+        problem = generation_damage(folder)
+        if problem is not None:
+            raise WarehouseDamaged(
+                f"the current generation of {self.root} is damaged: {problem}; "
+                f"`tracehouse build --warehouse {self.root}` repairs it from the source"
+            )
         return folder
+
+    def base_generation(self) -> tuple[Path | None, str | None]:
+        """What a build builds on: the current generation when it is intact, else the newest
+        intact completed one (a damaged generation or a lost ``current`` link must neither be
+        built on nor turn the next build into a first one without the shrink guard). Returns
+        it and, when it is not the current generation, the one line saying why."""
+        current = self.current_generation()
+        problem = generation_damage(current) if current is not None else None
+        if current is not None and problem is None:
+            return current, None
+        if current is None and not self.current.is_symlink() and not self.current.exists():
+            problem = f"{self.current}: missing"
+        elif current is None:
+            problem = f"{self.current}: does not lead to a complete generation"
+        intact = [g for g in self.completed_generations() if g != current]
+        for generation in reversed(intact):
+            if generation_damage(generation) is None:
+                return generation, f"{problem}; built on generation {generation.name}"
+        return None, problem if self.completed_generations() else None
 
     def table_path(self, table: str) -> Path:
         return self.require_current() / f"{table}.parquet"
@@ -123,11 +162,13 @@ class Warehouse:
 
     def publish(self, generation: Path) -> None:
         """Make ``generation`` the current state in one atomic rename, then tidy up."""
+        record_generation_files(generation)
         _fsync_tree(generation)
         with interrupts.deferred():  # Ctrl-C now would leave the user guessing: finish first
             symlink_atomically(self.current, os.path.relpath(generation, self.root))
             interrupts.note_published(generation.name)
             _fsync_dir(self.root)
+        (self.cache / QUERY_SPILL_DIR).mkdir(parents=True, exist_ok=True)  # readers spill here
         if not self.duckdb_path.is_symlink():
             with contextlib.suppress(FileNotFoundError):
                 self.duckdb_path.unlink()
@@ -193,10 +234,12 @@ class Warehouse:
         # Every file a build writes is first written as `.<name>.<pid>.tmp` and then renamed;
         # a build killed in between leaves the temporary file (e.g. cache/.context.pickle.<pid>.tmp),
         # and DuckDB leaves its spill files in cache/duckdb_tmp.
+        # Only names of that form: the folder may be one the user also keeps other files in.
         for folder in (self.root, self.cache, self.staging):
             for leftover in folder.glob(".*.tmp"):
-                with contextlib.suppress(OSError):
-                    leftover.unlink()
+                if _TEMPORARY_NAME.fullmatch(leftover.name):
+                    with contextlib.suppress(OSError):
+                        leftover.unlink()
         shutil.rmtree(self.cache / DUCKDB_SPILL_DIR, ignore_errors=True)
 
     @contextlib.contextmanager
@@ -237,6 +280,53 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def record_generation_files(generation: Path) -> None:
+    """Write ``FILES_LIST``: every regular file below ``generation`` and its size."""
+    import json
+
+    files: dict[str, int] = {}
+    for dirpath, _, filenames in os.walk(generation):
+        for name in filenames:
+            path = Path(dirpath) / name
+            rel = path.relative_to(generation).as_posix()
+            if rel != FILES_LIST and not path.is_symlink():
+                files[rel] = path.stat().st_size
+    text = json.dumps(dict(sorted(files.items())), indent=0) + "\n"
+    (generation / FILES_LIST).write_text(text)
+
+
+def generation_damage(generation: Path) -> str | None:
+    """The first problem found in ``generation``, naming the file, or None: a file of
+    ``FILES_LIST`` missing or of another size (a truncated DuckDB file or part), the list
+    itself or ``sources.json`` unreadable. Generations published before the list existed are
+    checked for their sources only."""
+    import json
+
+    listing = generation / FILES_LIST
+    try:
+        recorded = json.loads(listing.read_bytes())
+        if not isinstance(recorded, dict):
+            raise ValueError("not an object")
+    except FileNotFoundError:
+        recorded = {}
+    except (OSError, ValueError) as error:
+        return f"{listing}: unreadable ({error})"
+    for rel, size in recorded.items():
+        path = generation / rel
+        try:
+            found = path.stat().st_size
+        except OSError:
+            return f"{path}: missing"
+        if found != size:
+            return f"{path}: {found:,} bytes, {size:,} when it was published"
+    if (generation / SOURCES_FILE).exists():
+        try:
+            generation_sources(generation)
+        except ValueError as error:
+            return str(error)
+    return None
 
 
 def _fsync_tree(folder: Path) -> None:
@@ -324,14 +414,18 @@ def generation_sources(generation: Path) -> list[GenerationSource]:
     """The sources of a generation, by name."""
     import json
 
+    path = generation / SOURCES_FILE
     try:
-        entries = json.loads((generation / SOURCES_FILE).read_text())
+        entries = json.loads(path.read_bytes())
+        found = [GenerationSource.from_json(e) for e in entries]
     except FileNotFoundError:
         raise WarehouseMissing(
             f"{generation} was built by an older tracehouse (no {SOURCES_FILE}); rebuild it "
             "with `tracehouse build`"
         ) from None
-    return sorted((GenerationSource.from_json(e) for e in entries), key=lambda s: s.source)
+    except (ValueError, TypeError, KeyError, AttributeError, OSError) as error:
+        raise ValueError(f"{path}: not a list of sources ({type(error).__name__})") from None
+    return sorted(found, key=lambda s: s.source)
 
 
 def holds_sources(generation: Path) -> bool:
@@ -462,20 +556,41 @@ def sql_literal(path: Path | str) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
-def connect_read_only(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
+QUERY_SPILL_DIR = "query_tmp"  # below cache/: one folder per connection
+
+
+def query_spill_dir(warehouse: Warehouse) -> Path:
+    """A folder for one connection's spill files: under ``cache/``, never inside a published
+    generation (DuckDB's default for a database file is a folder beside it). DuckDB creates it
+    when it first spills and removes it on close."""
+    import uuid
+
+    parent = warehouse.cache / QUERY_SPILL_DIR
+    with contextlib.suppress(OSError):  # a reader without write access spills nowhere
+        parent.mkdir(parents=True, exist_ok=True)
+    return parent / f"{os.getpid()}-{uuid.uuid4().hex}"
+
+
+def connect_read_only(
+    warehouse: Warehouse, *, memory_limit_mb: int | None = None
+) -> duckdb.DuckDBPyConnection:
     """A read-only connection to the current generation's DuckDB file.
 
     External access stays limited to the generation's own Parquet files, and the configuration
-    is locked, so a query can neither write, nor read or write other files.
+    is locked, so a query can neither write, nor read or write other files (nor lift its
+    memory limit). What does not fit in ``memory_limit_mb`` spills to ``query_spill_dir``.
     """
     import duckdb
 
     generation = warehouse.require_current()
-    connection = duckdb.connect(
-        str(generation / DUCKDB_FILE),
-        read_only=True,
-        config={"autoinstall_known_extensions": False, "autoload_known_extensions": False},
-    )
+    config: dict[str, str | bool | int | float | list[str]] = {
+        "autoinstall_known_extensions": False,
+        "autoload_known_extensions": False,
+        "temp_directory": str(query_spill_dir(warehouse)),
+    }
+    if memory_limit_mb is not None:
+        config["memory_limit"] = f"{memory_limit_mb}MiB"
+    connection = duckdb.connect(str(generation / DUCKDB_FILE), read_only=True, config=config)
     interrupts.watch_connection(connection)  # Ctrl-C cancels a long query
     # Temporary views over this folder's files shadow the stored ones, whose absolute paths
     # would break once the warehouse folder is moved or restored elsewhere.

@@ -405,7 +405,7 @@ def finalize(
 
     ``before_publish(generation, table_counts, outcomes)`` runs the publish guards last; it
     may add outcomes, and raises to keep the generation unpublished."""
-    current = warehouse.current_generation()
+    current, _ = warehouse.base_generation()  # an intact one, as the build chose it
     if current is not None and not holds_sources(current):
         current = None  # built by an older tracehouse: nothing of it is reused
     others = [

@@ -18,7 +18,7 @@ import contextlib
 import datetime as dt
 import os
 import shutil
-import uuid
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -40,7 +40,13 @@ from pipelines.sources.hub.client import (
     hub_token,
     make_client,
 )
-from pipelines.sources.hub.download import DownloadJob, blob_is_valid, download
+from pipelines.sources.hub.download import (
+    DownloadJob,
+    blob_is_valid,
+    download,
+    sweep,
+    temporary_in,
+)
 from pipelines.sources.hub.listing import (
     FailedRemoteFile,
     RejectedRemoteFile,
@@ -118,7 +124,7 @@ def _link_or_copy(blob: Path, dest: Path, tmp_dir: Path) -> None:
         except OSError:
             shutil.copyfile(blob, temporary)
 
-    replace_atomically(dest, link, temporary=tmp_dir / f"link.{uuid.uuid4().hex}")
+    replace_atomically(dest, link, temporary=temporary_in(tmp_dir, "link"))
 
 
 def _prune(root: Path, keep: set[str]) -> None:
@@ -168,8 +174,11 @@ def fetch_dataset(
     cache_dir = Path(cache_dir)
     own_client = client is None
     http = client if client is not None else make_client(policy, workers + 1)
+    started = time.monotonic()
     try:
-        sha = resolve(http, base, ref, headers, policy)
+        # The revision and every listing page share one deadline, and the whole fetch another.
+        listed_by = started + policy.deadline_s
+        sha = resolve(http, base, ref, headers, policy, listed_by)
         files, rejected = list_selected(
             http,
             base,
@@ -178,11 +187,13 @@ def fetch_dataset(
             include_blobs=include_blobs,
             headers=headers,
             policy=policy,
+            deadline=listed_by,
         )
         blobs_dir, tmp_dir = cache_dir / "blobs", cache_dir / "tmp"
         root = snapshot_root(cache_dir, sha)
         for folder in (blobs_dir, tmp_dir, root, cache_dir / "manifests"):
             folder.mkdir(parents=True, exist_ok=True)
+        sweep(tmp_dir)  # what a killed fetch left: its bodies are fetched again anyway
 
         by_oid: dict[str, list[RemoteFile]] = {}
         for f in files:
@@ -206,7 +217,17 @@ def fetch_dataset(
         if progress and done_files:
             progress(done_files, total_files, done_bytes, total_bytes)
 
-        job = DownloadJob(http, base, ref.repo_id, sha, headers, policy, blobs_dir, tmp_dir)
+        job = DownloadJob(
+            http,
+            base,
+            ref.repo_id,
+            sha,
+            headers,
+            policy,
+            blobs_dir,
+            tmp_dir,
+            deadline=started + policy.fetch_deadline_s,
+        )
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hub-fetch")
         futures = [pool.submit(download, job, f) for f in pending]
         try:
@@ -283,5 +304,5 @@ def _write_manifest(snapshot: HubSnapshot, files: list[RemoteFile], tmp_dir: Pat
     replace_atomically(
         snapshot.manifest_path,
         lambda temporary: temporary.write_bytes(text),
-        temporary=tmp_dir / f"manifest.{uuid.uuid4().hex}",
+        temporary=temporary_in(tmp_dir, "manifest"),
     )
