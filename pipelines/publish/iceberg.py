@@ -76,6 +76,7 @@ from pipelines.warehouse import (
     WarehouseMissing,
     generation_sources,
     holds_sources,
+    remove_generation_unless_open,
     source_key,
     sql_literal,
     table_view_sql,
@@ -869,6 +870,6 @@ def _remove_old_replicas(replica: Warehouse, current: Path) -> None:
     keep = {current, *folders[-KEEP_REPLICAS:]}
     for folder in folders:
         if folder not in keep:
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_generation_unless_open(folder)  # a reader may still have it open
     if not (replica.root / DUCKDB_FILE).is_symlink():
         symlink_atomically(replica.root / DUCKDB_FILE, f"current/{DUCKDB_FILE}")
