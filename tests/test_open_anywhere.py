@@ -120,8 +120,7 @@ def test_the_duckdb_file_opens_from_any_directory_and_after_the_folder_moves(
     # the documentation of schemas travels with the file
     comment = _python_query(
         database,
-        "SELECT comment FROM duckdb_columns() WHERE table_name = 'runs' "
-        "AND column_name = 'run_id'",
+        "SELECT comment FROM duckdb_columns() WHERE table_name = 'runs' AND column_name = 'run_id'",
         cwd=elsewhere,
     )
     assert "unique per record" in comment
