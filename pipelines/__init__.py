@@ -1,4 +1,22 @@
 """tracehouse: a warehouse for FlashInfer-Bench kernel benchmark results."""
 
+from __future__ import annotations
+
+DISTRIBUTION = "tracehouse"
+
+
+def __getattr__(name: str) -> str:
+    # __version__ is looked up in the installed distribution's metadata (pyproject.toml's
+    # version) on first use only: reading it costs every `tracehouse` command ~10 ms otherwise.
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version(DISTRIBUTION)
+        except PackageNotFoundError:  # a source tree that was never installed
+            return "0+unknown"
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 # Bumped whenever parsing or normalisation changes, so cached staging parts are rebuilt.
 IMPORTER_VERSION = "tracehouse-importer/2"

@@ -675,7 +675,9 @@ def _snapshot_number(history: list[dict[str, Any]], name: str, snapshot: dict[st
 
 # An older storage format, so the `duckdb` command (duckdb-cli, whose releases trail the
 # Python package) can open the files too.
-DUCKDB_FILE_CONFIG = {"storage_compatibility_version": "v1.0.0"}
+DUCKDB_FILE_CONFIG: dict[str, str | bool | int | float | list[str]] = {
+    "storage_compatibility_version": "v1.0.0"
+}
 
 
 def _write_duckdb_file(generation: Path, settings: Settings) -> None:
