@@ -71,13 +71,9 @@ class _VersionAction(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
 
     def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> NoReturn:
-        from importlib.metadata import PackageNotFoundError, version
+        import pipelines
 
-        try:
-            number = version("tracehouse")
-        except PackageNotFoundError:
-            number = "unknown"
-        print(f"tracehouse {number} ({IMPORTER_VERSION})")
+        print(f"tracehouse {pipelines.__version__} ({IMPORTER_VERSION})")
         parser.exit(0)
 
 
