@@ -42,6 +42,7 @@ BUILD_SETTINGS = (
     "workers",
     "lock_timeout_s",
     "include_blobs",
+    "hub_offline",
     "allow_shrink",
 )
 

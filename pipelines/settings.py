@@ -249,6 +249,14 @@ class Settings:
         Path,
         check=lambda value: _folder_or_absent(value) if value is not None else None,
     )
+    hub_offline: bool = setting(
+        False,
+        "Build an hf:// source from the Hub cache alone, without a single request (as "
+        "HF_HUB_OFFLINE=1 does): a commit sha, or a branch or tag an online build resolved "
+        "before; what the cache lacks is an error.",
+        bool,
+        flag="--offline",
+    )
     hub_timeout_s: float = setting(
         # Below the 15 s an offline build may take in all, so process start-up and imports on a
         # loaded machine still fit.
