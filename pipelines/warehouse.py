@@ -566,9 +566,12 @@ def connect_read_only(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
     # Temporary views over this folder's files shadow the stored ones, whose absolute paths
     # would break once the warehouse folder is moved or restored elsewhere.
     create_table_views(connection, generation, temporary=True)
-    connection.execute("SET allowed_directories = $dirs", {"dirs": [str(generation) + "/"]})
-    connection.execute("SET enable_external_access = false")
-    connection.execute("SET lock_configuration = true")
+    # A second connection to the same file in this process shares the first one's database,
+    # already confined to this same generation folder and locked: nothing left to set.
+    if not connection.execute("SELECT current_setting('lock_configuration')").fetchone()[0]:  # type: ignore[index]
+        connection.execute("SET allowed_directories = $dirs", {"dirs": [str(generation) + "/"]})
+        connection.execute("SET enable_external_access = false")
+        connection.execute("SET lock_configuration = true")
     return connection
 
 

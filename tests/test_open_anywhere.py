@@ -130,10 +130,10 @@ HOLDER = textwrap.dedent(
     """
     import json, sys
     import duckdb
-    from pipelines.warehouse import Warehouse, connect_read_only
+    import pipelines
     kind, target = sys.argv[1], sys.argv[2]
-    if kind == "tracehouse":
-        connection = connect_read_only(Warehouse(__import__("pathlib").Path(target)))
+    if kind == "tracehouse":  # the Python API's connection (tracehouse query's own)
+        connection = pipelines.connect(target)
     else:
         connection = duckdb.connect(target, read_only=(kind == "ro"))
     print(json.dumps({"ready": True}), flush=True)
