@@ -440,6 +440,7 @@ def _commit_table(
             transaction = table.transaction()
             with transaction.update_schema() as update:
                 update.union_by_name(schema)  # a column added by a newer importer
+            _document_columns(transaction, name)
             transaction.delete(replaced, snapshot_properties=properties)
             if not (by_source and empty):  # a source with no rows here: only the delete
                 transaction.add_files([upload()], snapshot_properties=properties)
@@ -457,6 +458,30 @@ def _commit_table(
         f"could not commit table {name} after {COMMIT_ATTEMPTS} attempts: other writers kept "
         "changing it; run the build again"
     )
+
+
+def column_docs(table: str) -> dict[str, str]:
+    """Each column's meaning, as ``schemas`` declares it (what `tracehouse tables` prints)."""
+    declared = schemas.TABLES.get(table)
+    return {} if declared is None else {c.name: c.doc for c in declared.columns}
+
+
+def _document_columns(transaction: Any, table: str) -> None:
+    """Give every column of the table its doc from ``schemas`` (in the commit's transaction,
+    and only where one differs: an unchanged table gets no schema change), so an Iceberg user
+    reading the catalog sees each field's meaning."""
+    docs = column_docs(table)
+    current = transaction.table_metadata.schema()
+    stale = [
+        (field.name, docs[field.name])
+        for field in current.fields
+        if field.name in docs and field.doc != docs[field.name]
+    ]
+    if not stale:
+        return
+    with transaction.update_schema() as update:
+        for column, doc in stale:
+            update.update_column(column, doc=doc)
 
 
 def _lost_race(error: Exception) -> bool:
