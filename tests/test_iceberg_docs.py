@@ -14,7 +14,7 @@ import pytest
 from bench.object_store import local_s3_server
 from pipelines import schemas
 from pipelines.demo import generate_dataset
-from pipelines.publish.iceberg import PUBLISHED_TABLES
+from pipelines.publish.iceberg import PUBLISHED_TABLES, sort_terms
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.integration
@@ -30,8 +30,16 @@ catalog = SqlCatalog("tracehouse", uri=sys.argv[1], **{
 out = {}
 for (namespace, name) in catalog.list_tables("tracehouse"):
     table = catalog.load_table((namespace, name))
-    out[name] = {"docs": {f.name: f.doc for f in table.schema().fields},
-                 "schema_id": table.schema().schema_id}
+    schema = table.schema()
+    out[name] = {
+        "docs": {f.name: f.doc for f in schema.fields},
+        "schema_id": schema.schema_id,
+        "location": table.location(),
+        "files": sorted(task.file.file_path for task in table.scan().plan_files()),
+        "sort": [[schema.find_column_name(f.source_id), str(f.direction), str(f.null_order)]
+                 for f in table.sort_order().fields],
+        "partition": [schema.find_column_name(f.source_id) for f in table.spec().fields],
+    }
 print(json.dumps(out))
 """
 
@@ -71,12 +79,24 @@ def test_every_published_field_has_its_doc(tmp_path: Path, s3: dict[str, str]) -
     first = _published(catalog, s3)
     assert set(PUBLISHED_TABLES) <= set(first)
     for table in PUBLISHED_TABLES:
+        published = first[table]
         declared = {c.name: c.doc for c in schemas.TABLES[table].columns}
-        assert first[table]["docs"] == declared, table
-        assert all(first[table]["docs"].values()), table
+        assert published["docs"] == declared, table
+        assert all(published["docs"].values()), table
+        # every data file under the table's own location
+        assert all(f.startswith(published["location"] + "/data/") for f in published["files"])
+        # the order its files are written in, and one partition per source
+        expected_sort = [
+            [column, "ASC", "NULLS FIRST" if first_nulls else "NULLS LAST"]
+            for column, first_nulls in sort_terms(table)
+        ]
+        assert [[c, d.upper(), n.upper()] for c, d, n in published["sort"]] == expected_sort
+        assert published["partition"] == (["source"] if "source" in declared else [])
+    assert first["runs"]["files"] and first["runs"]["sort"][0][0] == "source_file"
 
-    # a later build re-documents nothing: the schemas stay as they were
+    # a later build re-documents and re-sorts nothing: the schemas stay as they were
     build("2" * 40)
     second = _published(catalog, s3)
     for table in PUBLISHED_TABLES:
-        assert second[table] == first[table], table
+        for key in ("docs", "schema_id", "sort", "partition", "location"):
+            assert second[table][key] == first[table][key], (table, key)

@@ -378,16 +378,17 @@ def publish_table(
     Iceberg table (all rows, for a table without a ``source`` column) become the file's."""
     digest = _sha256(local)[:16]
     publication = properties.get(PROPERTY_PUBLICATION, "manual")
-    target = f"{location(settings)}/data/{table}/{publication}-{digest}.parquet"
     schema = pq.read_schema(local)
-    uploaded = False
+    uploaded: dict[str, str] = {}
 
-    def upload() -> str:
-        nonlocal uploaded
-        if not uploaded:
+    def upload(table_location: str) -> str:
+        # Under the table's own location, where Iceberg tools (expire, orphan-file removal,
+        # copies of a table) expect its data files.
+        if table_location not in uploaded:
+            target = f"{table_location.rstrip('/')}/data/{publication}-{digest}.parquet"
             _upload(io, local, target)
-            uploaded = True
-        return target
+            uploaded[table_location] = target
+        return uploaded[table_location]
 
     rows = pq.read_metadata(local).num_rows
     return _commit_table(catalog, io, table, schema, upload, digest, rows, source, properties)
@@ -409,7 +410,7 @@ def _commit_table(
     io: FileIO,
     name: str,
     schema: pa.Schema,
-    upload: Callable[[], str],
+    upload: Callable[[str], str],
     digest: str,
     rows: int,
     source: str | None,
@@ -441,9 +442,11 @@ def _commit_table(
             with transaction.update_schema() as update:
                 update.union_by_name(schema)  # a column added by a newer importer
             _document_columns(transaction, name)
+            if transaction.table_metadata.sort_order().is_unsorted:  # a table made before
+                _declare_sort_order(transaction, name)
             transaction.delete(replaced, snapshot_properties=properties)
             if not (by_source and empty):  # a source with no rows here: only the delete
-                transaction.add_files([upload()], snapshot_properties=properties)
+                transaction.add_files([upload(table.location())], snapshot_properties=properties)
             committed = transaction.commit_transaction()
         except Exception as error:
             if not _lost_race(error):
@@ -464,6 +467,34 @@ def column_docs(table: str) -> dict[str, str]:
     """Each column's meaning, as ``schemas`` declares it (what `tracehouse tables` prints)."""
     declared = schemas.TABLES.get(table)
     return {} if declared is None else {c.name: c.doc for c in declared.columns}
+
+
+def sort_terms(table: str) -> list[tuple[str, bool]]:
+    """(column, nulls first) of the order every file of ``table`` is written in
+    (``schemas.TABLE_ORDER``, ascending; DuckDB puts nulls last unless told otherwise)."""
+    order = schemas.TABLE_ORDER.get(table)
+    if order is None:
+        return []
+    terms = [term.strip().split() for term in order.split(",")]
+    return [(words[0], words[1:] == ["NULLS", "FIRST"]) for words in terms]
+
+
+def _declare_sort_order(transaction: Any, table: str) -> None:
+    """The table's sort order: how each of its data files is sorted, for engines that plan
+    merges and range filters by it."""
+    from pyiceberg.table.sorting import NullOrder
+    from pyiceberg.transforms import IdentityTransform
+
+    terms = sort_terms(table)
+    if not terms:
+        return
+    with transaction.update_sort_order() as order:
+        for column, nulls_first in terms:
+            order.asc(
+                column,
+                IdentityTransform(),
+                NullOrder.NULLS_FIRST if nulls_first else NullOrder.NULLS_LAST,
+            )
 
 
 def _document_columns(transaction: Any, table: str) -> None:
@@ -543,6 +574,7 @@ def _load_or_create(
     if partition_by_source:
         with creation.update_spec() as spec:
             spec.add_identity(SOURCE_COLUMN)
+    _declare_sort_order(creation, name)
     # Another writer created it first: the catalog says so either way, by the kind of catalog.
     with contextlib.suppress(TableAlreadyExistsError, CommitFailedException):
         creation.commit_transaction()
