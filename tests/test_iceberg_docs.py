@@ -14,7 +14,7 @@ import pytest
 from bench.object_store import local_s3_server
 from pipelines import schemas
 from pipelines.demo import generate_dataset
-from pipelines.publish.iceberg import PUBLISHED_TABLES, sort_terms
+from pipelines.publish.iceberg import MARTS, PUBLISHED_TABLES, sort_terms
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.integration
@@ -40,6 +40,9 @@ for (namespace, name) in catalog.list_tables("tracehouse"):
                  for f in table.sort_order().fields],
         "partition": [schema.find_column_name(f.source_id) for f in table.spec().fields],
     }
+    if name in ("run_rankings", "run_summary"):
+        ranks = table.scan(selected_fields=("run_id", "rank")).to_arrow().to_pylist()
+        out[name]["ranks"] = sorted([r["run_id"], r["rank"]] for r in ranks)
 print(json.dumps(out))
 """
 
@@ -94,9 +97,26 @@ def test_every_published_field_has_its_doc(tmp_path: Path, s3: dict[str, str]) -
         assert published["partition"] == (["source"] if "source" in declared else [])
     assert first["runs"]["files"] and first["runs"]["sort"][0][0] == "source_file"
 
+    # the product: ranks and the main marts, read by pyiceberg, equal what tracehouse shows
+    for mart in MARTS:
+        assert first[mart]["files"], mart
+        assert all(f.startswith(first[mart]["location"] + "/data/") for f in first[mart]["files"])
+        declared = schemas.TABLES.get(mart) or schemas.VIEWS.get(mart)
+        if declared is not None:
+            assert first[mart]["docs"] == {c.name: c.doc for c in declared.columns}, mart
+    shown = run_cli(
+        "query", "SELECT run_id, rank FROM run_summary", "--format", "json", "--limit", "0",
+        *where, env=env,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    expected_ranks = sorted([r["run_id"], r["rank"]] for r in json.loads(shown.stdout))
+    assert any(rank is not None for _, rank in expected_ranks)
+    assert first["run_rankings"]["ranks"] == expected_ranks
+    assert first["run_summary"]["ranks"] == expected_ranks
+
     # a later build re-documents and re-sorts nothing: the schemas stay as they were
     build("2" * 40)
     second = _published(catalog, s3)
-    for table in PUBLISHED_TABLES:
+    for table in (*PUBLISHED_TABLES, *MARTS):
         for key in ("docs", "schema_id", "sort", "partition", "location"):
             assert second[table][key] == first[table][key], (table, key)

@@ -15,8 +15,10 @@ committed to Iceberg, one commit per table:
   partitions; tables without one are replaced whole.
 - A commit that loses the race against another writer (``CommitFailedException``) reloads the
   table and tries again, so two builds from two machines both land.
-- Tables computed across every source (``run_rankings``) are not published: a build sees only
-  the sources of its own staging folder, so readers compute them over the union.
+- Tables computed across every source (``run_rankings``) are not published as part of a
+  publication: a build sees only the sources of its own staging folder, so readers compute them
+  over the union. After its publication row, a build commits them and the main marts
+  (``MARTS``) for other engines, read from the latest publication as a reader reads it.
 
 Every Iceberg snapshot carries the tracehouse snapshot id, source and revision in its summary
 properties. After the last table, one row is appended to ``tracehouse_publications``: the
@@ -95,6 +97,11 @@ SOURCE_COLUMN = "source"  # tables with this column hold several sources (issue 
 # union of the sources the catalog holds (a build sees only the sources of its own staging).
 COMPUTED_TABLES = ("run_rankings",)
 PUBLISHED_TABLES = tuple(t for t in schemas.TABLES if t not in COMPUTED_TABLES)
+# The product an Iceberg user queries, computed after each publication over every source of the
+# latest one (as a reader computes them) and each replaced whole: ranks and the main marts.
+# tracehouse's own readers never read these back (they rank and run the views themselves).
+MARTS = ("run_rankings", "run_summary", "leaderboard", "author_rankings")
+PROPERTY_MARTS_OF = "tracehouse.marts-of-publication"  # the publication the marts were read at
 # Per-source tables a build stores as several files per source: group parts (and the rejects
 # found before the ingest), history deltas (beside an empty first file).
 MULTI_FILE_TABLES = (frozenset(PARTED_TABLES) & frozenset(PER_SOURCE_TABLES)) | {
@@ -282,9 +289,60 @@ def publish_generation(
             )
             if settings.object_store is not None:
                 interrupts.note_published(generation.name)
+        _publish_marts(settings, catalog, io, warehouse.cache / "publish-marts", properties)
     return Published(
         publication_id, snapshot["snapshot_id"], len(committed), retries, unchanged=unchanged
     )
+
+
+def _publish_marts(
+    settings: Settings, catalog: Catalog, io: FileIO, work: Path, properties: dict[str, str]
+) -> None:
+    """Commit ``MARTS`` as Iceberg tables, read from the latest publication as a reader reads
+    it (every source; ranks computed over all of them). Two builds publishing at once may leave
+    the marts one publication behind until the next build; their snapshots name the
+    publication they were read at (``tracehouse.marts-of-publication``)."""
+    from pipelines.warehouse import connect_read_only
+
+    reading = reading_settings(replace(settings, as_of=None))
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        connection = connect_read_only(Warehouse(reading.warehouse))
+        try:
+            for mart in MARTS:
+                order = schemas.TABLE_ORDER.get(mart)
+                rows = connection.sql(
+                    f"SELECT * FROM {mart}" + (f" ORDER BY {order}" if order else "")  # noqa: S608  (own names)
+                ).to_arrow_table()
+                local = work / f"{mart}.parquet"
+                pq.write_table(_plain_types(rows), local, compression="zstd")
+                marts_of = {**properties, PROPERTY_MARTS_OF: _latest_publication_id(reading)}
+                publish_table(catalog, io, settings, mart, local, None, marts_of)
+        finally:
+            connection.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _latest_publication_id(reading: Settings) -> str:
+    marker = Warehouse(reading.warehouse).current_generation()
+    if marker is None or not (marker / COMPLETE_MARKER).exists():
+        return ""
+    # A replica generation's marker holds the publication it materialized; a folder
+    # warehouse's holds the importer version (its marts are the generation just published).
+    return (marker / COMPLETE_MARKER).read_text().strip()
+
+
+def _plain_types(rows: pa.Table) -> pa.Table:
+    """Arrow extension types (DuckDB's JSON) as their storage type, which Iceberg knows."""
+    fields = [
+        pa.field(f.name, f.type.storage_type, f.nullable, f.metadata)
+        if isinstance(f.type, pa.ExtensionType)
+        else f
+        for f in rows.schema
+    ]
+    return rows.cast(pa.schema(fields))
 
 
 def _build_snapshot(generation: Path, source_name: str | None) -> dict[str, Any]:
@@ -391,7 +449,11 @@ def publish_table(
         return uploaded[table_location]
 
     rows = pq.read_metadata(local).num_rows
-    return _commit_table(catalog, io, table, schema, upload, digest, rows, source, properties)
+    # A mart spans every source in one file: one partition per source would not hold it.
+    partitioned = SOURCE_COLUMN in schema.names and table not in MARTS
+    return _commit_table(
+        catalog, io, table, schema, upload, digest, rows, source, properties, partitioned
+    )
 
 
 def _live_files(table: IcebergTable, io: FileIO) -> list[str]:
@@ -415,12 +477,13 @@ def _commit_table(
     rows: int,
     source: str | None,
     properties: dict[str, str],
+    partitioned: bool,
 ) -> TableCommit:
     """Replace this build's rows of one table with the uploaded file in one Iceberg commit,
     retried against a fresh table state when another writer committed first."""
     from pyiceberg.expressions import AlwaysTrue, EqualTo
 
-    by_source = SOURCE_COLUMN in schema.names and source is not None
+    by_source = partitioned and source is not None
     empty = rows == 0
     # (pyright reads EqualTo's pydantic fields as its constructor; (term, literal) is its API)
     replaced = (
@@ -429,7 +492,7 @@ def _commit_table(
         else AlwaysTrue()
     )
     for attempt in range(COMMIT_ATTEMPTS):
-        table = _load_or_create(catalog, name, schema, SOURCE_COLUMN in schema.names)
+        table = _load_or_create(catalog, name, schema, partitioned)
         live = _live_files(table, io)
         # Files are named by their content (which holds the source column where there is
         # one): the same rows are already there, as a rebuild that changed no row finds.
@@ -465,7 +528,7 @@ def _commit_table(
 
 def column_docs(table: str) -> dict[str, str]:
     """Each column's meaning, as ``schemas`` declares it (what `tracehouse tables` prints)."""
-    declared = schemas.TABLES.get(table)
+    declared = schemas.TABLES.get(table) or schemas.VIEWS.get(table)
     return {} if declared is None else {c.name: c.doc for c in declared.columns}
 
 
