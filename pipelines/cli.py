@@ -496,7 +496,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=help_text, description=help_text)
-        _add_settings(command, ("warehouse", "catalog"))
+        _add_settings(command, ("warehouse", "catalog", "namespace"))
         if name in READ_COMMANDS:
             _add_settings(command, ("as_of",))
         return command

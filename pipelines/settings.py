@@ -44,6 +44,15 @@ def _share(value: float) -> str | None:
     return None if 0.0 <= value <= 1.0 else f"must be a share between 0 and 1, got {value:g}"
 
 
+ICEBERG_NAMESPACE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+
+def _namespace(value: str) -> str | None:
+    if ICEBERG_NAMESPACE.match(value):
+        return None
+    return f"must be a lower-case identifier (a-z, 0-9, _; 64 at most), got {value!r}"
+
+
 def _folder_or_absent(value: Path) -> str | None:
     return "is a file, not a folder" if value.exists() and not value.is_dir() else None
 
@@ -158,6 +167,14 @@ class Settings:
         str,
         flag="--catalog",
         check=_catalog,
+    )
+    namespace: str = setting(
+        "tracehouse",
+        "Iceberg namespace of this warehouse's tables in the catalog: one catalog serves several "
+        "warehouses, each in a namespace of its own.",
+        str,
+        flag="--namespace",
+        check=_namespace,
     )
     staging: Path | None = setting(
         None,

@@ -120,3 +120,55 @@ def test_every_published_field_has_its_doc(tmp_path: Path, s3: dict[str, str]) -
     for table in (*PUBLISHED_TABLES, *MARTS):
         for key in ("docs", "schema_id", "sort", "partition", "location"):
             assert second[table][key] == first[table][key], (table, key)
+
+
+def test_one_catalog_serves_several_warehouses_each_in_its_own_namespace(
+    tmp_path: Path, s3: dict[str, str]
+) -> None:
+    """As a shared REST or Glue catalog does: a second warehouse takes its own `--namespace`;
+    without one it is refused in one line that names the flag."""
+    catalog = f"sqlite:///{tmp_path / 'catalog.db'}"
+    env = {**s3, "TRACEHOUSE_STAGING": str(tmp_path / "staging-a")}
+    counts = {}
+    for name, definitions, namespace in (("a", 2, None), ("b", 3, "team_b")):
+        source = tmp_path / f"source-{name}"
+        generate_dataset(source, seed=4, definitions=definitions, workloads_per_definition=2)
+        where = ["--warehouse", f"s3://{BUCKET}/wh-{name}", "--catalog", catalog]
+        if namespace is not None:
+            where += ["--namespace", namespace]
+        own = {**env, "TRACEHOUSE_STAGING": str(tmp_path / f"staging-{name}")}
+        if namespace is not None:  # first without a namespace: refused, naming the flag
+            refused = run_cli("build", "--source", str(source), *where[:4], env=own)
+            assert refused.returncode == 2, refused.stderr
+            assert len(refused.stderr.strip().splitlines()) == 1
+            assert "--namespace" in refused.stderr and f"s3://{BUCKET}/wh-a" in refused.stderr
+        built = run_cli("build", "--source", str(source), *where, env=own)
+        assert built.returncode == 0, built.stderr
+        reader = {**s3, "TRACEHOUSE_STAGING": str(tmp_path / f"reader-{name}")}
+        shown = run_cli(
+            "query", "SELECT count(DISTINCT definition) AS n FROM runs", "--format", "json",
+            *where, env=reader,
+        )  # fmt: skip
+        assert shown.returncode == 0, shown.stderr
+        counts[name] = json.loads(shown.stdout)[0]["n"]
+    assert counts == {"a": 2, "b": 3}
+    listing = subprocess.run(
+        [sys.executable, "-c", LIST_NAMESPACES, catalog, s3["AWS_ENDPOINT_URL"]],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert listing.returncode == 0, listing.stderr
+    assert json.loads(listing.stdout) == {
+        "team_b": f"s3://{BUCKET}/wh-b/team_b/runs",
+        "tracehouse": f"s3://{BUCKET}/wh-a/tracehouse/runs",
+    }
+
+
+LIST_NAMESPACES = """
+import json, sys
+from pyiceberg.catalog.sql import SqlCatalog
+catalog = SqlCatalog("tracehouse", uri=sys.argv[1], **{
+    "s3.endpoint": sys.argv[2], "s3.access-key-id": "testing",
+    "s3.secret-access-key": "testing", "s3.region": "us-east-1"})
+print(json.dumps({ns[0]: catalog.load_table((ns[0], "runs")).location()
+                  for ns in catalog.list_namespaces()}))
+"""

@@ -48,6 +48,7 @@ import shutil
 import time
 import uuid
 import warnings
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -90,7 +91,7 @@ if TYPE_CHECKING:
     from pyiceberg.io import FileIO
     from pyiceberg.table import Table as IcebergTable
 
-NAMESPACE = "tracehouse"
+CATALOG_NAME = "tracehouse"  # pyiceberg's name for the catalog (SQL catalogs key rows by it)
 PUBLICATIONS = "tracehouse_publications"
 SOURCE_COLUMN = "source"  # tables with this column hold several sources (issue "sources")
 # Tables computed across every source: never published, each reader computes them over the
@@ -174,13 +175,15 @@ class WrongWarehouse(LookupError):
 
 
 def _check_location(table: IcebergTable, settings: Settings) -> None:
-    """One catalog may serve one warehouse: its tables must live below the warehouse given."""
+    """A namespace of the catalog serves one warehouse: its tables must live below the
+    warehouse given (another warehouse takes another --namespace)."""
     expected = location(settings).rstrip("/") + "/"
     if not table.location().startswith(expected):
-        where = table.location().rsplit("/tracehouse/", 1)[0]
+        where = table.location().rsplit(f"/{settings.namespace}/", 1)[0]
         raise WrongWarehouse(
-            f"--catalog {redact(settings.catalog or '')} holds the warehouse at {where}, not "
-            f"{expected.rstrip('/')}: give that --warehouse, or another catalog"
+            f"--catalog {redact(settings.catalog or '')} holds the warehouse at {where} in "
+            f"namespace {settings.namespace!r}, not {expected.rstrip('/')}: give that "
+            "--warehouse, or another --namespace for this one"
         )
 
 
@@ -191,7 +194,24 @@ def location(settings: Settings) -> str:
     return (settings.warehouse.resolve() / "iceberg").as_uri()
 
 
+# The namespace each catalog opened for a warehouse holds its tables in (settings.namespace):
+# one catalog serves several warehouses, each in a namespace of its own.
+_NAMESPACES: weakref.WeakKeyDictionary[Catalog, str] = weakref.WeakKeyDictionary()
+
+
 def open_catalog(settings: Settings) -> Catalog:
+    """The catalog of ``settings.catalog`` (sqlite://, postgresql://, or an Iceberg REST URI),
+    for the tables of the warehouse's namespace."""
+    catalog = _open_catalog(settings)
+    _NAMESPACES[catalog] = settings.namespace
+    return catalog
+
+
+def namespace_of(catalog: Catalog) -> str:
+    return _NAMESPACES.get(catalog, Settings.namespace)
+
+
+def _open_catalog(settings: Settings) -> Catalog:
     """The catalog of ``settings.catalog`` (sqlite://, postgresql://, or an Iceberg REST URI)."""
     uri = settings.catalog
     if uri is None:
@@ -203,7 +223,7 @@ def open_catalog(settings: Settings) -> Catalog:
     if scheme in REST_CATALOG_SCHEMES:
         from pyiceberg.catalog.rest import RestCatalog
 
-        return RestCatalog(NAMESPACE, uri=uri, **properties)
+        return RestCatalog(CATALOG_NAME, uri=uri, **properties)
     from pyiceberg.catalog.sql import SqlCatalog
 
     if scheme == "sqlite":
@@ -216,14 +236,14 @@ def open_catalog(settings: Settings) -> Catalog:
 
     for attempt in range(COMMIT_ATTEMPTS):
         try:
-            return SqlCatalog(NAMESPACE, uri=uri, **properties)
+            return SqlCatalog(CATALOG_NAME, uri=uri, **properties)
         except OperationalError as error:
             # A new catalog database: the catalog creates its own tables, and a second writer
             # doing the same at that moment finds them there (or the database locked).
             if "already exists" not in str(error) and "database is locked" not in str(error):
                 raise
             _backoff(attempt)
-    return SqlCatalog(NAMESPACE, uri=uri, **properties)
+    return SqlCatalog(CATALOG_NAME, uri=uri, **properties)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -592,7 +612,7 @@ def _lost_race(error: Exception) -> bool:
 def _append_with_retries(catalog: Catalog, name: str, rows: pa.Table) -> int:
     for attempt in range(COMMIT_ATTEMPTS):
         try:
-            catalog.load_table((NAMESPACE, name)).append(rows)
+            catalog.load_table((namespace_of(catalog), name)).append(rows)
             return attempt
         except Exception as error:
             if not _lost_race(error):
@@ -611,7 +631,7 @@ def _ensure_namespace(catalog: Catalog) -> None:
 
     # Two writers creating it at once: the loser's insert breaks the SQL catalog's unique key.
     with contextlib.suppress(NamespaceAlreadyExistsError, IntegrityError):
-        catalog.create_namespace_if_not_exists(NAMESPACE)
+        catalog.create_namespace_if_not_exists(namespace_of(catalog))
 
 
 def _load_or_create(
@@ -624,7 +644,7 @@ def _load_or_create(
         TableAlreadyExistsError,
     )
 
-    identifier = (NAMESPACE, name)
+    identifier = (namespace_of(catalog), name)
     try:
         return catalog.load_table(identifier)
     except NoSuchTableError:
@@ -675,7 +695,7 @@ def publications(settings: Settings, catalog: Catalog | None = None) -> list[dic
 
     catalog = catalog or open_catalog(settings)
     try:
-        table = catalog.load_table((NAMESPACE, PUBLICATIONS))
+        table = catalog.load_table((namespace_of(catalog), PUBLICATIONS))
     except (NoSuchTableError, NoSuchNamespaceError):
         return []
     _check_location(table, settings)
@@ -807,7 +827,7 @@ def _scan_files(
     (which another engine may write: its rows must then be read through a scan)."""
     from pyiceberg.manifest import ManifestContent
 
-    iceberg = catalog.load_table((NAMESPACE, table))
+    iceberg = catalog.load_table((namespace_of(catalog), table))
     snapshot = iceberg.snapshot_by_id(snapshot_id)
     if snapshot is None:
         raise LookupError(f"table {table} has no snapshot {snapshot_id} any more (expired?)")
@@ -831,7 +851,9 @@ def _scan_rows(catalog: Catalog, table: str, snapshot_id: int) -> pa.Table:
     """A table snapshot's rows through a scan, with the declared schema (columns it never had
     as nulls)."""
     arrow_schema = schemas.TABLES[table].arrow_schema
-    rows = catalog.load_table((NAMESPACE, table)).scan(snapshot_id=snapshot_id).to_arrow()
+    rows = (
+        catalog.load_table((namespace_of(catalog), table)).scan(snapshot_id=snapshot_id).to_arrow()
+    )
     for spec in arrow_schema:
         if spec.name not in rows.column_names:
             rows = rows.append_column(spec, pa.nulls(rows.num_rows, spec.type))
