@@ -36,6 +36,7 @@ from pipelines.transforms.records import Reject
 from pipelines.warehouse import (
     DUCKDB_FILE,
     DUCKDB_SPILL_DIR,
+    HISTORY_TABLES,
     PARTED_TABLES,
     PER_SOURCE_TABLES,
     READER_DUCKDB_FILE,
@@ -368,9 +369,6 @@ def _link(source: Path, target: Path) -> None:
         shutil.copyfile(source, target)
 
 
-HISTORY_TABLES = ("run_appearances", "run_disappearances")
-
-
 def _link_other_sources(
     current: Path | None,
     generation: Path,
@@ -563,8 +561,13 @@ def _keep_history(generation: Path, current: Path | None, source: GenerationSour
     for table in HISTORY_TABLES:
         folder = generation / f"{table}.parquet" / source.key
         folder.mkdir(parents=True, exist_ok=True)
-        if not table_files(generation, table, source.key):
-            pq.write_table(_stored_schema(table).empty_table(), folder / "empty.parquet")
+        # One empty file of the current schema, named after it: older files may lack a column
+        # added since, and the view reads them by name (warehouse.table_view_sql).
+        schema = _stored_schema(table)
+        digest = hashlib.sha256(str(schema).encode()).hexdigest()[:12]
+        empty = folder / f"empty-{digest}.parquet"
+        if not empty.exists():
+            pq.write_table(schema.empty_table(), empty)
 
 
 def _write_history(
