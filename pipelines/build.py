@@ -52,6 +52,8 @@ class ResolvedSource:
     transferred_files: list[str] = field(default_factory=list)
     name: str = ""  # the source's name in the warehouse (source_identity)
     uri: str = ""  # what the name stands for: an absolute folder, or hf:// without @revision
+    # A Hub snapshot's cache blobs, where its entries may link (huggingface_hub's symlinks)
+    links_within: Path | None = None
 
     @property
     def key(self) -> str:
@@ -156,6 +158,7 @@ def resolve_source(
         include_blobs=settings.include_blobs,
         progress=callback,
         retry=hub.RetryPolicy.within(settings.hub_timeout_s, settings.hub_fetch_timeout_s),
+        offline=settings.hub_offline,
     )
     require_complete(snapshot)
     require_dataset(snapshot.root, source)
@@ -170,6 +173,7 @@ def resolve_source(
         list(snapshot.transferred_files),
         name=name,
         uri=uri,
+        links_within=settings.hub_cache_dir / "blobs",
     )
 
 
@@ -376,7 +380,7 @@ def _build_locked(
             "building this one under that name would replace its rows. Pass --source-name "
             "to give it its own name (`tracehouse sources` lists them)"
         )
-    files, discovery_rejects = discover(resolved.root)
+    files, discovery_rejects = discover(resolved.root, resolved.links_within)
     state = _state_key(settings, resolved)
     manifest = read_manifest(warehouse.manifest_path)
     previous = manifest.sources.get(resolved.name)
@@ -634,7 +638,7 @@ def plan_ingest(settings: Settings, *, source: str | None = None) -> IngestPlan:
     warehouse = Warehouse(settings.warehouse, settings.keep_generations)
     with warehouse.build_lock(settings.lock_timeout_s):
         resolved = resolve_source(source, settings)
-        files, _ = discover(resolved.root)
+        files, _ = discover(resolved.root, resolved.links_within)
         return _plan_ingest(
             settings, warehouse, resolved, files, read_manifest(warehouse.manifest_path)
         )
@@ -861,6 +865,8 @@ def _one_source_version(source: str, settings: Settings) -> str:
 
         reference = hub.parse_hub_uri(source)
         assert reference is not None
+        if hub.hub_offline(settings.hub_offline):  # the commit the cache holds, asking no one
+            return hub.fetch_dataset(reference, settings.hub_cache_dir, offline=True).resolved_sha
         return hub.resolve_revision(reference, retry=hub.RetryPolicy.within(settings.hub_timeout_s))
     root = Path(source)
     require_dataset(root, source)

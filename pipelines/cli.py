@@ -42,6 +42,7 @@ BUILD_SETTINGS = (
     "workers",
     "lock_timeout_s",
     "include_blobs",
+    "hub_offline",
     "allow_shrink",
 )
 
@@ -71,13 +72,9 @@ class _VersionAction(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
 
     def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> NoReturn:
-        from importlib.metadata import PackageNotFoundError, version
+        import pipelines
 
-        try:
-            number = version("tracehouse")
-        except PackageNotFoundError:
-            number = "unknown"
-        print(f"tracehouse {number} ({IMPORTER_VERSION})")
+        print(f"tracehouse {pipelines.__version__} ({IMPORTER_VERSION})")
         parser.exit(0)
 
 
@@ -509,7 +506,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=help_text, description=help_text)
-        _add_settings(command, ("warehouse", "catalog"))
+        _add_settings(command, ("warehouse", "catalog", "namespace"))
         if name in READ_COMMANDS:
             _add_settings(command, ("as_of",))
         return command

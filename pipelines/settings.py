@@ -78,6 +78,15 @@ def _share(value: float) -> str | None:
     return None if 0.0 <= value <= 1.0 else f"must be a share between 0 and 1, got {value:g}"
 
 
+ICEBERG_NAMESPACE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+
+def _namespace(value: str) -> str | None:
+    if ICEBERG_NAMESPACE.match(value):
+        return None
+    return f"must be a lower-case identifier (a-z, 0-9, _; 64 at most), got {value!r}"
+
+
 def _folder_or_absent(value: Path) -> str | None:
     return "is a file, not a folder" if value.exists() and not value.is_dir() else None
 
@@ -193,6 +202,14 @@ class Settings:
         flag="--catalog",
         check=_catalog,
     )
+    namespace: str = setting(
+        "tracehouse",
+        "Iceberg namespace of this warehouse's tables in the catalog: one catalog serves several "
+        "warehouses, each in a namespace of its own.",
+        str,
+        flag="--namespace",
+        check=_namespace,
+    )
     staging: Path | None = setting(
         None,
         "Local folder for build work and the read replica of an object-store warehouse "
@@ -282,6 +299,14 @@ class Settings:
         "Where Hub downloads are cached (default <warehouse>/cache/hub).",
         Path,
         check=lambda value: _folder_or_absent(value) if value is not None else None,
+    )
+    hub_offline: bool = setting(
+        False,
+        "Build an hf:// source from the Hub cache alone, without a single request (as "
+        "HF_HUB_OFFLINE=1 does): a commit sha, or a branch or tag an online build resolved "
+        "before; what the cache lacks is an error.",
+        bool,
+        flag="--offline",
     )
     hub_timeout_s: float = setting(
         # Below the 15 s an offline build may take in all, so process start-up and imports on a

@@ -10,7 +10,11 @@ Layout::
                                             (PARTED_TABLES) are folders of part files there,
                                             hard links into cache/parts/, not copies
       generations/<id>/snapshot_id          the snapshot the generation shows
-      generations/<id>/tracehouse.duckdb    views over that folder's Parquet files and sql/
+      generations/<id>/tracehouse.duckdb    every table stored in the file itself, and the
+                                            views of sql/: self-contained, so it opens from any
+                                            directory, after the folder moves, in any client
+      generations/<id>/reader.duckdb        views over that folder's Parquet files and sql/,
+                                            opened read-only by tracehouse's own readers only
       cache/                                staging parts, resolved table parts and the build
                                             manifest (reusable)
       .build.lock                           held by the running build
@@ -19,6 +23,13 @@ A build writes a new generation folder beside the current one and only then swap
 ``current`` symlink with one ``rename`` (atomic on POSIX). A crash at any moment leaves either
 the previous generation or, on a first build, nothing at all behind ``current``; leftovers are
 removed by the next build.
+
+A generation some connection still has open is never removed under it: every DuckDB opener
+(``tracehouse query``, ``tracehouse.connect``, the ``duckdb`` command, DBeaver, a notebook)
+holds DuckDB's lock on one of the generation's two DuckDB files, and a build removes a stale
+generation only after taking a write lock on both itself (``claim_generation``); one it cannot
+lock stays until a later build finds it closed. tracehouse's readers never open the published
+``tracehouse.duckdb``, so a client holding it read-write locks nobody out.
 """
 
 from __future__ import annotations
@@ -43,7 +54,8 @@ if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
 
-DUCKDB_FILE = "tracehouse.duckdb"
+DUCKDB_FILE = "tracehouse.duckdb"  # the published, self-contained file users open
+READER_DUCKDB_FILE = "reader.duckdb"  # views over the Parquet files, for tracehouse's readers
 DUCKDB_SPILL_DIR = "duckdb_tmp"  # finalize's DuckDB temp_directory, below cache/
 # Completed generations kept by default (the current one included): readers still using the
 # one before, and `tracehouse rollback` targets. The setting is keep_generations.
@@ -188,8 +200,12 @@ class Warehouse:
         if current is not None:
             keep.add(current)
         for folder in folders:
-            if folder not in keep:
+            if folder in keep:
+                continue
+            if folder not in completed:  # an unfinished build's: nobody reads it
                 shutil.rmtree(folder, ignore_errors=True)
+                continue
+            remove_generation_unless_open(folder)
 
     def completed_generations(self) -> list[Path]:
         """Every generation folder a build finished, oldest first."""
@@ -272,6 +288,57 @@ class Warehouse:
             with contextlib.suppress(OSError):
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
             handle.close()
+
+
+@contextlib.contextmanager
+def claim_generation(folder: Path) -> Iterator[bool]:
+    """True, holding a write lock on each DuckDB file of ``folder`` for the ``with`` block, when
+    no connection has one open; False when one has (a reader still uses the generation).
+
+    The locks are open-file-description locks (Linux), which conflict with the POSIX record
+    locks DuckDB takes for every connection, its own process's included, and whose release
+    never drops a lock a connection of this process holds. Where they are missing, POSIX locks
+    stand in (they cannot see this process's own connections)."""
+    handles: list[int] = []
+    try:
+        for name in (DUCKDB_FILE, READER_DUCKDB_FILE):
+            try:
+                handle = os.open(folder / name, os.O_RDWR)
+            except FileNotFoundError:
+                continue
+            handles.append(handle)
+            if not _try_write_lock(handle):
+                yield False
+                return
+        yield True
+    finally:
+        for handle in handles:
+            os.close(handle)
+
+
+def _try_write_lock(handle: int) -> bool:
+    import struct
+
+    try:
+        if hasattr(fcntl, "F_OFD_SETLK"):
+            # struct flock: l_type, l_whence, l_start, l_len (0: the whole file), l_pid (0)
+            request = struct.pack("@hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+            fcntl.fcntl(handle, fcntl.F_OFD_SETLK, request)
+        else:
+            fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        if error.errno in (errno.EAGAIN, errno.EACCES):
+            return False
+        raise
+    return True
+
+
+def remove_generation_unless_open(folder: Path) -> bool:
+    """Remove a generation folder unless a connection has it open; True when removed."""
+    with claim_generation(folder) as claimed:
+        if claimed:
+            shutil.rmtree(folder, ignore_errors=True)
+        return claimed
 
 
 def _fsync_dir(path: Path) -> None:
@@ -589,18 +656,46 @@ def query_spill_dir(warehouse: Warehouse) -> Path:
     return parent / f"{os.getpid()}-{uuid.uuid4().hex}"
 
 
+# Attempts to open the current generation: a build can publish a newer one and remove this
+# one between our reading `current` and DuckDB's taking its lock (keep_generations=1).
+OPEN_ATTEMPTS = 5
+
+
+def _open_reader(
+    warehouse: Warehouse, config: dict[str, str | bool | int | float | list[str]]
+) -> tuple[duckdb.DuckDBPyConnection, Path]:
+    import duckdb
+
+    attempt = 0
+    while True:
+        generation = warehouse.require_current()
+        reader = generation / READER_DUCKDB_FILE
+        if not reader.exists():  # built by an older tracehouse: views in the published file
+            reader = generation / DUCKDB_FILE
+        try:
+            connection = duckdb.connect(str(reader), read_only=True, config=config)
+        except duckdb.IOException:
+            # Removed by a build (or being removed: it holds the lock) since we read `current`.
+            attempt += 1
+            if attempt == OPEN_ATTEMPTS or warehouse.current_generation() == generation:
+                raise
+            continue
+        return connection, generation
+
+
 def connect_read_only(
     warehouse: Warehouse, *, memory_limit_mb: int | None = None
 ) -> duckdb.DuckDBPyConnection:
-    """A read-only connection to the current generation's DuckDB file.
+    """A read-only connection to the current generation, through its reader file.
 
-    External access stays limited to the generation's own Parquet files, and the configuration
-    is locked, so a query can neither write, nor read or write other files (nor lift its
-    memory limit). What does not fit in ``memory_limit_mb`` spills to ``query_spill_dir``.
+    The published ``tracehouse.duckdb`` is not opened, so a client holding it (read-write, as
+    DuckDB and DBeaver open a file by default) blocks no read; the connection's lock on the
+    reader file keeps the generation on disk for as long as it stays open, across any number of
+    builds. External access stays limited to the generation's own Parquet files, and the
+    configuration is locked, so a query can neither write, nor read or write other files (nor
+    lift its memory limit). What does not fit in ``memory_limit_mb`` spills to
+    ``query_spill_dir``.
     """
-    import duckdb
-
-    generation = warehouse.require_current()
     config: dict[str, str | bool | int | float | list[str]] = {
         "autoinstall_known_extensions": False,
         "autoload_known_extensions": False,
@@ -608,14 +703,17 @@ def connect_read_only(
     }
     if memory_limit_mb is not None:
         config["memory_limit"] = f"{memory_limit_mb}MiB"
-    connection = duckdb.connect(str(generation / DUCKDB_FILE), read_only=True, config=config)
+    connection, generation = _open_reader(warehouse, config)
     interrupts.watch_connection(connection)  # Ctrl-C cancels a long query
     # Temporary views over this folder's files shadow the stored ones, whose absolute paths
     # would break once the warehouse folder is moved or restored elsewhere.
     create_table_views(connection, generation, temporary=True)
-    connection.execute("SET allowed_directories = $dirs", {"dirs": [str(generation) + "/"]})
-    connection.execute("SET enable_external_access = false")
-    connection.execute("SET lock_configuration = true")
+    # A second connection to the same file in this process shares the first one's database,
+    # already confined to this same generation folder and locked: nothing left to set.
+    if not connection.execute("SELECT current_setting('lock_configuration')").fetchone()[0]:  # type: ignore[index]
+        connection.execute("SET allowed_directories = $dirs", {"dirs": [str(generation) + "/"]})
+        connection.execute("SET enable_external_access = false")
+        connection.execute("SET lock_configuration = true")
     return connection
 
 

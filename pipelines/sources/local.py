@@ -4,7 +4,8 @@ Only the four top-level folders the format defines are searched (``definitions/`
 ``solutions/``, ``workloads/``, ``traces/``, legacy ``traces/workloads/`` included) plus
 ``*.jsonl`` at the root (the July 2025 single ``traces.jsonl``). What a record *is* is decided
 later by its content; the path is only an audit column. Symbolic links are followed only when
-they stay inside the folder.
+they stay inside the folder (or, for a Hub snapshot, inside its cache's ``blobs/``, where
+huggingface_hub's snapshot links lead).
 """
 
 from __future__ import annotations
@@ -35,9 +36,11 @@ class SourceFile:
         return [self.size, self.mtime_ns, self.inode]
 
 
-def discover(root: Path) -> tuple[list[SourceFile], list[Reject]]:
-    """Every data file under ``root`` in path order, and the entries that were refused."""
+def discover(root: Path, links_within: Path | None = None) -> tuple[list[SourceFile], list[Reject]]:
+    """Every data file under ``root`` in path order, and the entries that were refused; links
+    may lead inside ``root`` or inside ``links_within``."""
     root = root.resolve()
+    allowed = [root] if links_within is None else [root, links_within.resolve()]
     if not root.is_dir():
         raise FileNotFoundError(f"source folder {root} does not exist or is not a folder")
     files: list[SourceFile] = []
@@ -81,7 +84,7 @@ def discover(root: Path) -> tuple[list[SourceFile], list[Reject]]:
                     if data_like:
                         rejects.append(_broken_link(rel, error))
                     continue
-                if not target.is_relative_to(root):
+                if not any(target.is_relative_to(folder) for folder in allowed):
                     if data_like or target.is_dir():
                         rejects.append(
                             Reject(

@@ -89,6 +89,16 @@ def hub_token(token: str | bool | None = None) -> str | None:
         return None
 
 
+# huggingface_hub's own switch; the same values count as true (its constants._is_true).
+OFFLINE_VARIABLE = "HF_HUB_OFFLINE"
+TRUE_VALUES = frozenset({"1", "on", "yes", "true"})
+
+
+def hub_offline(offline: bool = False) -> bool:
+    """True when no request may be made: ``offline`` given, or ``HF_HUB_OFFLINE`` set true."""
+    return offline or os.environ.get(OFFLINE_VARIABLE, "").strip().lower() in TRUE_VALUES
+
+
 class HubError(RuntimeError):
     """The Hub could not be read (revision or listing); no snapshot was produced."""
 
