@@ -79,6 +79,10 @@ def _source(value: str | None) -> str | None:
     return None
 
 
+# The source scope of FlashInfer-Bench's figures over every source together (fib_* views).
+UNION_SCOPE = "(all sources)"
+
+
 def _source_name(value: str | None) -> str | None:
     if value is None:
         return None
@@ -86,6 +90,8 @@ def _source_name(value: str | None) -> str | None:
         return "must be a non-empty name without leading or trailing spaces"
     if len(value) > 200 or not value.isprintable():
         return "must be at most 200 printable characters"
+    if value == UNION_SCOPE:
+        return "is reserved: it names the union of every source (sql/fib_source_scopes.sql)"
     return None
 
 
