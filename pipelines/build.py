@@ -129,7 +129,7 @@ def resolve_source(
 ) -> ResolvedSource:
     """A local folder as it is, or a Hub dataset fetched (incrementally) into the cache."""
     if not source.startswith("hf://"):  # a folder; the Hub client is not even imported
-        root = Path(source)
+        root = Path(source).resolve()
         require_dataset(root, source)
         revision = settings.revision or git_revision(root)
         name, uri = source_identity(source, settings.source_name)
@@ -175,7 +175,9 @@ def _state_key(settings: Settings, source: ResolvedSource) -> dict[str, Any]:
         baselines_fp = [str(baselines.resolve()), stat.st_size, stat.st_mtime_ns]
     return {
         "importer": IMPORTER_VERSION,
-        "source": source.source,
+        # the source's identity, never the spelling of the argument: `data/x`, `./data/x` and
+        # its absolute path, from any working directory, are one source state
+        "source": source.uri,
         "root": str(source.root.resolve()),
         "revision": source.resolved_sha,
         "baselines": baselines_fp,
