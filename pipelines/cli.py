@@ -123,10 +123,12 @@ def _progress_bar() -> Any:
 
 
 def _print_lines(lines: Sequence[str]) -> None:
-    """Prose output wrapped to the terminal's width (80 columns when it is not a terminal)."""
+    """Prose output wrapped to the terminal's width (80 columns when it is not a terminal),
+    every control character in it (a name from the dataset) escaped."""
     from pipelines import render
 
-    print("\n".join(render.fit_lines(lines, render.terminal_width(sys.stdout))))
+    safe = [render.safe(line) for text in lines for line in text.split("\n")]
+    print("\n".join(render.fit_lines(safe, render.terminal_width(sys.stdout))))
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -151,7 +153,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     print("\n".join(render.table(result.columns, result.rows, width)))
     shown, total = len(result.rows), result.total_rows
     if shown < total:
-        print(f"{shown:,} of {total:,} rows shown (--limit N for more, --limit 0 for all)")
+        _print_lines([f"{shown:,} of {total:,} rows shown (--limit N for more, --limit 0 for all)"])
     else:
         print(f"({total:,} row{'s' if total != 1 else ''})")
     return 0
@@ -264,7 +266,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     _require_folder_target("--out", Path(args.out))
     result = write_report(_settings(args), Path(args.out))
-    print(report_summary_line(result))
+    _print_lines([report_summary_line(result)])
     return 0
 
 
@@ -289,11 +291,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.kernelindex:
         definition, out = args.kernelindex
         written = export.export_kernelindex(settings, definition, Path(out))
-        print(written.summary(definition, out))
+        _print_lines([written.summary(definition, out)])
     if args.snapshot:
         manifest = export.export_snapshot(settings, Path(args.snapshot))
         rows = sum(table["rows"] for table in manifest["tables"].values())
-        print(f"exported {len(manifest['tables'])} tables ({rows:,} rows) to {args.snapshot}")
+        _print_lines(
+            [f"exported {len(manifest['tables'])} tables ({rows:,} rows) to {args.snapshot}"]
+        )
     return 0
 
 
@@ -304,7 +308,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(export.record_manifest_json(settings, args.id) + "\n")
     else:
-        print(export.record_text(settings, args.id))
+        _print_lines([export.record_text(settings, args.id)])
     return 0
 
 
@@ -483,11 +487,13 @@ def cmd_remove_source(args: argparse.Namespace) -> int:
         )
     result = remove_source(settings, args.name)
     lines = result.summary_lines()
-    print(
-        f"removed source {args.name} from {result.warehouse} in {result.seconds:.2f} s "
-        f"(generation {result.generation})"
+    _print_lines(
+        [
+            f"removed source {args.name} from {result.warehouse} in {result.seconds:.2f} s "
+            f"(generation {result.generation})",
+            *(line for line in lines[1:] if not line.startswith("  files parsed")),
+        ]
     )
-    print("\n".join(line for line in lines[1:] if not line.startswith("  files parsed")))
     return 0
 
 
@@ -509,9 +515,11 @@ def cmd_rollback(args: argparse.Namespace) -> int:
             print(f"generation {target.name} is already current")
             return 0
         warehouse.rollback(target)
-    print(
-        f"current generation is now {target.name} (was {previous.name}); the next "
-        "`tracehouse build` rebuilds from its source"
+    _print_lines(
+        [
+            f"current generation is now {target.name} (was {previous.name}); the next "
+            "`tracehouse build` rebuilds from its source"
+        ]
     )
     return 0
 
@@ -549,7 +557,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="A warehouse for FlashInfer-Bench kernel benchmark results.",
     )
     parser.add_argument("--version", action=_VersionAction)
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    sub = parser.add_subparsers(
+        dest="command", required=True, parser_class=OneLineParser, metavar="COMMAND"
+    )
 
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=help_text, description=help_text)
