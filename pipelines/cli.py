@@ -27,7 +27,14 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from pipelines import IMPORTER_VERSION
-from pipelines.settings import SETTINGS, Settings, SettingsError, describe, load_settings
+from pipelines.settings import (
+    SETTINGS,
+    Settings,
+    SettingsError,
+    describe,
+    env_name,
+    load_settings,
+)
 
 OUTPUT_FORMATS = ("table", "csv", "json")
 WIDE_HELP = "one line per row however wide (default: fit the terminal, one block per row)"
@@ -551,6 +558,28 @@ def _add_settings(command: argparse.ArgumentParser, names: Sequence[str]) -> Non
             )
 
 
+def _environment_only_settings() -> str:
+    """The build's settings that have no flag, each with its meaning, wrapped to the width."""
+    import textwrap
+
+    from pipelines import render
+
+    width = min(render.terminal_width(sys.stdout), 100)
+    lines = ["settings read from the environment only:"]
+    for spec in SETTINGS:
+        if spec.metadata["flag"] is not None or spec.name in ("sources",):
+            continue
+        lines.extend(
+            textwrap.wrap(
+                str(spec.metadata["doc"]).replace("%", "%%"),
+                width,
+                initial_indent=f"  {env_name(spec.name)}: ",
+                subsequent_indent="      ",
+            )
+        )
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="tracehouse",
@@ -569,6 +598,8 @@ def build_parser() -> argparse.ArgumentParser:
         return command
 
     build = add("build", "Build or refresh the warehouse from a dataset folder or hf:// URI.")
+    build.epilog = _environment_only_settings()
+    build.formatter_class = argparse.RawDescriptionHelpFormatter
     _add_settings(build, BUILD_SETTINGS)
     build.add_argument(
         "--no-wait", action="store_true", help="refuse at once if another build is running"

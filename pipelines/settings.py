@@ -279,7 +279,8 @@ class Settings:
     )
     allow_shrink: bool = setting(
         False,
-        "Publish even when a table shrinks by more than max_shrink_share.",
+        "Publish even when a table shrinks by more than max_shrink_share, or the source yields "
+        "no run (every record rejected).",
         bool,
         flag="--allow-shrink",
     )
