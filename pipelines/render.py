@@ -70,26 +70,38 @@ def safe(value: str) -> str:
 
 
 def fit_lines(lines: Iterable[str], width: int, indent: str = "    ") -> list[str]:
-    """Prose lines wrapped to ``width`` (continuations indented); a word longer than the width
-    is broken, so no line is longer than ``width``."""
+    """Prose lines wrapped to ``width``, continuations indented. A line breaks first between
+    its phrases (after `` · ``, ``, `` or ``; ``), so a figure and its label stay together,
+    then between words; a word longer than the width is broken, so no line is longer."""
     fitted: list[str] = []
     for line in lines:
         if len(line) <= width:
             fitted.append(line)
             continue
-        lead = line[: len(line) - len(line.lstrip(" "))]
-        fitted.extend(
-            textwrap.wrap(
-                line,
+        lead = " " * (len(line) - len(line.lstrip(" "))) + indent
+        current = ""
+        for phrase in re.split(r"(?<= · )|(?<=, )|(?<=; )", line):
+            if len(current) + len(phrase.rstrip()) <= width:
+                current += phrase
+                continue
+            if current.strip():
+                fitted.append(current.rstrip())
+                current = lead
+            if len(current) + len(phrase.rstrip()) <= width:
+                current += phrase
+                continue
+            pieces = textwrap.wrap(
+                phrase,
                 width=width,
-                initial_indent="",
-                subsequent_indent=lead + indent,
+                initial_indent=current,
+                subsequent_indent=lead,
                 break_long_words=True,
                 break_on_hyphens=False,
-                drop_whitespace=True,
             )
-            or [""]
-        )
+            fitted.extend(pieces[:-1])
+            current = (pieces[-1] + " ") if pieces else current
+        if current.strip():
+            fitted.append(current.rstrip())
     return fitted
 
 

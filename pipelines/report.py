@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipelines import rejects
 from pipelines.files import write_atomically
 from pipelines.schemas import TABLES
 from pipelines.settings import Settings
@@ -26,30 +27,37 @@ from pipelines.warehouse import Warehouse, connect_read_only
 
 PLOTLY_BUNDLE = "plotly.min.js"
 # One colour per status of a (solution, workload) cell, each failure kind its own, so that a
-# compile error, a wrong result and a record never evaluated never look the same.
-STATUS_COLOURS = {
-    "PASSED": "#2e7d32",
-    "INCORRECT_NUMERICAL": "#f9a825",
-    "INCORRECT_SHAPE": "#ef6c00",
-    "INCORRECT_DTYPE": "#8d6e63",
-    "RUNTIME_ERROR": "#c62828",
-    "COMPILE_ERROR": "#6a1b9a",
-    "TIMEOUT": "#1565c0",
-    "NOT_EVALUATED": "#90a4ae",
-    "other failure": "#000000",
-    "not run": "#eceff1",
+# compile error, a wrong result and a record never evaluated never look the same. The statuses
+# come from their one home (rejects.STATUSES); the colours are assigned in name order.
+PASSED_COLOUR, NOT_RUN_COLOUR = "#2e7d32", "#eceff1"
+FAILURE_PALETTE = (
+    "#6a1b9a",
+    "#c62828",
+    "#8d6e63",
+    "#ef6c00",
+    "#f9a825",
+    "#1565c0",
+    "#ad1457",
+    "#00838f",
+    "#4e342e",
+    "#9e9d24",
+)
+NOT_EVALUATED, OTHER_FAILURE, NOT_RUN = "NOT_EVALUATED", "other failure", "not run"
+STATUS_COLOURS: dict[str, str] = {
+    "PASSED": PASSED_COLOUR,
+    **{
+        status: FAILURE_PALETTE[i % len(FAILURE_PALETTE)]
+        for i, status in enumerate(sorted(s for s in rejects.STATUSES if s != "PASSED"))
+    },
+    NOT_EVALUATED: "#90a4ae",
+    OTHER_FAILURE: "#000000",
+    NOT_RUN: NOT_RUN_COLOUR,
 }
 STATUS_LABELS = {
-    "PASSED": "passed",
-    "INCORRECT_NUMERICAL": "incorrect numerical",
-    "INCORRECT_SHAPE": "incorrect shape",
-    "INCORRECT_DTYPE": "incorrect dtype",
-    "RUNTIME_ERROR": "runtime error",
-    "COMPILE_ERROR": "compile error",
-    "TIMEOUT": "timeout",
-    "NOT_EVALUATED": "skipped (not evaluated)",
-    "other failure": "other failure",
-    "not run": "not run",
+    status: "skipped (not evaluated)"
+    if status == NOT_EVALUATED
+    else status.lower().replace("_", " ")
+    for status in STATUS_COLOURS
 }
 # One colour per solution on a definition's page, the same in every chart and table of it.
 SOLUTION_PALETTE = (
