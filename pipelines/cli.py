@@ -315,7 +315,16 @@ def cmd_record(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(export.record_manifest_json(settings, args.id) + "\n")
     else:
-        _print_lines([export.record_text(settings, args.id)])
+        from pipelines import render
+
+        # The summary is prose, fitted to the terminal; the manifest that ends it is JSON to
+        # copy as it is (its digests are longer than a line), only made safe to print.
+        summary, marker, manifest = export.record_text(settings, args.id).partition(
+            export.RECORD_MANIFEST_MARKER
+        )
+        _print_lines([summary.rstrip("\n"), ""] if marker else [summary])
+        if marker:
+            print(marker + render.json_safe(manifest), end="" if manifest.endswith("\n") else "\n")
     return 0
 
 

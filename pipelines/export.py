@@ -20,6 +20,9 @@ from pipelines.kernelindex import canonical_json, manifest_digest
 from pipelines.settings import Settings
 from pipelines.warehouse import Warehouse, connect_read_only, table_view_sql
 
+# The line after which `tracehouse record` prints the manifest, as JSON to copy as it is.
+RECORD_MANIFEST_MARKER = "manifest (`--json` prints only this):\n"
+
 RUN_COLUMNS_SQL = """
 SELECT r.*, e.hardware_raw, e.libs_json,
        c.max_absolute_error, c.max_relative_error,
@@ -314,7 +317,7 @@ def record_text(settings: Settings, run_or_external_id: str) -> str:
                 "--revision <40-hex sha>, from a git clone, or from an hf:// source)"
             )
     else:
-        lines += ["", "manifest (`--json` prints only this):"]
+        lines += ["", RECORD_MANIFEST_MARKER.rstrip("\n")]
         lines.append(json.dumps(manifest, indent=2, ensure_ascii=False))
     return "\n".join(lines)
 

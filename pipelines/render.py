@@ -36,6 +36,7 @@ ELLIPSIS = "…"
 # Characters that act on a terminal instead of printing: C0 and C1 controls, DEL, and the
 # bidirectional embeddings, overrides and isolates (they reorder what follows on the line).
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 # A spreadsheet runs a cell that starts with one of these as a formula (OWASP CSV injection).
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -329,9 +330,11 @@ def _csv_cell(value: Any) -> str:
     return cell
 
 
-def _json_safe(document: str) -> str:
-    # json.dumps escapes C0 controls already; C1 controls and bidi overrides too, as \uXXXX.
-    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", document)
+def json_safe(document: str) -> str:
+    """JSON text made safe to print: json.dumps escapes C0 controls inside strings already (a
+    raw line break or tab outside them is whitespace); DEL, C1 controls and bidi overrides are
+    escaped too, as ``\\uXXXX``, which JSON reads back as the same characters."""
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", document)
 
 
 def write_json(stream: IO[str], headers: Sequence[str], batches: Iterable[Sequence[Any]]) -> None:
@@ -343,7 +346,7 @@ def write_json(stream: IO[str], headers: Sequence[str], batches: Iterable[Sequen
             stream.write("\n" if first else ",\n")
             first = False
             stream.write(
-                _json_safe(
+                json_safe(
                     json.dumps(
                         {h: _jsonable(v) for h, v in zip(headers, row, strict=True)},
                         ensure_ascii=False,
