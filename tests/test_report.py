@@ -291,3 +291,56 @@ def test_two_source_report_at_1400_and_800_pixels(tmp_path: Path) -> None:
             )
             assert not [a for a in anchors if a and a.startswith("http")], anchors
     print(f"screenshots in {tmp_path}")
+
+
+def test_a_large_definition_is_summarised_not_drawn_cell_by_cell(tmp_path: Path) -> None:
+    """Above COVERAGE_MAP_MAX_WORKLOADS workloads the coverage is status counts per solution
+    (issue 16: a 40,000-workload-wide heat map helps nobody), and the page still loads."""
+    import json
+
+    from pipelines.report import COVERAGE_MAP_MAX_WORKLOADS
+    from tests.hostile_corpus import definition_object, solution_object, trace_object
+
+    dataset, definition = tmp_path / "large", "gemm_n4_k4"
+    (dataset / "definitions/gemm").mkdir(parents=True)
+    (dataset / "definitions/gemm" / f"{definition}.json").write_text(
+        json.dumps(definition_object(definition))
+    )
+    workloads = COVERAGE_MAP_MAX_WORKLOADS + 20
+    for number, (name, author) in enumerate((("base", "baseline"), ("alice_k", "alice"))):
+        folder = dataset / "solutions" / author / "gemm" / definition
+        folder.mkdir(parents=True)
+        (folder / f"{name}.json").write_text(json.dumps(solution_object(name, author, definition)))
+        lines = [
+            json.dumps(
+                trace_object(
+                    f"w{i}",
+                    definition=definition,
+                    solution=name,
+                    status="PASSED" if number == 0 or i % 3 else "COMPILE_ERROR",
+                )
+            )
+            for i in range(workloads)
+        ]
+        traces = dataset / "traces" / author / "gemm"
+        traces.mkdir(parents=True)
+        (traces / f"{definition}.jsonl").write_text("\n".join(lines) + "\n")
+    built = run_cli("build", "--source", str(dataset), "--warehouse", str(tmp_path / "w"))
+    assert built.returncode == 0, built.stderr
+    out = tmp_path / "report"
+    pages = render(tmp_path / "w", out)
+    page = out / "definitions" / definition_page_name(definition)
+    text = page.read_text()
+    assert f"Coverage: {workloads:,} workloads, counted per solution and status" in text
+    with Chromium(tmp_path / "profile") as browser:
+        visit = browser.visit(page.resolve().as_uri(), ready=CHARTS_READY_JS)
+        assert visit.errors == [], visit.errors
+        legend = browser.evaluate(
+            "Array.from(document.querySelectorAll('ul.legend li')).map(li => li.dataset.status)"
+        )
+        assert legend == ["PASSED", "COMPILE_ERROR"]
+        kinds = browser.evaluate(
+            "document.getElementById('coverage-0').data.map(trace => trace.type)"
+        )
+        assert kinds == ["bar", "bar"], kinds  # one bar per status, no cell map
+    assert page in pages
