@@ -92,6 +92,10 @@ SOURCES_SQL = """
 SELECT source, uri, revision, snapshot_id, built_at, definitions, solutions, runs, rejects
 FROM source_summary ORDER BY source
 """
+UNION_LEFT_OUT_SQL = """
+SELECT definition, reason, array_to_string(sources, ', ') AS sources
+FROM fib_union_definitions WHERE NOT in_union ORDER BY definition
+"""
 REJECTS_SQL = """
 SELECT source, reason, count(*) AS records FROM rejects GROUP BY ALL ORDER BY source, reason
 """
@@ -371,6 +375,7 @@ def _overview_page(
     from pipelines.queries import LEADERBOARD_ORDER_RULE
 
     sources = reader.rows(SOURCES_SQL)
+    left_out = reader.rows(UNION_LEFT_OUT_SQL)
     counts = [
         {"table": name, "rows": reader.rows(f'SELECT count(*) AS n FROM "{name}"')[0]["n"]}  # noqa: S608  (own table names)
         for name in TABLES
@@ -433,6 +438,18 @@ def _overview_page(
             table_id="sources",
         )
     )
+    if left_out:  # where the sources disagree, the union says so instead of mixing them
+        parts.append(
+            "<p class='note'>Left out of <code>(all sources)</code>: definitions the sources "
+            "disagree on (their operation digests differ); their figures are per source only.</p>"
+        )
+        parts.append(
+            _table(
+                left_out,
+                [("definition", "definition"), ("reason", "why"), ("sources", "sources")],
+                table_id="union-left-out",
+            )
+        )
     parts.append("<h2>Author ranking, FlashInfer-Bench's rule (all GPUs mixed), per source</h2>")
     parts.append(
         "<p class='note'><code>flashinfer-bench report summary</code>: per author the best "

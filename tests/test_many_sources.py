@@ -153,3 +153,53 @@ def test_shared_definition_keeps_each_sources_baseline_score(warehouses: dict[st
         assert alone and shared == alone, name
     _, golden = rows(warehouses["both"], sql, s="golden", shared=shared_definitions)
     assert ("gemm_n128_k2048", "torch_matmul_317103", "none", "is_baseline", None) in golden
+
+
+def _small_source(root: Path, n: int) -> Path:
+    """One definition `gemm_n4_k4` (with N = ``n``), a baseline and one contender."""
+    import json
+
+    from tests.hostile_corpus import definition_object, solution_object, trace_object
+
+    definition = definition_object("gemm_n4_k4")
+    definition["axes"]["N"]["value"] = n
+    (root / "definitions/gemm").mkdir(parents=True)
+    (root / "definitions/gemm/gemm_n4_k4.json").write_text(json.dumps(definition))
+    for name, author, latency in (("base", "baseline", 1.0), (f"fast_{n}", "alice", 0.5)):
+        folder = root / "solutions" / author / "gemm" / "gemm_n4_k4"
+        folder.mkdir(parents=True)
+        (folder / f"{name}.json").write_text(json.dumps(solution_object(name, author)))
+        traces = root / "traces" / author / "gemm"
+        traces.mkdir(parents=True)
+        lines = [
+            json.dumps(trace_object(f"w{i}", solution=name, latency=latency)) for i in range(3)
+        ]
+        (traces / "gemm_n4_k4.jsonl").write_text("\n".join(lines) + "\n")
+    return root
+
+
+def test_sources_that_disagree_on_a_definition_stay_apart(tmp_path: Path) -> None:
+    """Two sources with a definition of the same name but another operation: the union leaves
+    it out and says why; each source keeps its own figures."""
+    warehouse = tmp_path / "w"
+    for name, n in (("four", 4), ("eight", 8)):
+        source = _small_source(tmp_path / name, n)
+        built = run_cli(
+            "build", "--source", str(source), "--source-name", name, "--warehouse", str(warehouse)
+        )
+        assert built.returncode == 0, built.stderr
+    _, union = rows(warehouse, "SELECT definition, in_union, reason FROM fib_union_definitions")
+    assert union == [("gemm_n4_k4", False, "operation_digests_differ")]
+    _, scores = rows(
+        warehouse,
+        "SELECT source, solution, avg_speedup FROM fib_solution_scores "
+        "WHERE hardware = 'all' AND outcome = 'score' ORDER BY source",
+    )
+    assert scores == [("eight", "fast_8", 2.0), ("four", "fast_4", 2.0)]
+    _, in_union = rows(warehouse, "SELECT count(*) FROM fib_definitions WHERE source = $s", s=UNION)
+    assert in_union == [(0,)]
+    out = tmp_path / "report"
+    report = run_cli("report", "--out", str(out), "--warehouse", str(warehouse))
+    assert report.returncode == 0, report.stderr
+    index = (out / "index.html").read_text()
+    assert "union-left-out" in index and "operation_digests_differ" in index
