@@ -470,7 +470,12 @@ SOURCE_SNAPSHOTS = Table(
             "Name of the source (`tracehouse build --source-name`, by default derived from the URI).",
             False,
         ),
-        _c("uri", S, "Folder path or hf:// URI as given to the build.", False),
+        _c(
+            "uri",
+            S,
+            "The source's location: the resolved folder, or hf://datasets/<repo> (revision in requested_revision / resolved_sha).",
+            False,
+        ),
         _c(
             "snapshot_number",
             I64,
