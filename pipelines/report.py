@@ -171,17 +171,18 @@ LEFT JOIN axes AS a USING (definition, workload_key)
 ORDER BY g.definition, g.hardware, g.solution, g.workload_key
 """
 
+# Speed and coverage side by side, right after the name.
 LEADERBOARD_COLUMNS = (
     ("leaderboard_rank", "#"),
     ("solution", "solution"),
-    ("author", "author"),
+    ("geomean_speedup", "geomean speedup"),
+    ("coverage", "coverage"),
     ("workloads_passed", "passed"),
     ("workloads_in_slice", "of"),
-    ("coverage", "coverage"),
-    ("workloads_compared", "compared"),
-    ("geomean_speedup", "geomean speedup"),
     ("win_rate", "win rate"),
+    ("workloads_compared", "compared"),
     ("speedup_reason", "why no speedup"),
+    ("author", "author"),
     ("latency_us_geomean", "latency µs"),
     ("rerun_spread_median", "re-run spread"),
     ("fib_all_gpus_avg_speedup", "FIB avg speedup (all GPUs)"),
@@ -401,11 +402,12 @@ def _overview_page(
         _table(
             top,
             [
+                # the answer first, so that a narrow window still shows it without scrolling
                 ("definition", "definition"),
                 ("hardware", "hardware"),
-                ("solution", "best solution"),
                 ("geomean_speedup", "speedup ×"),
                 ("coverage", "coverage"),
+                ("solution", "best solution"),
                 ("workloads_passed", "passed"),
                 ("workloads_in_slice", "of"),
                 ("baseline_solution", "baseline"),
