@@ -130,12 +130,13 @@ def _progress_bar() -> Any:
 
 
 def _print_lines(lines: Sequence[str]) -> None:
-    """Prose output wrapped to the terminal's width (80 columns when it is not a terminal),
-    every control character in it (a name from the dataset) escaped."""
+    """Prose output wrapped to the reader's width (COLUMNS or the terminal's; a pipe gets
+    whole lines), every control character in it (a name from the dataset) escaped."""
     from pipelines import render
 
     safe = [render.safe(line) for text in lines for line in text.split("\n")]
-    print("\n".join(render.fit_lines(safe, render.terminal_width(sys.stdout))))
+    width = render.known_width(sys.stdout)
+    print("\n".join(render.fit_lines(safe, width) if width else safe))
 
 
 def cmd_build(args: argparse.Namespace) -> int:

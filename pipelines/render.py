@@ -45,6 +45,12 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 def terminal_width(stream: IO[str]) -> int:
     """``COLUMNS`` when set (as shells and ``COLUMNS=80 tracehouse …`` set it), else the
     terminal's width when ``stream`` is one, else ``DEFAULT_WIDTH`` (80)."""
+    return known_width(stream) or DEFAULT_WIDTH
+
+
+def known_width(stream: IO[str]) -> int | None:
+    """The width someone reads ``stream`` at: ``COLUMNS``, else the terminal's; None for a pipe
+    or a file without ``COLUMNS`` (prose is then not wrapped, so a grep finds a whole line)."""
     columns = os.environ.get("COLUMNS", "")
     if columns.isdigit() and int(columns) > 0:
         return int(columns)
@@ -53,7 +59,7 @@ def terminal_width(stream: IO[str]) -> int:
             return shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
     except (AttributeError, ValueError, OSError):
         pass
-    return DEFAULT_WIDTH
+    return None
 
 
 def _escape(match: re.Match[str]) -> str:
