@@ -54,8 +54,11 @@ bench-large: install
 	$(PYTHON) -m bench.run --lines 616000 --repeat $(REPEAT)
 
 # 1,000,000 trace lines (~3.1 GB): the cold build time and peak, and a leaderboard query.
+# Then issue 16's scale check: 1,000,000 lines over 200,000 distinct workloads, a cold build
+# (peak of the process tree <= 1 GiB) and a report of it (< 60 s, < 1 GiB); exit 1 if missed.
 bench-1m: install
 	$(PYTHON) -m bench.run --lines 1000000 --repeat 1 --leaderboard-query
+	$(PYTHON) -m bench.many_workloads --lines 1000000 --workloads 200000
 
 clean:
 	rm -rf warehouse data/demo .pytest_cache

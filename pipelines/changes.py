@@ -10,6 +10,7 @@ the settings in force when the command runs.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -48,8 +49,8 @@ class RegressionThresholds:
 
     def describe(self) -> str:
         return (
-            f"at least {self.min_history} earlier result(s), "
-            f"at least {self.min_change:.0%} slower than their mean, z-score >= {self.z_threshold:g}"
+            f"latency vs the mean of >= {self.min_history} earlier results: "
+            f"change >= {self.min_change:.0%}, |z| >= {self.z_threshold:g}"
         )
 
 
@@ -80,58 +81,156 @@ def store_regression_thresholds(
 
 
 # --------------------------------------------------------------------------------------------
-# `tracehouse changes`
+# `tracehouse changes`: what changed between two states of each source
+#
+# A state of a source is one of its snapshots; the runs present in it are run_history's ranges
+# that cover it. A window compares the state `before` (0: nothing yet) with the state `after`
+# of one source: results first seen in between are judged (latency_verdicts), statuses,
+# solutions and workloads of the two states are compared, and the record holders whose result
+# arrived in between are listed. Every section query joins the windows, registered as the
+# relation `change_windows` (source, before_number, after_number).
 
-CURRENT_SNAPSHOT_SQL = """
-SELECT s.snapshot_id, s.source, s.requested_revision, s.resolved_sha, s.built_at, s.uri
-FROM source_snapshots AS s
-WHERE s.snapshot_id IN (SELECT DISTINCT snapshot_id FROM runs)
-   OR NOT EXISTS (SELECT 1 FROM runs)
-ORDER BY s.built_at DESC
-LIMIT 1
-"""
+WINDOWS_RELATION = "change_windows"  # named as such in the SQL below
 
 SNAPSHOTS_SQL = """
-SELECT snapshot_id, source, requested_revision, resolved_sha, built_at, uri
+SELECT snapshot_id, source, snapshot_number, requested_revision, resolved_sha, built_at, uri
 FROM source_snapshots
-ORDER BY built_at
+ORDER BY built_at, source, snapshot_number
 """
 
-# The current snapshot of every source: the latest of each.
-SOURCE_SNAPSHOTS_SQL = """
-SELECT snapshot_id, source, requested_revision, resolved_sha, built_at, uri
-FROM source_snapshots
-QUALIFY row_number() OVER (PARTITION BY source ORDER BY snapshot_number DESC) = 1
-ORDER BY source
+# Results first seen by the window's source in (before, after], by verdict.
+VERDICTS_SQL = """
+SELECT v.source, v.verdict, v.solution, v.definition, v.workload_uuid, v.hardware,
+       v.comparison_key, v.run_id, v.observed_at, v.latency_ns, v.history_size,
+       v.history_mean_ns, v.history_stddev_ns, v.relative_change, v.z_score,
+       v.previous_latency_ns, v.first_snapshot_number
+FROM latency_verdicts AS v
+JOIN change_windows AS w
+    ON w.source = v.source
+    AND v.first_snapshot_number > w.before_number AND v.first_snapshot_number <= w.after_number
+WHERE v.verdict IN ('regression', 'improvement', 'history too short')
+ORDER BY v.source, v.verdict, v.solution, v.definition, v.workload_uuid, v.hardware,
+         v.first_seen_at, v.observed_at, v.run_id
 """
 
-RECORD_EVENTS_SQL = """
-SELECT "at", definition, solution, workload_uuid, hardware, latency_ns,
-       previous_solution, previous_observed_at, previous_latency_ns, speedup_over_previous,
-       record_number, held_until, run_id, previous_run_id, comparison_key
-FROM record_events
-WHERE $since IS NULL OR "at" >= $since
-ORDER BY "at", comparison_key
+# What each side of a window holds: its source's run_history ranges covering the snapshot.
+_PRESENT = """
+WITH sides AS (
+    SELECT source, 'before' AS side, before_number AS snapshot_number FROM change_windows
+    UNION ALL
+    SELECT source, 'after' AS side, after_number AS snapshot_number FROM change_windows
+),
+present AS (
+    SELECT s.side, h.*
+    FROM sides AS s
+    JOIN run_history AS h
+        ON h.source = s.source
+        AND s.snapshot_number BETWEEN h.first_snapshot_number AND h.last_snapshot_number
+)
 """
 
-REGRESSIONS_SQL = """
-SELECT observed_at, definition, solution, workload_uuid, hardware, latency_ns,
-       history_size, history_mean_ns, history_stddev_ns, relative_change, z_score,
-       previous_latency_ns, run_id, previous_run_id, comparison_key
-FROM regressions
-WHERE $since IS NULL OR observed_at >= $since
-ORDER BY observed_at, comparison_key, solution
+
+def _after_present(ctes_and_select: str) -> str:
+    """A statement that reads `present` (above): more CTEs, then its SELECT."""
+    return f"{_PRESENT},{ctes_and_select}"
+
+
+# A (solution, workload, hardware) passes in a state when one of its runs there has status
+# PASSED; it fails when it has runs and none passed. Compared between the two sides.
+STATUS_CHANGES_SQL = _after_present(
+    """
+outcomes AS (
+    SELECT side, source, solution, definition, workload_uuid, hardware,
+           bool_or(status = 'PASSED') AS passes,
+           string_agg(DISTINCT status, '/' ORDER BY status) AS statuses
+    FROM present
+    WHERE solution IS NOT NULL
+    GROUP BY ALL
+)
+SELECT a.source,
+       CASE WHEN a.passes THEN 'newly passing' ELSE 'newly failing' END AS change,
+       a.solution, a.definition, a.workload_uuid, a.hardware,
+       b.statuses AS status_before, a.statuses AS status_after
+FROM outcomes AS a
+JOIN outcomes AS b
+    ON b.side = 'before' AND b.source = a.source AND b.solution = a.solution
+    AND b.definition = a.definition AND b.workload_uuid IS NOT DISTINCT FROM a.workload_uuid
+    AND b.hardware IS NOT DISTINCT FROM a.hardware
+WHERE a.side = 'after' AND a.passes <> b.passes
+ORDER BY a.source, change, a.solution, a.definition, a.workload_uuid, a.hardware
+"""
+)
+
+# Solutions (per definition) and workloads present on one side only.
+MEMBERSHIP_SQL = _after_present(
+    """
+members AS (
+    SELECT DISTINCT side, source, 'solution' AS kind, definition, solution AS name
+    FROM present WHERE solution IS NOT NULL
+    UNION ALL
+    SELECT DISTINCT side, source, 'workload' AS kind, definition, workload_uuid AS name
+    FROM present WHERE workload_uuid IS NOT NULL
+)
+SELECT m.source, m.kind,
+       CASE WHEN m.side = 'after' THEN 'appeared' ELSE 'disappeared' END AS change,
+       m.definition, m.name
+FROM members AS m
+WHERE NOT EXISTS (
+    SELECT 1 FROM members AS o
+    WHERE o.side <> m.side AND o.source = m.source AND o.kind = m.kind
+      AND o.definition = m.definition AND o.name = m.name
+)
+ORDER BY m.source, m.kind, change, m.definition, m.name
+"""
+)
+
+# Record events whose result the window's source first held in (before, after].
+RECORD_HOLDERS_SQL = """
+SELECT e.source, e."at", e.definition, e.solution, e.workload_uuid, e.hardware, e.latency_ns,
+       e.previous_solution, e.previous_observed_at, e.previous_latency_ns,
+       e.speedup_over_previous, e.record_number, e.held_until, e.run_id, e.previous_run_id,
+       e.comparison_key, e.first_snapshot_number
+FROM record_events AS e
+JOIN change_windows AS w
+    ON w.source = e.source
+    AND e.first_snapshot_number > w.before_number AND e.first_snapshot_number <= w.after_number
+ORDER BY e.source, e.first_seen_at, e."at", e.comparison_key
 """
 
-# Leader changes across revisions (sql/leader_changes.sql); a key's first leader is already a
-# record event, so only the changes of a leader are listed.
+# Changes of a comparison key's rank-1 run made by the window's builds; a key's first leader
+# is already a record event, so only the changes of a leader are listed.
 LEADER_CHANGES_SQL = """
-SELECT changed_at, source, snapshot_number, cause, comparison_key, previous_solution,
-       previous_latency_ns, solution, latency_ns, speedup_over_previous, previous_run_id, run_id
-FROM leader_changes
-WHERE cause <> 'first' AND ($since IS NULL OR changed_at >= $since)
-ORDER BY changed_at, comparison_key
+SELECT l.source, l.changed_at, l.snapshot_number, l.cause, l.comparison_key,
+       l.previous_solution, l.previous_latency_ns, l.solution, l.latency_ns,
+       l.speedup_over_previous, l.previous_run_id, l.run_id
+FROM leader_changes AS l
+JOIN change_windows AS w
+    ON w.source = l.source
+    AND l.snapshot_number > w.before_number AND l.snapshot_number <= w.after_number
+WHERE l.cause <> 'first'
+ORDER BY l.source, l.changed_at, l.comparison_key
 """
+
+SECTIONS = (
+    # (key in the report, title)
+    ("regressions", "regressions"),
+    ("improvements", "improvements"),
+    ("history_too_short", "changes beyond the limit, history too short for a z-score"),
+    ("newly_failing", "newly failing"),
+    ("newly_passing", "newly passing"),
+    ("solutions_appeared", "solutions appeared"),
+    ("solutions_disappeared", "solutions disappeared"),
+    ("workloads_appeared", "workloads appeared"),
+    ("workloads_disappeared", "workloads disappeared"),
+    ("record_holders", "new record holders"),
+    ("leader_changes", "leader changes (rank-1 run replaced)"),
+)
+# Sections whose entries are each worth a line; the others print their first few in text.
+LISTED_IN_FULL = frozenset(
+    {"regressions", "improvements", "history_too_short", "newly_failing", "newly_passing"}
+)
+TEXT_SAMPLE = 10
+WIDTH = 80  # an 80-column terminal
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}:\d{2})?\Z")
 
@@ -140,6 +239,7 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]
 class Snapshot:
     snapshot_id: str
     source: str
+    snapshot_number: int
     requested_revision: str | None
     resolved_sha: str | None
     built_at: datetime
@@ -149,16 +249,34 @@ class Snapshot:
     def revision(self) -> str:
         return self.resolved_sha or self.requested_revision or "no revision"
 
+    def describe(self) -> str:
+        return (
+            f"snapshot {self.snapshot_number}, revision {self.revision[:12]}, "
+            f"built {_instant(self.built_at)}"
+        )
 
-def _snapshots(connection: duckdb.DuckDBPyConnection, sql: str) -> list[Snapshot]:
-    return [Snapshot(*row) for row in connection.execute(sql).fetchall()]
+
+@dataclass(frozen=True)
+class Window:
+    """The two states of one source that `changes` compares."""
+
+    source: str
+    before: Snapshot | None  # None: nothing before it (the source's first snapshot)
+    after: Snapshot
+    # An earlier snapshot with the same content as `after`: the source went back to it.
+    returns_to: Snapshot | None
+
+    @property
+    def before_number(self) -> int:
+        return self.before.snapshot_number if self.before is not None else 0
+
+    @property
+    def empty(self) -> bool:
+        return self.before_number >= self.after.snapshot_number
 
 
-def current_snapshot(connection: duckdb.DuckDBPyConnection) -> Snapshot:
-    found = _snapshots(connection, CURRENT_SNAPSHOT_SQL)
-    if not found:
-        raise LookupError("the warehouse records no source snapshot; rebuild it")
-    return found[0]
+def _snapshots(connection: duckdb.DuckDBPyConnection) -> list[Snapshot]:
+    return [Snapshot(*row) for row in connection.execute(SNAPSHOTS_SQL).fetchall()]
 
 
 def parse_since(text: str) -> datetime | None:
@@ -172,61 +290,15 @@ def parse_since(text: str) -> datetime | None:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-@dataclass(frozen=True)
-class Since:
-    """Where ``--since`` starts: changes at or after ``instant`` count as new."""
-
-    instant: datetime
-    label: str
-
-
-def resolve_since(connection: duckdb.DuckDBPyConnection, text: str) -> Since:
-    """The instant after which a change counts as new, from ``--since``.
-
-    A date or date-time compares with observed_at (when the benchmark ran). A revision (commit
-    sha or its prefix, branch, tag) or snapshot id names a state the warehouse read: nothing is
-    new since the current one; changes since an earlier one need the runs of that revision,
-    which only a warehouse with run history keeps.
-    """
-    instant = parse_since(text)
-    if instant is not None:
-        return Since(instant, _instant(instant))
-    needle = text.strip().lower()
-    matches = [
-        snapshot
-        for snapshot in _snapshots(connection, SNAPSHOTS_SQL)
-        if needle
-        and (
-            (snapshot.resolved_sha or "").lower().startswith(needle)
-            or snapshot.snapshot_id.lower().startswith(needle)
-            or (snapshot.requested_revision or "").lower() == needle
-        )
-    ]
-    if not matches:
-        raise ValueError(
-            f"--since {text!r}: neither an ISO date/time (e.g. 2026-03-01 or "
-            "2026-03-01T12:00:00Z) nor a revision or snapshot id in source_snapshots"
-        )
-    # A source's current snapshot: nothing is new since it.
-    for current in _snapshots(connection, SOURCE_SNAPSHOTS_SQL):
-        if any(snapshot.snapshot_id == current.snapshot_id for snapshot in matches):
-            return Since(datetime.max.replace(tzinfo=UTC), f"revision {current.revision} (current)")
-    raise ValueError(
-        f"--since {text!r}: that revision is an earlier snapshot, and records and regressions "
-        "are judged over the current runs; give a date/time instead (what changed since that "
-        "snapshot is in the run_history and leader_changes views)"
-    )
-
-
-def check_source(connection: duckdb.DuckDBPyConnection, source: str) -> Snapshot:
-    """The current snapshot of ``source``: a source name (`tracehouse sources`), or the
-    folder or hf:// URI given to the build."""
-    held = _snapshots(connection, SOURCE_SNAPSHOTS_SQL)
-    for snapshot in held:
+def check_source(snapshots: list[Snapshot], source: str) -> str:
+    """The name of ``source``: a source name (`tracehouse sources`), or the folder or hf://
+    URI given to the build."""
+    names = sorted({s.source for s in snapshots})
+    for snapshot in reversed(snapshots):
         if source == snapshot.source or _same_source(source, snapshot.uri):
-            return snapshot
-    names = ", ".join(repr(s.source) for s in held)
-    raise ValueError(f"--source {source!r}: not a source of this warehouse (it holds {names})")
+            return snapshot.source
+    held = ", ".join(repr(n) for n in names)
+    raise ValueError(f"--source {source!r}: not a source of this warehouse (it holds {held})")
 
 
 def _same_source(given: str, stored: str) -> bool:
@@ -238,14 +310,100 @@ def _same_source(given: str, stored: str) -> bool:
     return Path(given).resolve() == Path(stored).resolve()
 
 
+def change_windows(
+    snapshots: list[Snapshot], *, since: str | None, source: str | None
+) -> list[Window]:
+    """The window of each source `changes` reports on.
+
+    Default: each source's previous snapshot and its current one. ``since`` moves `before`: a
+    date or date-time names, per source, the last snapshot built at or before it; a snapshot id
+    (or a prefix), a commit sha (or a prefix) or a requested revision names a snapshot of the
+    sources that read it (the latest such), and only those sources are compared."""
+    by_source: dict[str, list[Snapshot]] = {}
+    for snapshot in snapshots:
+        by_source.setdefault(snapshot.source, []).append(snapshot)
+    for own in by_source.values():
+        own.sort(key=lambda s: s.snapshot_number)
+    if source is not None:
+        name = check_source(snapshots, source)
+        by_source = {name: by_source[name]}
+    starts: dict[str, Snapshot | None]
+    if since is None:
+        starts = {name: own[-2] if len(own) > 1 else None for name, own in by_source.items()}
+    elif (instant := parse_since(since)) is not None:
+        starts = {
+            name: next((s for s in reversed(own) if s.built_at <= instant), None)
+            for name, own in by_source.items()
+        }
+    else:
+        starts = _revision_starts(by_source, since, source)
+    windows = []
+    for name, start in starts.items():
+        after = by_source[name][-1]
+        earlier_same = [
+            s
+            for s in by_source[name]
+            if s.snapshot_number < after.snapshot_number and s.snapshot_id == after.snapshot_id
+        ]
+        windows.append(Window(name, start, after, earlier_same[-1] if earlier_same else None))
+    return sorted(windows, key=lambda w: w.source)
+
+
+def _revision_starts(
+    by_source: dict[str, list[Snapshot]], since: str, source: str | None
+) -> dict[str, Snapshot | None]:
+    needle = since.strip().lower()
+    starts: dict[str, Snapshot | None] = {}
+    for name, own in by_source.items():
+        matches = [
+            s
+            for s in own
+            if needle
+            and (
+                (s.resolved_sha or "").lower().startswith(needle)
+                or s.snapshot_id.lower().startswith(needle)
+                or (s.requested_revision or "").lower() == needle
+            )
+        ]
+        if matches:
+            starts[name] = matches[-1]
+    if not starts:
+        where = f"source {source!r}" if source is not None else "source_snapshots"
+        raise ValueError(
+            f"--since {since!r}: neither an ISO date/time (e.g. 2026-03-01 or "
+            f"2026-03-01T12:00:00Z) nor a revision or snapshot id in {where}"
+        )
+    return starts
+
+
 @dataclass
 class ChangeReport:
-    source: Snapshot
-    since: Since | None
+    windows: list[Window]
+    since: str | None
     thresholds: RegressionThresholds
-    record_events: Any  # polars DataFrame of RECORD_EVENTS_SQL
-    regressions: Any  # polars DataFrame of REGRESSIONS_SQL
-    leader_changes: Any  # polars DataFrame of LEADER_CHANGES_SQL
+    sections: dict[str, list[dict[str, Any]]]  # SECTIONS' keys, each a list of entries
+
+    def count(self, section: str) -> int:
+        return len(self.sections[section])
+
+
+def _rows(connection: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
+    cursor = connection.execute(sql)
+    names = [d[0] for d in cursor.description or []]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def _register_windows(connection: duckdb.DuckDBPyConnection, windows: list[Window]) -> None:
+    import pyarrow as pa
+
+    table = pa.table(
+        {
+            "source": pa.array([w.source for w in windows], pa.string()),
+            "before_number": pa.array([w.before_number for w in windows], pa.int64()),
+            "after_number": pa.array([w.after.snapshot_number for w in windows], pa.int64()),
+        }
+    )
+    connection.register(WINDOWS_RELATION, table)
 
 
 def change_report(
@@ -255,26 +413,44 @@ def change_report(
     since: str | None,
     source: str | None,
 ) -> ChangeReport:
-    """New record holders and regressions, optionally since a date or revision."""
-    import polars as pl
+    """What changed in each source between two of its states (see change_windows)."""
+    snapshots = _snapshots(connection)
+    if not snapshots:
+        raise LookupError("the warehouse records no source snapshot; rebuild it")
+    windows = change_windows(snapshots, since=since, source=source)
+    _register_windows(connection, windows)
+    try:
+        verdicts = _rows(connection, VERDICTS_SQL)
+        statuses = _rows(connection, STATUS_CHANGES_SQL)
+        members = _rows(connection, MEMBERSHIP_SQL)
+        sections = {
+            "regressions": [v for v in verdicts if v["verdict"] == "regression"],
+            "improvements": [v for v in verdicts if v["verdict"] == "improvement"],
+            # Only the results that would have been judged a change with enough history.
+            "history_too_short": [
+                v
+                for v in verdicts
+                if v["verdict"] == "history too short"
+                and abs(v["relative_change"]) >= settings.regression_min_change
+            ],
+            "newly_failing": [r for r in statuses if r["change"] == "newly failing"],
+            "newly_passing": [r for r in statuses if r["change"] == "newly passing"],
+            **{
+                f"{kind}s_{change}": [
+                    m for m in members if m["kind"] == kind and m["change"] == change
+                ]
+                for kind in ("solution", "workload")
+                for change in ("appeared", "disappeared")
+            },
+            "record_holders": _rows(connection, RECORD_HOLDERS_SQL),
+            "leader_changes": _rows(connection, LEADER_CHANGES_SQL),
+        }
+    finally:
+        connection.unregister(WINDOWS_RELATION)
+    return ChangeReport(windows, since, RegressionThresholds.from_settings(settings), sections)
 
-    snapshot = (
-        check_source(connection, source) if source is not None else current_snapshot(connection)
-    )
-    instant = resolve_since(connection, since) if since is not None else None
-    parameters = {"since": instant.instant if instant is not None else None}
 
-    def frame(sql: str) -> Any:
-        return pl.from_arrow(connection.sql(sql, params=parameters).to_arrow_table())
-
-    return ChangeReport(
-        source=snapshot,
-        since=instant,
-        thresholds=RegressionThresholds.from_settings(settings),
-        record_events=frame(RECORD_EVENTS_SQL),
-        regressions=frame(REGRESSIONS_SQL),
-        leader_changes=frame(LEADER_CHANGES_SQL),
-    )
+# What the command prints ---------------------------------------------------------------------
 
 
 def _instant(value: datetime | None) -> str:
@@ -289,133 +465,263 @@ def _latency(ns: float | None) -> str:
     return "—" if ns is None else format_latency_ns(round(ns))
 
 
+def fit(text: str, width: int = WIDTH) -> str:
+    """``text`` in ``width`` columns: the middle elided (names keep their start and end)."""
+    if len(text) <= width:
+        return text
+    keep = width - 1
+    return text[: keep - keep // 3] + "…" + text[len(text) - keep // 3 :]
+
+
 def _where(row: dict[str, Any]) -> str:
-    return f"{row['definition']} · workload {row['workload_uuid']} · {row['hardware']}"
+    workload = row.get("workload_uuid") or "?"
+    return f"{row['definition']} · {workload} · {row.get('hardware') or '?'}"
 
 
-def record_event_line(row: dict[str, Any]) -> str:
-    """One record event: who took the record, from whom, by how much."""
-    head = f"{_instant(row['at'])}  {row['solution']} {_latency(row['latency_ns'])}"
-    if row["previous_solution"] is None and row["previous_latency_ns"] is None:
+def _z(value: float | None) -> str:
+    if value is None:
+        return "—"
+    if math.isinf(value):
+        return "+inf" if value > 0 else "-inf"
+    return f"{value:+.1f}"
+
+
+def verdict_lines(row: dict[str, Any]) -> list[str]:
+    """A judged result: who, where, and the figures of the verdict."""
+    figures = (
+        f"{_latency(row['latency_ns'])}, {row['relative_change']:+.1%} vs mean "
+        f"{_latency(row['history_mean_ns'])} of {row['history_size']} earlier"
+    )
+    if row["verdict"] == "history too short":
+        figures += ", too few for a z-score"
+    else:
+        figures += f", z {_z(row['z_score'])}"
+    return [fit(f"  {row['solution']}"), fit(f"    {_where(row)}"), fit(f"    {figures}")]
+
+
+def status_lines(row: dict[str, Any]) -> list[str]:
+    return [
+        fit(f"  {row['solution']}"),
+        fit(f"    {_where(row)}: {row['status_before']} -> {row['status_after']}"),
+    ]
+
+
+def member_line(row: dict[str, Any]) -> str:
+    return fit(f"  {row['definition']} · {row['name']}")
+
+
+def record_holder_lines(row: dict[str, Any]) -> list[str]:
+    """One new record holder: who, how fast, where, from whom."""
+    if row["previous_latency_ns"] is None:
         taken = "first result in its comparison group"
     else:
         taken = (
             f"took it from {row['previous_solution']} {_latency(row['previous_latency_ns'])} "
-            f"(observed {_instant(row['previous_observed_at'])}, "
-            f"{row['speedup_over_previous']:.3f}× faster)"
+            f"({row['speedup_over_previous']:.3f}× faster)"
         )
-    return f"{head}  {taken}  [{_where(row)}]"
-
-
-def regression_line(row: dict[str, Any]) -> str:
-    z = row["z_score"]
-    z_text = "inf" if z == float("inf") else f"{z:.1f}"
-    return (
-        f"{_instant(row['observed_at'])}  {row['solution']} {_latency(row['latency_ns'])}  "
-        f"{row['relative_change']:+.1%} against the mean {_latency(row['history_mean_ns'])} of "
-        f"{row['history_size']} earlier result(s), z {z_text}  [{_where(row)}]  run {row['run_id']}"
-    )
+    return [
+        fit(f"  {row['solution']} {_latency(row['latency_ns'])}"),
+        fit(f"    {_where(row)}"),
+        fit(f"    {taken}"),
+    ]
 
 
 def leader_change_line(row: dict[str, Any]) -> str:
     """One change of a comparison key's rank-1 run between builds."""
-    head = (
-        f"{_instant(row['changed_at'])}  {row['source']} snapshot {row['snapshot_number']}  "
-        f"{row['cause']}: {row['previous_solution']} {_latency(row['previous_latency_ns'])} -> "
+    to = (
+        "no eligible run left"
+        if row["run_id"] is None
+        else f"{row['solution']} {_latency(row['latency_ns'])}"
     )
-    if row["run_id"] is None:
-        return f"{head}no eligible run left  [{row['comparison_key']}]"
-    return (
-        f"{head}{row['solution']} {_latency(row['latency_ns'])} "
-        f"({row['speedup_over_previous']:.3f}×)  [{row['comparison_key']}]"
+    return fit(
+        f"  snapshot {row['snapshot_number']} {row['cause']}: {row['previous_solution']} "
+        f"{_latency(row['previous_latency_ns'])} -> {to} · {row['comparison_key'][7:19]}"
     )
+
+
+def _entry_lines(section: str, row: dict[str, Any]) -> list[str]:
+    if section in ("regressions", "improvements", "history_too_short"):
+        return verdict_lines(row)
+    if section in ("newly_failing", "newly_passing"):
+        return status_lines(row)
+    if section == "record_holders":
+        return record_holder_lines(row)
+    if section == "leader_changes":
+        return [leader_change_line(row)]
+    return [member_line(row)]
+
+
+def window_heading(window: Window) -> list[str]:
+    """Which two states of the source are compared, and how the later one came about."""
+    before = window.before
+    lines = [
+        fit(
+            f"source {window.source}: "
+            + (
+                f"snapshot {before.snapshot_number} -> {window.after.snapshot_number}"
+                if before is not None
+                else f"everything up to snapshot {window.after.snapshot_number}"
+            )
+        ),
+        fit(f"  from {before.describe()}" if before is not None else "  from nothing (new)"),
+        fit(f"  to   {window.after.describe()}"),
+    ]
+    if window.returns_to is not None:
+        lines.append(
+            fit(
+                f"  went back: snapshot {window.after.snapshot_number} is the state of snapshot "
+                f"{window.returns_to.snapshot_number} again"
+            )
+        )
+        lines.append("  (its results were seen then, and are not judged again)")
+    if window.empty:
+        lines.append("  no build of this source since then: nothing to compare")
+    return lines
 
 
 def report_text(report: ChangeReport) -> str:
-    since = f" since {report.since.label}" if report.since is not None else ""
-    events = report.record_events.to_dicts()
-    takeovers = sum(1 for e in events if e["previous_latency_ns"] is not None)
-    regressions = report.regressions.to_dicts()
-    lines = [
-        f"source {report.source.source} at {report.source.revision} "
-        f"(snapshot {report.source.snapshot_id[:12]})",
-        "",
-        f"record events{since} (new records and leader changes): {len(events)} "
-        f"({takeovers} took the record from an earlier holder, "
-        f"{len(events) - takeovers} first results)",
-        *(f"  {record_event_line(row)}" for row in events),
-        "",
-        f"regressions{since}: {len(regressions)} ({report.thresholds.describe()})",
-        *(f"  {regression_line(row)}" for row in regressions),
-    ]
-    leader_changes = report.leader_changes.to_dicts()
-    if leader_changes:  # only a warehouse that read several snapshots has any
-        lines += [
-            "",
-            f"leader changes between builds{since}: {len(leader_changes)}",
-            *(f"  {leader_change_line(row)}" for row in leader_changes),
-        ]
+    lines: list[str] = []
+    for window in report.windows:
+        lines += window_heading(window)
+    lines.append(fit(f"judged: {report.thresholds.describe()}"))
+    for section, title in SECTIONS:
+        entries = report.sections[section]
+        if section == "leader_changes" and not entries:
+            continue  # only a warehouse that read several snapshots has any
+        lines += ["", fit(f"{title}: {len(entries)}")]
+        for source in sorted({e["source"] for e in entries}):
+            own = [e for e in entries if e["source"] == source]
+            if len(report.windows) > 1:
+                lines.append(fit(f" [{source}]"))
+            shown = own if section in LISTED_IN_FULL else own[:TEXT_SAMPLE]
+            for entry in shown:
+                lines += _entry_lines(section, entry)
+            if len(shown) < len(own):
+                lines.append(f"  … and {len(own) - len(shown)} more (--format json lists all)")
     return "\n".join(lines)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return _instant(value)
+    if isinstance(value, float) and math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"  # JSON has no infinite number
+    return value
+
+
+def _snapshot_document(snapshot: Snapshot | None) -> dict[str, Any] | None:
+    if snapshot is None:
+        return None
+    return {
+        "snapshot_id": snapshot.snapshot_id,
+        "snapshot_number": snapshot.snapshot_number,
+        "revision": snapshot.revision,
+        "built_at": _instant(snapshot.built_at),
+    }
 
 
 def report_json(report: ChangeReport) -> str:
     import json
 
-    def value(v: Any) -> Any:
-        if isinstance(v, datetime):
-            return _instant(v)
-        if isinstance(v, float) and v in (float("inf"), float("-inf")):
-            return "Infinity" if v > 0 else "-Infinity"  # JSON has no infinite number
-        return v
-
-    def rows(frame: Any) -> list[dict[str, Any]]:
-        return [{k: value(v) for k, v in row.items()} for row in frame.to_dicts()]
-
     document = {
-        "source": report.source.source,
-        "revision": report.source.revision,
-        "snapshot_id": report.source.snapshot_id,
-        "since": report.since.label if report.since is not None else None,
+        "windows": [
+            {
+                "source": w.source,
+                "before": _snapshot_document(w.before),
+                "after": _snapshot_document(w.after),
+                "returns_to": _snapshot_document(w.returns_to),
+            }
+            for w in report.windows
+        ],
+        "since": report.since,
         "thresholds": {
             "min_history": report.thresholds.min_history,
             "min_change": report.thresholds.min_change,
             "z_threshold": report.thresholds.z_threshold,
         },
-        "record_events": rows(report.record_events),
-        "regressions": rows(report.regressions),
-        "leader_changes": rows(report.leader_changes),
+        **{
+            section: [{k: _jsonable(v) for k, v in row.items()} for row in entries]
+            for section, entries in report.sections.items()
+        },
     }
     return json.dumps(document, ensure_ascii=False, allow_nan=False)
+
+
+# One row per entry of every section, for spreadsheets and scripts.
+CSV_COLUMNS = (
+    "section",
+    "source",
+    "solution",
+    "definition",
+    "workload_uuid",
+    "hardware",
+    "comparison_key",
+    "run_id",
+    "latency_ns",
+    "history_size",
+    "history_mean_ns",
+    "relative_change",
+    "z_score",
+    "status_before",
+    "status_after",
+    "previous_solution",
+    "previous_latency_ns",
+    "name",
+)
+
+
+def report_rows(report: ChangeReport) -> list[list[Any]]:
+    return [
+        [section, *(_jsonable(row.get(column)) for column in CSV_COLUMNS[1:])]
+        for section, _ in SECTIONS
+        for row in report.sections[section]
+    ]
+
+
+def regression_failure_line(report: ChangeReport) -> str | None:
+    """Why `--fail-on-regression` fails, in one line; None when nothing regressed."""
+    found = report.sections["regressions"]
+    if not found:
+        return None
+    solutions = sorted({r["solution"] for r in found})
+    sources = sorted({r["source"] for r in found})
+    worst = max(found, key=lambda r: r["relative_change"])
+    return (
+        f"{len(found)} regression(s) in source {', '.join(sources)} of "
+        f"{len(solutions)} solution(s) ({', '.join(solutions[:3])}"
+        f"{', …' if len(solutions) > 3 else ''}); worst {worst['solution']} "
+        f"{worst['relative_change']:+.1%} on {worst['definition']} "
+        f"workload {worst['workload_uuid']}"
+    )
 
 
 # --------------------------------------------------------------------------------------------
 # The Dagster check (pipelines/defs/checks.py wraps it; it warns, never blocks)
 
-NEW_REGRESSIONS_SQL = """
-WITH latest AS (
-    SELECT arg_max(snapshot_id, built_at) AS snapshot_id FROM source_snapshots GROUP BY source
-)
-SELECT count(*),
-       coalesce(list(solution || ' · ' || definition || ' · workload ' || workload_uuid
-                     || ' · ' || hardware || ': ' || round(100 * relative_change, 1) || ' % slower'
-                     ORDER BY relative_change DESC, run_id)[1:$sample], [])
-FROM regressions
-WHERE first_snapshot_id IN (SELECT snapshot_id FROM latest)
-"""
-
 
 def no_new_regressions(connection: duckdb.DuckDBPyConnection) -> tuple[bool, dict[str, Any]]:
-    """No result first seen in the latest snapshot of its source is a regression: slower than
-    the same solution's earlier results on the same comparison key by at least the configured
-    relative change and z-score (sql/regressions.sql, TRACEHOUSE_REGRESSION_*)."""
-    rows = connection.execute(NEW_REGRESSIONS_SQL, {"sample": 10}).fetchall()
-    count, sample = rows[0]
+    """No regression in what `tracehouse changes` compares by default (each source's previous
+    snapshot and its current one): a result first seen in the current snapshot slower than the
+    same solution's earlier results on the same comparison key by at least the configured
+    relative change and z-score (sql/latency_verdicts.sql, TRACEHOUSE_REGRESSION_*)."""
+    snapshots = _snapshots(connection)
+    windows = change_windows(snapshots, since=None, source=None) if snapshots else []
+    _register_windows(connection, windows)
+    try:
+        found = [r for r in _rows(connection, VERDICTS_SQL) if r["verdict"] == "regression"]
+    finally:
+        connection.unregister(WINDOWS_RELATION)
+    found.sort(key=lambda r: (-r["relative_change"], r["run_id"]))
     ((min_history, min_change, z_threshold),) = connection.execute(
         f"SELECT min_history, min_change, z_threshold FROM {THRESHOLDS_RELATION}"  # noqa: S608  (own name)
     ).fetchall()
-    return count == 0, {
-        "new_regressions": count,
-        "largest": sample,
+    return not found, {
+        "new_regressions": len(found),
+        "largest": [
+            f"{r['solution']} · {r['definition']} · workload {r['workload_uuid']} · "
+            f"{r['hardware']}: {100 * r['relative_change']:.1f} % slower"
+            for r in found[:10]
+        ],
         "min_history": min_history,
         "min_change": min_change,
         "z_threshold": z_threshold,

@@ -339,8 +339,18 @@ def cmd_changes(args: argparse.Namespace) -> int:
         report = changes.change_report(connection, settings, since=args.since, source=args.source)
     finally:
         connection.close()
-    print(changes.report_json(report) if args.format == "json" else changes.report_text(report))
-    if args.fail_on_regression and report.regressions.height > 0:
+    if args.format == "table":
+        print(changes.report_text(report))
+    elif args.format == "json":
+        print(changes.report_json(report))
+    else:
+        _row_writer(args.format)(
+            sys.stdout, list(changes.CSV_COLUMNS), [changes.report_rows(report)]
+        )
+    failure = changes.regression_failure_line(report)
+    if args.fail_on_regression and failure is not None:
+        sys.stdout.flush()
+        print(f"tracehouse changes: {failure}", file=sys.stderr)
         return changes.EXIT_REGRESSIONS_FOUND
     return 0
 
@@ -678,26 +688,32 @@ def build_parser() -> argparse.ArgumentParser:
 
     changes = add(
         "changes",
-        "New record holders (record_events) and regressions (regressions), for people and CI.",
+        "What changed between two states of each source (default: its previous snapshot and "
+        "its current one): regressions, improvements, newly failing/passing, solutions and "
+        "workloads appeared/disappeared, new record holders; for people and CI.",
     )
     changes.add_argument(
         "--since",
-        metavar="WHEN",
-        help="only changes observed at or after an ISO date/time (UTC), or since a revision "
-        "or snapshot id the warehouse read",
+        metavar="SNAPSHOT|REVISION|DATE",
+        help="compare with this earlier state instead: a snapshot id or commit sha (or a "
+        "prefix), a requested revision, or an ISO date/time (UTC; each source's last build "
+        "at or before it)",
     )
     changes.add_argument(
-        "--source", help="only changes of this source (as given to `tracehouse build --source`)"
+        "--source",
+        help="only this source (its name in `tracehouse sources`, or the folder or hf:// URI "
+        "given to `tracehouse build --source`)",
     )
     changes.add_argument(
         "--fail-on-regression",
         action="store_true",
-        help="exit with status 1 when a regression is listed (for CI); 2 stays a usage error",
+        help="exit with status 1, and say why in one line on stderr, when a regression is "
+        "listed (for CI); 2 stays a usage error",
     )
     _add_settings(
         changes, ("regression_min_history", "regression_min_change", "regression_z_threshold")
     )
-    changes.add_argument("--format", choices=("table", "json"), default="table")
+    changes.add_argument("--format", choices=OUTPUT_FORMATS, default="table")
     changes.set_defaults(handler=cmd_changes)
 
     demo = add(

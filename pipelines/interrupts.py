@@ -17,6 +17,7 @@ decides) and die on SIGTERM; the parent kills its remaining children with ``stop
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import weakref
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from types import FrameType
 from typing import Any
 
 HANDLED = (signal.SIGINT, signal.SIGTERM)
+SAFE_PATH_VARIABLE = "PYTHONSAFEPATH"
 
 
 class Interrupted(KeyboardInterrupt):
@@ -75,7 +77,6 @@ def stop_listening() -> None:
 def install() -> None:
     """Turn SIGINT and SIGTERM into ``Interrupted`` (main thread of the CLI only), and start the
     watchdog that stops the process even while the main thread is inside C code."""
-    import os
     import threading
 
     for signum in HANDLED:
@@ -103,7 +104,6 @@ def watch_connection(connection: Any) -> Any:
 
 
 def _watchdog(read_end: int) -> None:
-    import os
     import time
 
     while not os.read(read_end, 1):
@@ -131,7 +131,6 @@ def published_line(generation: str) -> str:
 
 
 def _exit_at_once(signum: int, _frame: FrameType | None) -> None:
-    import os
     import sys
 
     with contextlib.suppress(OSError, ValueError):
@@ -167,8 +166,13 @@ def note_published(generation: str | None) -> None:
 
 @contextlib.contextmanager
 def deferred() -> Iterator[None]:
-    """Run a block that must not be cut in half; a signal meanwhile is raised at its end."""
+    """Run a block that must not be cut in half (an atomic switch); a signal meanwhile is
+    raised at its end. A switch is not begun once a signal has come: one that arrived while
+    a module was being imported was only noted (see ``_handler``), and the command, still
+    running until the watchdog ends it, must not publish what the user asked to stop."""
     global _deferred_depth, _pending
+    if _deferred_depth == 0 and _received is not None:
+        raise Interrupted(_received)
     _deferred_depth += 1
     try:
         yield
@@ -196,12 +200,34 @@ def start_fork_server() -> None:
     """
     from multiprocessing import forkserver, resource_tracker
 
-    resource_tracker.ensure_running()
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    with safe_import_path():
+        resource_tracker.ensure_running()
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            forkserver.ensure_running()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+@contextlib.contextmanager
+def safe_import_path() -> Iterator[None]:
+    """Python processes started inside this block do not put the working directory on sys.path.
+
+    multiprocessing starts its fork server and resource tracker as ``python -c ...``, and ``-c``
+    puts the current directory first on the import path: a ``selectors.py`` or ``bisect.py``
+    lying in the folder a user builds from (a dataset clone, say) would be imported, that is,
+    executed, while those helpers start, and the workers forked from them inherit the path.
+    ``PYTHONSAFEPATH`` (Python 3.11's ``-P``) tells the new interpreter not to add it.
+    """
+    previous = os.environ.get(SAFE_PATH_VARIABLE)
+    os.environ[SAFE_PATH_VARIABLE] = "1"
     try:
-        forkserver.ensure_running()
+        yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        if previous is None:
+            os.environ.pop(SAFE_PATH_VARIABLE, None)
+        else:
+            os.environ[SAFE_PATH_VARIABLE] = previous
 
 
 def stop_children(timeout_s: float = 2.0) -> None:
@@ -221,7 +247,6 @@ def stop_helpers() -> None:
     """Just before the process ends on an interrupt: kill the helpers multiprocessing started for
     the workers (the fork server they come from, and the resource tracker, which would print a
     warning about the workers' semaphores), so nothing is left and nothing else is printed."""
-    import os
     import sys
     import warnings
 

@@ -14,13 +14,15 @@ import hashlib
 import html
 import re
 import shutil
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipelines import rejects
+from pipelines import interrupts, rejects
 from pipelines.files import write_atomically
+from pipelines.report_changes import change_links_html, write_change_pages
 from pipelines.schemas import TABLES
 from pipelines.settings import Settings
 from pipelines.warehouse import Warehouse, connect_read_only
@@ -324,20 +326,27 @@ class _Reader:
 
 
 def write_report(settings: Settings, out_dir: Path) -> ReportResult:
-    """Write the report of the current warehouse into ``out_dir`` (created or refreshed)."""
+    """Write the report of the current warehouse into ``out_dir``, a folder the report owns.
+
+    ``out_dir`` must be new, empty, or a report folder this function wrote before (it carries
+    ``REPORT_MARKER``); any other folder is refused, so a report never deletes or overwrites a
+    user's files. The pages of one report go into a folder of their own (``pages-<token>``)
+    and ``index.html``, written last and atomically, is the one switch: until it is replaced,
+    readers (and an interrupted report) see the previous index with all of its pages. Only then
+    are the previous reports' page folders removed.
+    """
+    # imported before the first page is written, so that nothing slow stands between the
+    # pages and the switch (a Ctrl-C that arrives during an import waits for it to finish)
+    import plotly.graph_objects
     import plotly.offline
 
     warehouse = Warehouse(settings.warehouse)
     warehouse.require_current()
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ValueError(f"--out {out_dir}: exists and is not a folder")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    pages_dir = out_dir / "definitions"
-    if pages_dir.exists():  # pages of definitions that are gone must not linger
-        shutil.rmtree(pages_dir)
+    earlier_pages = _claim_report_folder(out_dir)
+    pages_folder = f"{PAGES_PREFIX}{time.time_ns():x}"
+    pages_dir = out_dir / pages_folder
     pages_dir.mkdir()
-    bundle = out_dir / PLOTLY_BUNDLE
-    write_atomically(bundle, plotly.offline.get_plotlyjs().encode())
+    write_atomically(out_dir / PLOTLY_BUNDLE, plotly.offline.get_plotlyjs().encode())
 
     reader = _Reader(warehouse)
     try:
@@ -361,17 +370,88 @@ def write_report(settings: Settings, out_dir: Path) -> ReportResult:
             )
             write_atomically(page, html_text.encode())
             result.pages.append(page)
-        overview, top_rows = _overview_page(reader, definitions)
-        write_atomically(result.index, overview.encode())
-        result.pages.insert(0, result.index)
-        result.overview_rows = top_rows
-        return result
+        change_pages = write_change_pages(
+            reader.connection, settings, pages_dir, _page, _table, _figure_html
+        )
+        result.pages += [path for _, path in change_pages]
+        overview, top_rows = _overview_page(reader, definitions, pages_folder)
+        overview = overview.replace(
+            "<body>", "<body>" + change_links_html(pages_folder, change_pages), 1
+        )
     finally:
         reader.close()
+    with interrupts.deferred():  # the switch: from here on readers see this report
+        write_atomically(result.index, overview.encode())
+    for earlier in earlier_pages:
+        if earlier.name != pages_folder:
+            shutil.rmtree(earlier, ignore_errors=True)
+    result.pages.insert(0, result.index)
+    result.overview_rows = top_rows
+    return result
+
+
+# The marker that says a folder holds a report tracehouse wrote, and so is the report's to
+# replace; the page folders of one report each.
+REPORT_MARKER = ".tracehouse-report.json"
+PAGES_PREFIX = "pages-"
+# What a report written before the marker existed left: the only unmarked non-empty folder
+# taken over (its pages are removed once the new index is in place).
+LEGACY_ENTRIES = frozenset({"index.html", PLOTLY_BUNDLE, "definitions"})
+
+
+def _mark_as_report_folder(out_dir: Path) -> None:
+    """Written before the first page, so that an interrupted first report still leaves a
+    folder the next report may replace."""
+    write_atomically(out_dir / REPORT_MARKER, b'{"written_by": "tracehouse report"}\n')
+
+
+def _claim_report_folder(out_dir: Path) -> list[Path]:
+    """Make sure ``out_dir`` is the report's to write; return the page folders of earlier
+    reports in it (removed once the new report is in place).
+
+    Raises ValueError (one line naming --out) for a path that is not a folder, or a non-empty
+    folder that holds anything but an earlier report.
+    """
+    if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
+        raise ValueError(f"--out {out_dir}: exists and is not a folder")
+    if not out_dir.exists():
+        out_dir.mkdir(parents=True)
+        _mark_as_report_folder(out_dir)
+        return []
+    entries = {entry.name: entry for entry in out_dir.iterdir()}
+    marker = entries.get(REPORT_MARKER)
+    if marker is not None and marker.is_file() and not marker.is_symlink():
+        # every page folder but the one the index links to is an earlier or interrupted report's
+        return [
+            entry
+            for name, entry in entries.items()
+            if name.startswith(PAGES_PREFIX) and entry.is_dir() and not entry.is_symlink()
+        ]
+    if not entries:
+        _mark_as_report_folder(out_dir)
+        return []
+    legacy_pages = entries.get("definitions")
+    if (
+        set(entries) <= LEGACY_ENTRIES
+        and "index.html" in entries
+        and legacy_pages is not None
+        and legacy_pages.is_dir()
+        and not legacy_pages.is_symlink()
+        and all(
+            page.is_file() and not page.is_symlink() and page.suffix == ".html"
+            for page in legacy_pages.iterdir()
+        )
+    ):
+        _mark_as_report_folder(out_dir)
+        return [legacy_pages]
+    raise ValueError(
+        f"--out {out_dir}: folder is not empty and holds no earlier tracehouse report; "
+        "name a new or empty folder"
+    )
 
 
 def _overview_page(
-    reader: _Reader, definitions: list[dict[str, Any]]
+    reader: _Reader, definitions: list[dict[str, Any]], pages_folder: str
 ) -> tuple[str, list[dict[str, Any]]]:
     from pipelines.queries import LEADERBOARD_ORDER_RULE
 
@@ -387,7 +467,7 @@ def _overview_page(
     web_ranking = reader.rows(WEB_RANKING_SQL, map=web_map)
     top = reader.rows(TOP_PER_DEFINITION_SQL)
     for row in top:
-        row["page"] = "definitions/" + definition_page_name(row["definition"])
+        row["page"] = f"{pages_folder}/{definition_page_name(row['definition'])}"
 
     parts = ["<h1>tracehouse report</h1>"]
     # The first screen answers "who is fastest where".
@@ -499,7 +579,7 @@ def _overview_page(
         )
     )
     links = "".join(
-        f"<li><a href='definitions/{html.escape(definition_page_name(d['definition']))}'>"
+        f"<li><a href='{pages_folder}/{html.escape(definition_page_name(d['definition']))}'>"
         f"{html.escape(d['definition'])}</a> ({d['solutions']:,} solutions, {d['runs']:,} runs)</li>"
         for d in definitions
     )

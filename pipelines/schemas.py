@@ -644,6 +644,11 @@ RUN_APPEARANCES = Table(
         _c("definition", S, "Definition name."),
         _c("solution", S, "Solution name."),
         _c("workload_uuid", S, "Workload uuid."),
+        _c(
+            "hardware",
+            S,
+            "Normalized hardware product (null in ranges recorded before it was kept).",
+        ),
         _c("status", S, "Status as recorded."),
         _c("latency_ns", I64, "Latency in ns (null when the run has none)."),
         _c("observed_at", UTC_MS, "When the run was measured (UTC)."),
@@ -960,6 +965,17 @@ LEADERBOARD_VIEW = View(
     ),
 )
 
+# Where a result of latency_history comes from: the first snapshot that held it.
+FIRST_SEEN_COLUMNS = (
+    _v("source", "The source whose snapshot first held the result."),
+    _v("first_snapshot_number", "That snapshot's number within its source."),
+    _v("first_snapshot_id", "That snapshot (key into source_snapshots)."),
+    _v(
+        "first_seen_at",
+        "When that snapshot was built; results are ordered by it, then observed_at.",
+    ),
+)
+
 RECORD_EVENTS_VIEW = View(
     "record_events",
     "KernelIndex record history (§11.2): per comparison key, walking its eligible runs in "
@@ -987,15 +1003,16 @@ RECORD_EVENTS_VIEW = View(
         _v("record_number", "1 for the group's first record, then 2, 3, ... in order."),
         _v("held_until", "When the next holder took the record; null while this run holds it."),
         _v("next_run_id", "The run that took the record next; null while this run holds it."),
+        *FIRST_SEEN_COLUMNS,
     ),
 )
 
 LATENCY_HISTORY_VIEW = View(
     "latency_history",
-    "The input of regressions: one row per distinct latency result (solution, comparison key, "
-    "observed_at, latency) of an eligible run, with when the warehouse first saw it.",
+    "Every distinct latency result (solution, comparison key, observed_at, latency) of an "
+    "eligible run in any snapshot the warehouse has read, with the snapshot that first held it.",
     (
-        _v("solution", "Solution name (runs without one are left out)."),
+        _v("solution", "Solution name; null for runs without one (never judged)."),
         _v("comparison_key", "The comparison group of the result."),
         _v("run_id", "The run holding the result (the smallest run_id among identical ones)."),
         _v("definition", "Definition name."),
@@ -1003,45 +1020,61 @@ LATENCY_HISTORY_VIEW = View(
         _v("hardware", "Normalized hardware product."),
         _v("observed_at", "When the benchmark ran (UTC, ms)."),
         _v("latency_ns", "Latency in integer nanoseconds."),
-        _v("first_snapshot_id", "The first snapshot holding the run (key into source_snapshots)."),
+        *FIRST_SEEN_COLUMNS,
+    ),
+)
+
+# A result of latency_history as latency_verdicts judges it.
+JUDGED_COLUMNS = (
+    _v("solution", "Solution name."),
+    _v("definition", "Definition name."),
+    _v("workload_uuid", "Workload uuid as written."),
+    _v("hardware", "Normalized hardware product."),
+    _v("comparison_key", "The comparison group of the result."),
+    _v("run_id", "The result's run (key into run_history; into runs while current)."),
+    _v("observed_at", "When the result was measured (UTC, ms)."),
+    _v("latency_ns", "Its latency in integer nanoseconds."),
+    _v("history_size", "Earlier results of the solution on the key it is judged against."),
+    _v("history_mean_ns", "Mean latency of those earlier results, ns; null without any."),
+    _v("history_stddev_ns", "Their sample standard deviation, ns; null for one result."),
+    _v("history_best_ns", "Their best (lowest) latency, ns."),
+    _v("relative_change", "latency_ns / history_mean_ns - 1 (0.25 = 25 % slower)."),
+    _v(
+        "z_score",
+        "(latency_ns - history_mean_ns) / history_stddev_ns; +/-infinity for a rise/drop "
+        "over a history without spread.",
+    ),
+    _v("previous_run_id", "The solution's result just before this one on the key."),
+    _v("previous_latency_ns", "Latency of that previous result, ns."),
+    _v("previous_observed_at", "When that previous result was measured."),
+    *FIRST_SEEN_COLUMNS,
+)
+THRESHOLD_COLUMNS = (
+    _v("min_history", "The min_history limit in force (TRACEHOUSE_REGRESSION_MIN_HISTORY)."),
+    _v("min_change", "The min_change limit in force (TRACEHOUSE_REGRESSION_MIN_CHANGE)."),
+    _v("z_threshold", "The z-score limit in force (TRACEHOUSE_REGRESSION_Z_THRESHOLD)."),
+)
+
+LATENCY_VERDICTS_VIEW = View(
+    "latency_verdicts",
+    "Every result of latency_history judged against the same solution's earlier results on "
+    "the same comparison key (lookback z-score; limits in regression_thresholds).",
+    (
+        *JUDGED_COLUMNS,
         _v(
-            "first_seen_at",
-            "When that snapshot was built; results are ordered by it, then observed_at.",
+            "verdict",
+            "`first result`, `history too short` (fewer than min_history earlier results), "
+            "`regression`, `improvement` or `within noise`.",
         ),
+        *THRESHOLD_COLUMNS,
     ),
 )
 
 REGRESSIONS_VIEW = View(
     "regressions",
     "Results significantly slower than the same solution's earlier results on the same "
-    "comparison key (lookback z-score; limits in regression_thresholds).",
-    (
-        _v("solution", "Solution that got slower."),
-        _v("definition", "Definition name."),
-        _v("workload_uuid", "Workload uuid as written."),
-        _v("hardware", "Normalized hardware product."),
-        _v("comparison_key", "The comparison group of the result."),
-        _v("run_id", "The slow result's run (key into runs)."),
-        _v("observed_at", "When the slow result was measured (UTC, ms)."),
-        _v("latency_ns", "Its latency in integer nanoseconds."),
-        _v("history_size", "Earlier results of the solution on the key it is judged against."),
-        _v("history_mean_ns", "Mean latency of those earlier results, ns."),
-        _v("history_stddev_ns", "Their sample standard deviation, ns; null for one result."),
-        _v("history_best_ns", "Their best (lowest) latency, ns."),
-        _v("relative_change", "latency_ns / history_mean_ns - 1 (0.25 = 25 % slower)."),
-        _v(
-            "z_score",
-            "(latency_ns - history_mean_ns) / history_stddev_ns; +infinity when the history "
-            "has no spread.",
-        ),
-        _v("previous_run_id", "The solution's result just before this one on the key."),
-        _v("previous_latency_ns", "Latency of that previous result, ns."),
-        _v("previous_observed_at", "When that previous result was measured."),
-        _v("first_snapshot_id", "The first snapshot holding the slow result."),
-        _v("min_history", "The min_history limit in force (TRACEHOUSE_REGRESSION_MIN_HISTORY)."),
-        _v("min_change", "The min_change limit in force (TRACEHOUSE_REGRESSION_MIN_CHANGE)."),
-        _v("z_threshold", "The z-score limit in force (TRACEHOUSE_REGRESSION_Z_THRESHOLD)."),
-    ),
+    "comparison key: latency_verdicts' `regression` rows.",
+    (*JUDGED_COLUMNS, *THRESHOLD_COLUMNS),
 )
 
 RUN_HISTORY_VIEW = View(
@@ -1064,6 +1097,7 @@ RUN_HISTORY_VIEW = View(
             "definition",
             "solution",
             "workload_uuid",
+            "hardware",
             "status",
             "latency_ns",
             "observed_at",
@@ -1124,6 +1158,7 @@ VIEWS: dict[str, View] = {
         LEADERBOARD_VIEW,
         RECORD_EVENTS_VIEW,
         LATENCY_HISTORY_VIEW,
+        LATENCY_VERDICTS_VIEW,
         REGRESSIONS_VIEW,
         RUN_HISTORY_VIEW,
         LEADER_CHANGES_VIEW,

@@ -36,6 +36,17 @@ def _at_least(minimum: float) -> Check:
     return lambda value: None if value >= minimum else f"must be >= {minimum:g}, got {value:g}"
 
 
+# More earlier results than any warehouse holds would silence every verdict; the bound also
+# keeps the value a DuckDB BIGINT.
+MAX_REGRESSION_HISTORY = 1_000_000
+
+
+def _history_length(value: int) -> str | None:
+    if 1 <= value <= MAX_REGRESSION_HISTORY:
+        return None
+    return f"must be between 1 and {MAX_REGRESSION_HISTORY:,}, got {value:g}"
+
+
 def _finite_at_least_zero(value: float) -> str | None:
     return None if 0 <= value < float("inf") else f"must be a finite number >= 0, got {value:g}"
 
@@ -295,7 +306,7 @@ class Settings:
         "Earlier results of the same solution and comparison key needed to judge a result.",
         int,
         flag="--min-history",
-        check=_at_least(1),
+        check=_history_length,
     )
     regression_min_change: float = setting(
         0.10,

@@ -274,6 +274,8 @@ PER_SOURCE_TABLES = (
     "run_appearances",
     "run_disappearances",
 )
+# Per-source tables that keep every build's files (run_history's events), not only the latest.
+HISTORY_TABLES = ("run_appearances", "run_disappearances")
 # Columns of per-source tables the views add from sources.json (schemas.VIEW_ADDED_COLUMNS):
 # stored in the parts they would change every part on every build.
 VIEW_ADDED_COLUMNS = ("source", "snapshot_id")
@@ -386,9 +388,13 @@ def table_view_sql(generation: Path, table: str, column_names: list[str] | None 
             else:
                 columns.append(f'"{name}"')
         files = _file_list(table_files(generation, table, source.key))
+        # History files accumulate over builds of every tracehouse version: a column added
+        # later reads as null in the older files (each folder holds one empty file of the
+        # current schema, so the column always exists).
+        options = ", union_by_name = true" if table in HISTORY_TABLES else ""
         # Names and paths are our own (schemas.py, the generation folder); the source name and
         # snapshot id are quoted literals.
-        selects.append(f"SELECT {', '.join(columns)} FROM read_parquet({files})")  # noqa: S608
+        selects.append(f"SELECT {', '.join(columns)} FROM read_parquet({files}{options})")  # noqa: S608
     return " UNION ALL ".join(selects)
 
 

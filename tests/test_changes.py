@@ -141,9 +141,15 @@ def test_record_events_take_eligibility_from_run_rankings(demo_warehouse: Path) 
         " WHERE NOT k.eligible",
     )
     assert ineligible_holders == [{"n": 0}]
-    text = (sql_dir() / "record_events.sql").read_text().lower()
-    # The rule lives in run_rankings.sql; record_events only joins it.
-    assert "run_rankings" in text and "ki_status" not in text and "'passed'" not in text
+    # The rule lives in run_rankings.sql; run_history keeps its verdict per range, and
+    # record_events walks latency_history, which keeps only the eligible ranges.
+    appearances = (sql_dir() / "assemble" / "run_appearances.sql").read_text().lower()
+    assert "run_rankings" in appearances and "k.eligible" in appearances
+    history = (sql_dir() / "latency_history.sql").read_text().lower()
+    assert "where h.eligible" in history
+    for name in ("record_events", "latency_history"):
+        text = (sql_dir() / f"{name}.sql").read_text().lower()
+        assert "ki_status" not in text and "'passed'" not in text
 
 
 @requires_shared
@@ -323,11 +329,16 @@ def test_the_limits_are_settings(series_warehouse: Path) -> None:
 def test_changes_command_lists_the_regression_and_fails_only_when_asked(
     series_warehouse: Path,
 ) -> None:
+    """One snapshot: everything is new since nothing, and every re-run is judged against the
+    earlier ones of its series."""
     warehouse = ["--warehouse", str(series_warehouse)]
     plain = run_cli("changes", *warehouse)
     assert plain.returncode == 0, plain.stderr
-    assert "regressions: 1 " in plain.stdout
-    assert f"{SOLUTION} 130.0 µs  +29.8% against the mean 100.1 µs of 4 earlier" in plain.stdout
+    assert "source dataset: everything up to snapshot 1" in plain.stdout
+    assert "regressions: 1\n" in plain.stdout
+    assert f"  {SOLUTION}\n    gemm_n4_k4 · w-seeded-regression · B200\n" in plain.stdout
+    assert "    130.0 µs, +29.8% vs mean 100.1 µs of 4 earlier, z +" in plain.stdout
+    assert "improvements: 1\n" in plain.stdout  # w-faster halves against its history
     # one comparison key per workload; records walked here from SERIES
     takeovers = firsts = 0
     for latencies in SERIES.values():
@@ -336,18 +347,20 @@ def test_changes_command_lists_the_regression_and_fails_only_when_asked(
             if best is None or latency < best:
                 takeovers, firsts = (takeovers + 1, firsts) if best else (takeovers, firsts + 1)
                 best = latency
-    assert (
-        f"record events (new records and leader changes): {takeovers + firsts} "
-        f"({takeovers} took the record from an earlier holder, {firsts} first results)"
-    ) in plain.stdout
+    assert f"new record holders: {takeovers + firsts}\n" in plain.stdout
+    assert plain.stdout.count("first result in its comparison group") == firsts
 
     failing = run_cli("changes", "--fail-on-regression", *warehouse)
     assert failing.returncode == EXIT_REGRESSIONS_FOUND == 1
     assert failing.stdout == plain.stdout
+    assert failing.stderr == (
+        "tracehouse changes: 1 regression(s) in source dataset of 1 solution(s) "
+        f"({SOLUTION}); worst {SOLUTION} +29.8% on gemm_n4_k4 workload w-seeded-regression\n"
+    )
 
     relaxed = run_cli("changes", "--fail-on-regression", "--min-change", "0.5", *warehouse)
     assert relaxed.returncode == 0, relaxed.stderr
-    assert "regressions: 0 " in relaxed.stdout
+    assert "regressions: 0\n" in relaxed.stdout and relaxed.stderr == ""
 
     document = json.loads(run_cli("changes", "--format", "json", *warehouse).stdout)
     assert [r["workload_uuid"] for r in document["regressions"]] == ["w-seeded-regression"]
@@ -357,27 +370,35 @@ def test_changes_command_lists_the_regression_and_fails_only_when_asked(
         "z_threshold": DEFAULTS.regression_z_threshold,
     }
     assert document["regressions"][0]["observed_at"].endswith("Z")
+    # The second re-run has one earlier result: too few for a z-score, and said so.
+    short = run_cli("changes", "--min-change", "0.005", "--format", "json", *warehouse)
+    too_short = json.loads(short.stdout)["history_too_short"]
+    assert {r["history_size"] for r in too_short} == {1}
+    assert all(abs(r["relative_change"]) >= 0.005 for r in too_short)
+    text = run_cli("changes", "--min-change", "0.005", *warehouse).stdout
+    assert "of 1 earlier, too few for a z-score" in text
 
 
 def test_changes_since_a_date_and_a_revision(series_warehouse: Path) -> None:
+    """--since names an earlier state: a date, each source's last build at or before it (a
+    date before the first build compares with nothing); a revision, the snapshot that read it
+    (the current one: nothing is new)."""
     warehouse = ["--warehouse", str(series_warehouse)]
     everything = json.loads(run_cli("changes", "--format", "json", *warehouse).stdout)
-    cut = "2026-03-04"  # the fourth day: only the judged runs (day 5) and the day-4 reruns
-    later = json.loads(run_cli("changes", "--since", cut, "--format", "json", *warehouse).stdout)
-    assert later["record_events"] == [
-        e for e in everything["record_events"] if e["at"] >= "2026-03-04T00:00:00.000Z"
-    ]
-    assert [e["solution"] for e in later["record_events"]] == [SOLUTION]  # w-faster's record
-    assert later["regressions"] == everything["regressions"]
-    none_yet = run_cli(
-        "changes", "--since", "2026-03-06T00:00:00Z", "--fail-on-regression", *warehouse
+    early = json.loads(
+        run_cli("changes", "--since", "2026-03-04", "--format", "json", *warehouse).stdout
     )
-    assert none_yet.returncode == 0 and "regressions since 2026-03-06" in none_yet.stdout
-    # The current revision: nothing is new since it.
+    assert early == {**everything, "since": "2026-03-04"}
+    (built,) = rows(series_warehouse, "SELECT built_at FROM source_snapshots")
+    after_build = (built["built_at"] + timedelta(seconds=1)).astimezone(UTC).isoformat()
+    none_yet = run_cli("changes", "--since", after_build, "--fail-on-regression", *warehouse)
+    assert none_yet.returncode == 0, none_yet.stderr
+    assert "regressions: 0\n" in none_yet.stdout
+    assert "no build of this source since then" in none_yet.stdout
     current = run_cli("changes", "--since", REVISION[:10], "--fail-on-regression", *warehouse)
     assert current.returncode == 0, current.stderr
-    assert f"since revision {REVISION} (current)" in current.stdout
-    assert "regressions since" in current.stdout and ": 0 (" in current.stdout
+    assert "source dataset: snapshot 1 -> 1" in current.stdout
+    assert "regressions: 0\n" in current.stdout and "new record holders: 0\n" in current.stdout
 
 
 def test_changes_refuses_bad_arguments_in_one_line(series_warehouse: Path, tmp_path: Path) -> None:
@@ -386,8 +407,15 @@ def test_changes_refuses_bad_arguments_in_one_line(series_warehouse: Path, tmp_p
         (["--since", "last tuesday"], {}, "--since 'last tuesday': neither an ISO date/time"),
         (["--since", "2026-02-30"], {}, "--since '2026-02-30': not a valid date/time"),
         (["--source", "elsewhere"], {}, "--source 'elsewhere': not a source of this warehouse"),
-        (["--min-history", "0"], {}, "--min-history 0: must be >= 1"),
+        (["--min-history", "0"], {}, "--min-history 0: must be between 1 and 1,000,000"),
+        (["--min-history", "1e30"], {}, "argument --min-history: invalid int value: '1e30'"),
+        (
+            ["--min-history", str(10**30)],
+            {},
+            f"--min-history {10**30}: must be between 1 and 1,000,000",
+        ),
         (["--z-threshold", "-1"], {}, "--z-threshold -1.0: must be a finite number >= 0"),
+        (["--min-change", "1e400"], {}, "--min-change inf: must be a finite number >= 0"),
         (
             [],
             {"TRACEHOUSE_REGRESSION_MIN_CHANGE": "lots"},
@@ -402,20 +430,41 @@ def test_changes_refuses_bad_arguments_in_one_line(series_warehouse: Path, tmp_p
     assert missing.returncode == 2 and "no warehouse at" in missing.stderr
 
 
-def test_changes_since_an_earlier_revision_needs_run_history(tmp_path: Path) -> None:
-    """Two builds of a changing folder: the first snapshot stays listed in source_snapshots, but
-    its runs are gone, so `--since` it is refused with the reason (and no guess)."""
+def test_changes_since_an_earlier_snapshot_compares_with_it(tmp_path: Path) -> None:
+    """Two builds of a changing folder: `--since` the first snapshot (its id's prefix) is the
+    default comparison here, and names what the second build removed."""
     source = write_series_dataset(tmp_path / "dataset")
     warehouse = tmp_path / "warehouse"
     build(source, warehouse, revision=REVISION)
     (first,) = rows(warehouse, "SELECT snapshot_id FROM source_snapshots")
     trace = next((source / "traces").rglob("*.jsonl"))
-    trace.write_text(trace.read_text().splitlines(keepends=True)[0])
+    kept = trace.read_text().splitlines(keepends=True)[0]
+    trace.write_text(kept)
     build(source, warehouse, revision=REVISION, allow_shrink=True)  # the shrink is the point
     assert len(rows(warehouse, "SELECT snapshot_id FROM source_snapshots")) == 2
-    result = run_cli("changes", "--since", first["snapshot_id"][:12], "--warehouse", str(warehouse))
-    assert result.returncode == 2
-    assert "that revision is an earlier snapshot" in result.stderr
+    since = run_cli(
+        "changes",
+        "--since",
+        first["snapshot_id"][:12],
+        "--format",
+        "json",
+        "--warehouse",
+        str(warehouse),
+    )
+    assert since.returncode == 0, since.stderr
+    report = json.loads(since.stdout)
+    assert report == {
+        **json.loads(run_cli("changes", "--format", "json", "--warehouse", str(warehouse)).stdout),
+        "since": first["snapshot_id"][:12],
+    }
+    (window,) = report["windows"]
+    assert (window["before"]["snapshot_number"], window["after"]["snapshot_number"]) == (1, 2)
+    # The one line kept is the last workload's last run: the other workloads disappeared.
+    remaining = json.loads(kept)["workload"]["uuid"]
+    assert sorted(w["name"] for w in report["workloads_disappeared"]) == sorted(
+        set(SERIES) - {remaining}
+    )
+    assert report["regressions"] == report["record_holders"] == []
     same_source = run_cli("changes", "--source", str(source), "--warehouse", str(warehouse))
     assert same_source.returncode == 0, same_source.stderr
 
@@ -424,12 +473,13 @@ def test_the_dagster_check_warns_on_a_regression_without_blocking(
     series_warehouse: Path,
 ) -> None:
     resource = WarehouseResource(warehouse=str(series_warehouse))
-    selected = [assets.latency_history, assets.regressions, *checks.asset_checks]
-    result = dg.materialize(
-        selected,
-        resources={"warehouse": resource},
-        selection=dg.AssetSelection.assets("latency_history", "regressions"),
-    )
+    on_views = [
+        check
+        for check in checks.asset_checks
+        if all(key.asset_key in assets.warehouse_views.keys for key in check.check_keys)
+    ]
+    selected = [assets.warehouse_views, *on_views]
+    result = dg.materialize(selected, resources={"warehouse": resource})
     assert result.success
     (evaluation,) = [
         e for e in result.get_asset_check_evaluations() if e.check_name == "no_new_regressions"
@@ -448,7 +498,6 @@ def test_the_dagster_check_warns_on_a_regression_without_blocking(
                 warehouse=str(series_warehouse), regression_min_change=0.5
             )
         },
-        selection=dg.AssetSelection.assets("latency_history", "regressions"),
     )
     assert all(e.passed for e in relaxed.get_asset_check_evaluations())
 

@@ -155,7 +155,10 @@ def cases(p: dict[str, Path]) -> list[tuple[str, list[str], dict[str, str], str]
         ("demo seed not a number", ["demo", "--seed", "x", *w], {}, "--seed"),
         # report and changes
         ("report into a file", ["report", "--out", str(p["file"]), *w], {}, "--out"),
-        ("changes min-history 0", ["changes", "--min-history", "0", *w], {}, "--min-history 0: must be >= 1"),
+        ("changes min-history 0", ["changes", "--min-history", "0", *w], {}, "--min-history 0: must be between 1 and 1,000,000"),
+        ("changes min-history 1e30", ["changes", "--min-history", "1e30", *w], {}, "argument --min-history: invalid int value: '1e30'"),
+        ("changes min-history past BIGINT", ["changes", "--min-history", str(10**30), *w], {}, f"--min-history {10**30}: must be between 1 and 1,000,000"),
+        ("changes since nothing known", ["changes", "--since", "deadbeef", *w], {}, "--since 'deadbeef': neither an ISO date/time"),
         ("changes negative z", ["changes", "--z-threshold", "-1", *w], {}, "--z-threshold -1.0: must be a finite number >= 0"),
         ("changes regression env", ["changes", *w], {"TRACEHOUSE_REGRESSION_MIN_CHANGE": "x"}, "TRACEHOUSE_REGRESSION_MIN_CHANGE='x' is not a valid number"),
         # generations and rollback

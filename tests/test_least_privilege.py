@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -250,3 +253,55 @@ def test_moved_warehouse_still_answers(weird: dict[str, Any], tmp_path: Path) ->
     moved = tmp_path / "moved-warehouse"
     shutil.copytree(weird["warehouse"], moved, symlinks=True)
     assert _counts(moved) == {"runs": 8, "impl": 2, "defs": 1}
+
+
+# Modules a Python process imports while it starts (multiprocessing's helpers import selectors,
+# random and bisect): a file of that name in the working directory would run if that directory
+# were on the workers' import path.
+HOSTILE_MODULE_NAMES = ("bisect", "random", "selectors", "socket", "struct")
+
+
+def _plant_hostile_modules(folder: Path, markers: Path) -> None:
+    for name in HOSTILE_MODULE_NAMES:
+        (folder / f"{name}.py").write_text(
+            "import pathlib\n"
+            f"pathlib.Path({str(markers / name)!r}).write_text('executed')\n"
+            f"raise SystemExit('hostile {name} imported')\n"
+        )
+
+
+@pytest.mark.parametrize("where", ["working directory", "dataset folder"])
+def test_python_files_in_the_working_directory_are_never_imported(
+    tmp_path: Path, where: str
+) -> None:
+    """A build started from a folder holding ``selectors.py``, ``random.py``… (a dataset clone
+    with scripts, a home directory) runs none of them: its parser workers and their fork server
+    start with a safe import path. Run as a user does: the installed ``tracehouse`` script, with
+    several workers so that the worker pool really starts."""
+    from pipelines.demo import generate_dataset
+
+    dataset = tmp_path / "dataset"
+    generate_dataset(dataset, seed=5, definitions=4, workloads_per_definition=3)
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    cwd = tmp_path / "elsewhere" if where == "working directory" else dataset
+    cwd.mkdir(exist_ok=True)
+    _plant_hostile_modules(cwd, markers)
+    warehouse = tmp_path / "warehouse"
+    script = Path(sys.executable).with_name("tracehouse")
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONSAFEPATH"}
+    environment.update({"TRACEHOUSE_WORKERS": "2", "PYTHONPATH": ""})
+    completed = subprocess.run(
+        [str(script), "build", "--source", str(dataset), "--warehouse", str(warehouse)],
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "hostile" not in completed.stderr and "Traceback" not in completed.stderr
+    assert sorted(p.name for p in markers.iterdir()) == []
+    from pipelines.warehouse import read_table
+
+    assert read_table(Warehouse(warehouse).require_current(), "runs").num_rows > 0

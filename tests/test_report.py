@@ -4,6 +4,7 @@ the screenshots are not blank, and every number in the tables equals the warehou
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -80,11 +81,18 @@ def not_blank(png: Path) -> None:
     assert len(set(pixels)) > 50 and drawn > 0.05, (png, len(set(pixels)), drawn)
 
 
+def current_pages_folder(out: Path) -> Path:
+    """The folder of definition pages the report's index links to."""
+    folders = set(re.findall(r"href='(pages-[0-9a-f]+)/", (out / "index.html").read_text()))
+    assert len(folders) == 1, folders
+    return out / folders.pop()
+
+
 def render(warehouse: Path, out: Path) -> list[Path]:
     result = run_cli("report", "--out", str(out), "--warehouse", str(warehouse))
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("wrote "), result.stdout
-    pages = [out / "index.html", *sorted((out / "definitions").glob("*.html"))]
+    pages = [out / "index.html", *sorted(current_pages_folder(out).glob("*.html"))]
     for page in pages:  # every script and style is the report's own: no URL to fetch
         text = page.read_text()
         assert "src='http" not in text and 'src="http' not in text and "href='http" not in text
@@ -161,7 +169,7 @@ def test_golden_corpus_report_in_chromium(golden_warehouse: Path, tmp_path: Path
     out = tmp_path / "golden-report"
     pages = render(golden_warehouse, out)
     busiest = [
-        out / "definitions" / definition_page_name(r["definition"])
+        current_pages_folder(out) / definition_page_name(r["definition"])
         for r in sql_rows(
             golden_warehouse,
             "SELECT definition FROM runs GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 3",
@@ -256,7 +264,7 @@ def test_two_source_report_at_1400_and_800_pixels(tmp_path: Path) -> None:
     warehouse = _two_source_warehouse(tmp_path)
     out = tmp_path / "report"
     pages = render(warehouse, out)
-    statuses_page = out / "definitions" / definition_page_name("gemm_n4_k4")
+    statuses_page = current_pages_folder(out) / definition_page_name("gemm_n4_k4")
     text = statuses_page.read_text()
     assert '<a href=\\"https://example.com\\"' not in text and "&lt;a href" in text
     with Chromium(tmp_path / "profile") as browser:
@@ -329,7 +337,7 @@ def test_a_large_definition_is_summarised_not_drawn_cell_by_cell(tmp_path: Path)
     assert built.returncode == 0, built.stderr
     out = tmp_path / "report"
     pages = render(tmp_path / "w", out)
-    page = out / "definitions" / definition_page_name(definition)
+    page = current_pages_folder(out) / definition_page_name(definition)
     text = page.read_text()
     assert f"Coverage: {workloads:,} workloads, counted per solution and status" in text
     with Chromium(tmp_path / "profile") as browser:

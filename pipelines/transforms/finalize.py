@@ -36,6 +36,7 @@ from pipelines.transforms.records import Reject
 from pipelines.warehouse import (
     DUCKDB_FILE,
     DUCKDB_SPILL_DIR,
+    HISTORY_TABLES,
     PARTED_TABLES,
     PER_SOURCE_TABLES,
     SNAPSHOT_FILE,
@@ -367,9 +368,6 @@ def _link(source: Path, target: Path) -> None:
         shutil.copyfile(source, target)
 
 
-HISTORY_TABLES = ("run_appearances", "run_disappearances")
-
-
 def _link_other_sources(
     current: Path | None,
     generation: Path,
@@ -562,8 +560,13 @@ def _keep_history(generation: Path, current: Path | None, source: GenerationSour
     for table in HISTORY_TABLES:
         folder = generation / f"{table}.parquet" / source.key
         folder.mkdir(parents=True, exist_ok=True)
-        if not table_files(generation, table, source.key):
-            pq.write_table(_stored_schema(table).empty_table(), folder / "empty.parquet")
+        # One empty file of the current schema, named after it: older files may lack a column
+        # added since, and the view reads them by name (warehouse.table_view_sql).
+        schema = _stored_schema(table)
+        digest = hashlib.sha256(str(schema).encode()).hexdigest()[:12]
+        empty = folder / f"empty-{digest}.parquet"
+        if not empty.exists():
+            pq.write_table(schema.empty_table(), empty)
 
 
 def _write_history(
@@ -680,12 +683,18 @@ def _write_duckdb_file(generation: Path, settings: Settings) -> None:
     connection = duckdb.connect(str(path), config={"storage_compatibility_version": "v1.0.0"})
     try:
         create_table_views(connection, generation)
-        store_regression_thresholds(connection, settings, temporary=False)
-        for view in VIEW_ORDER:
-            connection.execute(f"CREATE OR REPLACE VIEW {view} AS {sql_text(view)}")
+        create_sql_views(connection, settings)
         connection.execute("CHECKPOINT")
     finally:
         connection.close()
+
+
+def create_sql_views(connection: duckdb.DuckDBPyConnection, settings: Settings) -> None:
+    """The SQL views (sql/, in dependency order) and the regression limits they read; every
+    build writes them, and the Dagster view assets write them again into a published file."""
+    store_regression_thresholds(connection, settings, temporary=False)
+    for view in VIEW_ORDER:
+        connection.execute(f"CREATE OR REPLACE VIEW {view} AS {sql_text(view)}")
 
 
 def finalize_without_source(

@@ -19,6 +19,7 @@ SELECT
     r.definition,
     r.solution,
     r.workload_uuid,
+    r.hardware,
     r.status,
     r.latency_ns,
     r.observed_at,
