@@ -131,7 +131,8 @@ class Warehouse:
         folder = self.current_generation()
         if folder is None:
             raise WarehouseMissing(
-                f"no warehouse at {self.root}: run `tracehouse build --warehouse {self.root}` first"
+                f"no warehouse at {self.root}: run `tracehouse build --source DATASET "
+                f"--warehouse {self.root}` first"
             )
         problem = generation_damage(folder)
         if problem is not None:

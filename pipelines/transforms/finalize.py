@@ -101,12 +101,12 @@ def _snapshot_row(
         total += source_file.size
     file_list_digest = "sha256:" + listing.hexdigest()
     snapshot_id = hashlib.sha256(
-        f"{resolved.name}\0{resolved.source}\0{resolved.resolved_sha}\0{file_list_digest}".encode()
+        f"{resolved.name}\0{resolved.uri}\0{resolved.resolved_sha}\0{file_list_digest}".encode()
     ).hexdigest()[:32]
     return {
         "snapshot_id": snapshot_id,
         "source": resolved.name,
-        "uri": resolved.source,
+        "uri": resolved.uri,
         "requested_revision": resolved.requested_revision,
         "resolved_sha": resolved.resolved_sha,
         "built_at": _now_ms(),
