@@ -616,13 +616,15 @@ def _write_history(
             / f"{source.snapshot_number:06d}-{generation.name}.parquet"
         )
         columns = ", ".join(f'"{c}"' for c in schemas.stored_columns(table))  # own names
-        relation = connection.sql(
+        # Written by DuckDB, never held as one Arrow table: on a cold build every run appeared
+        # (1M rows at issue 16's scale), beyond what the process may hold beside DuckDB.
+        connection.sql(
             f"SELECT {columns} FROM ({sql_text(f'assemble/{table}')}) s "  # noqa: S608
             f"ORDER BY {schemas.slice_order(table)}",
             params=parameters,
-        ).to_arrow_table()
-        if relation.num_rows:
-            pq.write_table(relation, target, compression="zstd")
+        ).write_parquet(str(target), compression="zstd")
+        if pq.read_metadata(target).num_rows == 0:
+            target.unlink()
 
 
 def _table_counts(connection: duckdb.DuckDBPyConnection) -> dict[str, int]:
