@@ -6,11 +6,13 @@ import csv
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
 
 from pipelines.schemas import TABLES
+from pipelines.transforms import finalize
 from pipelines.warehouse import Warehouse, read_table, table_files, table_row_count
 from tests.conftest import GOLDEN_REVISION, build, run_cli
 from tests.shared_data import GOLDEN_DIR, SAMPLES_DIR, requires_shared
@@ -251,6 +253,31 @@ def test_building_twice_gives_identical_tables_and_exports(tmp_path: Path) -> No
         assert (tmp_path / "e1" / name).read_bytes() == (tmp_path / "e2" / name).read_bytes(), name
     manifest = json.loads((tmp_path / "e1" / "manifest.json").read_text())
     assert manifest["tables"]["runs"]["rows"] == 1490
+
+
+@requires_shared
+def test_parted_tables_written_in_batches_of_groups_equal_one_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finalize writes the groups' parts in batches bounded by staged size (issue 16: one
+    write over 1M runs outgrew its memory limit); a batch per group gives the same tables."""
+    source = GOLDEN_DIR / "dataset"
+    build(source, tmp_path / "one", revision=GOLDEN_REVISION)
+    batches: list[tuple[str, int]] = []
+    write = finalize._write_missing_parts
+
+    def counted(*args: Any) -> None:  # (connection, warehouse, table, groups, ...)
+        batches.append((args[2], len(args[3])))
+        write(*args)
+
+    monkeypatch.setattr(finalize, "PARTED_WRITE_BATCH_BYTES", 1)
+    monkeypatch.setattr(finalize, "_write_missing_parts", counted)
+    build(source, tmp_path / "many", revision=GOLDEN_REVISION)
+    runs_batches = [size for table, size in batches if table == "runs"]
+    # One write per group with staged runs (groups without any may share a write).
+    assert len(runs_batches) > 10 and max(runs_batches) < 10
+    for table in TABLES:
+        assert table_rows(tmp_path / "one", table) == table_rows(tmp_path / "many", table), table
 
 
 def ranking_parts(warehouse: Path) -> set[str]:
