@@ -78,11 +78,11 @@ def _share(value: float) -> str | None:
     return None if 0.0 <= value <= 1.0 else f"must be a share between 0 and 1, got {value:g}"
 
 
-ICEBERG_NAMESPACE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+ICEBERG_NAMESPACE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 
 def _namespace(value: str) -> str | None:
-    if ICEBERG_NAMESPACE.match(value):
+    if ICEBERG_NAMESPACE.fullmatch(value):
         return None
     return f"must be a lower-case identifier (a-z, 0-9, _; 64 at most), got {value!r}"
 
