@@ -124,8 +124,12 @@ SYMBOL_MOVES: list[tuple[str, tuple[str, ...], str, str | None]] = [
     # build writes, so they belong to assemble; `tracehouse changes` reads them from there.
     (
         "serve.changes",
-        ("THRESHOLDS_RELATION", "RegressionThresholds", "CREATE_THRESHOLDS",
-         "store_regression_thresholds"),
+        (
+            "THRESHOLDS_RELATION",
+            "RegressionThresholds",
+            "CREATE_THRESHOLDS",
+            "store_regression_thresholds",
+        ),
         "assemble.regression_thresholds",
         "The one-row regression_thresholds relation (sql/marts/regression_thresholds.sql): the"
         "\nlimits a result must pass to be flagged a regression, from the settings.",
@@ -282,9 +286,12 @@ class Tree:
         if self.dry_run:
             return
         new.parent.mkdir(parents=True, exist_ok=True)
-        tracked = subprocess.run(
-            ["git", "ls-files", "--error-unmatch", str(old)], cwd=self.root, capture_output=True
-        ).returncode == 0
+        tracked = (
+            subprocess.run(
+                ["git", "ls-files", "--error-unmatch", str(old)], cwd=self.root, capture_output=True
+            ).returncode
+            == 0
+        )
         if tracked:
             self.git("mv", str(old), str(new))
         else:
@@ -495,10 +502,10 @@ def free_names(nodes: list[ast.stmt]) -> set[str]:
                 local.add(sub.arg)
             elif isinstance(sub, ast.Import | ast.ImportFrom):
                 local |= {(a.asname or a.name).split(".")[0] for a in sub.names}
-            elif isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                local.add(sub.name)
-            elif isinstance(sub, ast.ExceptHandler) and sub.name:
-                local.add(sub.name)
+            elif isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) or (
+                isinstance(sub, ast.ExceptHandler) and sub.name
+            ):
+                local.add(sub.name)  # type: ignore[union-attr]
     return loaded - local - set(dir(builtins))
 
 
@@ -613,7 +620,8 @@ class Restructure:
         for old in self.package_moves():
             new = MODULE_MOVES[old]
             self.tree.move(
-                self.package_dir.joinpath(*old.split(".")), self.package_dir.joinpath(*new.split("."))
+                self.package_dir.joinpath(*old.split(".")),
+                self.package_dir.joinpath(*new.split(".")),
             )
         for name, doc in NEW_PACKAGE_DOCS.items():
             init = self.package_dir / name / "__init__.py"
@@ -797,7 +805,9 @@ def sql_text(name: str) -> str:
                     missing = [n for n in used if n not in bound]
                     if missing and path.name != "sql_files.py":
                         new = insert_imports(
-                            new, [f"from {self.import_name}.sql_files import {', '.join(missing)}"], []
+                            new,
+                            [f"from {self.import_name}.sql_files import {', '.join(missing)}"],
+                            [],
                         )
             new = rewrite_dotted(new, pkg_moves, self.import_name)
             if self.import_name != PACKAGE:
@@ -817,7 +827,11 @@ def sql_text(name: str) -> str:
         name = self.import_name
 
         def resolve(base: str, imported: str) -> tuple[str, str] | None:
-            for root, moves in ((name, self.module_moves), (PACKAGE, self.module_moves), ("tests", self.test_moves)):
+            for root, moves in (
+                (name, self.module_moves),
+                (PACKAGE, self.module_moves),
+                ("tests", self.test_moves),
+            ):
                 if base != root and not base.startswith(root + "."):
                     continue
                 rel = base[len(root) + 1 :] if base != root else ""
@@ -847,7 +861,9 @@ def sql_text(name: str) -> str:
                 self.report.problems.append(f"PUBLICIZE {module}.{old}: no module {module}")
                 continue
             text = path.read_text()
-            if not re.search(rf"^(def|class) {re.escape(old)}\b|^{re.escape(old)}\s*[:=]", text, re.M):
+            if not re.search(
+                rf"^(def|class) {re.escape(old)}\b|^{re.escape(old)}\s*[:=]", text, re.M
+            ):
                 if re.search(rf"^(def|class) {re.escape(new)}\b", text, re.M):
                     continue  # already public (a second run)
                 self.report.problems.append(f"PUBLICIZE {module}.{old}: not defined there")
@@ -880,7 +896,10 @@ def sql_text(name: str) -> str:
             return None
 
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and absolute_from(node, file_module, is_package) == full:
+            if (
+                isinstance(node, ast.ImportFrom)
+                and absolute_from(node, file_module, is_package) == full
+            ):
                 unaliased |= any(a.name == old and a.asname is None for a in node.names)
         text = rewrite_from_imports(text, file_module, is_package, resolve)
         if unaliased:  # the file used the private name itself
@@ -892,12 +911,17 @@ def sql_text(name: str) -> str:
         if hit or unaliased:
             self.tree.write(path, text)
 
-    def aliases_of(self, tree: ast.Module, full: str, file_module: str, is_package: bool) -> set[str]:
+    def aliases_of(
+        self, tree: ast.Module, full: str, file_module: str, is_package: bool
+    ) -> set[str]:
         """Names bound to module ``full`` in a file."""
         found: set[str] = set()
         parent, _, leaf = full.rpartition(".")
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and absolute_from(node, file_module, is_package) == parent:
+            if (
+                isinstance(node, ast.ImportFrom)
+                and absolute_from(node, file_module, is_package) == parent
+            ):
                 found |= {a.asname or a.name for a in node.names if a.name == leaf}
             if isinstance(node, ast.Import):
                 found |= {a.asname for a in node.names if a.name == full and a.asname}
@@ -922,7 +946,9 @@ def sql_text(name: str) -> str:
         found = set().union(*(defined_names(n) for n in statements)) if statements else set()
         dst_path = modules.get(destination)
         if not statements:
-            if dst_path is not None and set(names) <= set(top_level_bindings(ast.parse(dst_path.read_text()))):
+            if dst_path is not None and set(names) <= set(
+                top_level_bindings(ast.parse(dst_path.read_text()))
+            ):
                 return  # moved by an earlier run
             self.report.problems.append(f"{label}: not defined in {source}")
             return
@@ -964,12 +990,12 @@ def sql_text(name: str) -> str:
         for a, b in reversed(spans):
             del remaining[a:b]
         src_new = "".join(remaining)
-        still_used = sorted(
-            n for n in names if re.search(rf"(?<![\w.]){re.escape(n)}\b", src_new)
-        )
+        still_used = sorted(n for n in names if re.search(rf"(?<![\w.]){re.escape(n)}\b", src_new))
         if still_used:
             src_new = insert_imports(
-                src_new, [f"from {self.import_name}.{destination} import {', '.join(still_used)}"], []
+                src_new,
+                [f"from {self.import_name}.{destination} import {', '.join(still_used)}"],
+                [],
             )
         dst_new = insert_imports(dst_text, plain, type_only).rstrip("\n") + "\n\n\n" + moved + "\n"
         if self.dry_run:
@@ -1030,7 +1056,9 @@ def sql_text(name: str) -> str:
             1,
         )
         if "test-fast:" not in text:
-            self.report.problems.append("Makefile: no `test: lint typecheck unit` line; add test-fast")
+            self.report.problems.append(
+                "Makefile: no `test: lint typecheck unit` line; add test-fast"
+            )
             return
         self.tree.write(path, text)
         self.report.done.append("Makefile: test-fast runs " + fast)
@@ -1041,7 +1069,11 @@ def sql_text(name: str) -> str:
         if target.exists() or not template.exists() or self.dry_run:
             return
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(template.read_text().replace("PACKAGE_NAME = \"pipelines\"", f'PACKAGE_NAME = "{PACKAGE}"'))
+        target.write_text(
+            template.read_text().replace(
+                'PACKAGE_NAME = "pipelines"', f'PACKAGE_NAME = "{PACKAGE}"'
+            )
+        )
         self.tree.git("add", str(target))
         self.report.done.append("tests/unit/test_layering.py installed")
 
@@ -1049,7 +1081,10 @@ def sql_text(name: str) -> str:
     def check_imports(self) -> None:
         """Every import of the project's modules resolves: the module exists, and an imported
         name is a submodule or is bound at the top of that module."""
-        roots = {self.import_name: modules_of(self.package_dir), "tests": modules_of(self.root / "tests")}
+        roots = {
+            self.import_name: modules_of(self.package_dir),
+            "tests": modules_of(self.root / "tests"),
+        }
         bindings: dict[Path, set[str]] = {}
 
         def bound_in(path: Path) -> set[str]:
