@@ -156,10 +156,10 @@ def test_views_wait_for_the_blocking_checks_and_document_their_columns() -> None
         assert all(column.doc for column in schemas.VIEWS[view].columns)
 
 
-def test_schedule_and_sensor_start_stopped_and_the_readme_says_how_to_start_them() -> None:
+def test_schedule_and_sensor_start_stopped_and_the_docs_say_how_to_start_them() -> None:
     assert daily_warehouse_build.default_status == dg.DefaultScheduleStatus.STOPPED
     assert hub_revision_sensor.default_status == dg.DefaultSensorStatus.STOPPED
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "dagster.md").read_text()
     assert "dagster schedule start daily_warehouse_build" in readme
     assert "dagster sensor start hub_revision_sensor" in readme
 
