@@ -237,6 +237,7 @@ TEST_TIERS: dict[str, tuple[str, ...]] = {
         "hub_server",
         "shared_data",
         "oracle",  # issue 17: the per-line KernelIndex reference
+        "docs_tables",  # writes docs/tables.md from the schemas
     ),
 }
 TESTS_STAYING = {"__init__", "conftest"}
@@ -847,10 +848,75 @@ def sql_text(name: str) -> str:
         try:
             relative_to = self.root
             module, is_package = dotted_module(path, relative_to)
-            return rewrite_from_imports(text, module, is_package, resolve)
+            text = rewrite_from_imports(text, module, is_package, resolve)
+            return self.drop_old_module_aliases(text)
         except SyntaxError as error:
             self.report.problems.append(f"{path.relative_to(self.root)}: cannot parse ({error})")
             return text
+
+    def drop_old_module_aliases(self, text: str) -> str:
+        """``from pipelines.assemble import tables as finalize`` becomes ``... import tables``
+        with every use renamed, when the new name is free in the file (no variable, argument,
+        keyword or definition spells it) and the old one is only ever the module."""
+        renames: set[tuple[str, str, str]] = set()
+        for root, moves in ((self.import_name, self.module_moves), ("tests", self.test_moves)):
+            for old, new in moves.items():
+                parent, _, leaf = f"{root}.{new}".rpartition(".")
+                old_leaf = old.rpartition(".")[2]
+                if old_leaf != leaf:
+                    renames.add((parent, leaf, old_leaf))
+        tree = ast.parse(text)
+        spelled: dict[str, int] = {}  # identifier -> how often it is spelled as a non-Name
+        names: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name):
+                names.add(node.id)
+            for word in (
+                [node.arg]
+                if isinstance(node, ast.arg | ast.keyword) and node.arg
+                else [node.name]
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                else list(node.names)
+                if isinstance(node, ast.Global | ast.Nonlocal)
+                else [a.asname or a.name for a in node.names]
+                if isinstance(node, ast.Import | ast.ImportFrom)
+                else []
+            ):
+                spelled[word] = spelled.get(word, 0) + 1
+        candidates: dict[str, tuple[str, list[ast.alias]]] = {}
+        refused: set[str] = set()
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            for alias in node.names:
+                bound = alias.asname or alias.name
+                if (node.module, alias.name, alias.asname) in renames:
+                    new, aliases = candidates.setdefault(bound, (alias.name, []))
+                    if new != alias.name:
+                        refused.add(bound)
+                    aliases.append(alias)
+                elif bound in candidates or any(bound == r[2] for r in renames):
+                    refused.add(bound)
+        edits: list[tuple[int, int, str]] = []
+        starts = offsets(text)
+        for old, (new, aliases) in candidates.items():
+            imports_of_old = len(aliases)
+            if (
+                old in refused
+                or new in names
+                or new in spelled
+                or spelled.get(old, 0) != imports_of_old
+            ):
+                continue
+            for alias in aliases:
+                start = starts[alias.lineno - 1] + alias.col_offset
+                end = starts[alias.end_lineno - 1] + alias.end_col_offset  # type: ignore[operator]
+                edits.append((start, end, new))
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Name) and node.id == old:
+                    start = starts[node.lineno - 1] + node.col_offset
+                    edits.append((start, start + len(old), new))
+        return replace_segments(text, edits)
 
     # ---- private names and moved definitions
     def publicize(self) -> None:
@@ -1077,6 +1143,18 @@ def sql_text(name: str) -> str:
         self.tree.git("add", str(target))
         self.report.done.append("tests/unit/test_layering.py installed")
 
+    def install_layout_page(self) -> None:
+        """docs/layout.md describes the folders as this script leaves them."""
+        page = Path(__file__).resolve().parent / "layout.md"
+        target = self.root / "docs" / "layout.md"
+        if not page.exists() or self.dry_run or not target.parent.is_dir():
+            return
+        if target.exists() and target.read_text() == page.read_text():
+            return
+        target.write_text(page.read_text())
+        self.tree.git("add", str(target))
+        self.report.done.append("docs/layout.md: the new layout")
+
     # ---- the check: every import resolves
     def check_imports(self) -> None:
         """Every import of the project's modules resolves: the module exists, and an imported
@@ -1152,6 +1230,7 @@ def sql_text(name: str) -> str:
             self.move_symbols()
             self.patch_makefile()
             self.install_layering_test()
+            self.install_layout_page()
             self.ruff()
             self.check_imports()
         self.report.print()
