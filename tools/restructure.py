@@ -287,6 +287,14 @@ class Tree:
         if self.dry_run:
             return
         new.parent.mkdir(parents=True, exist_ok=True)
+        if new.is_dir():
+            # A folder left by an earlier run or checkout holding only bytecode caches: git mv
+            # would nest the moved folder inside it.
+            real = [f for f in new.rglob("*") if f.is_file() and "__pycache__" not in f.parts]
+            if real:
+                self.report.problems.append(f"{new.relative_to(self.root)} exists; not moved")
+                return
+            shutil.rmtree(new)
         tracked = (
             subprocess.run(
                 ["git", "ls-files", "--error-unmatch", str(old)], cwd=self.root, capture_output=True
