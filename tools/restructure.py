@@ -1016,7 +1016,12 @@ def sql_text(name: str) -> str:
             return
         src_text = src_path.read_text()
         src_tree = ast.parse(src_text)
-        statements = [n for n in src_tree.body if defined_names(n) & set(names)]
+        definitions = (
+            ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Assign | ast.AnnAssign
+        )
+        statements = [
+            n for n in src_tree.body if isinstance(n, definitions) and defined_names(n) & set(names)
+        ]
         found = set().union(*(defined_names(n) for n in statements)) if statements else set()
         dst_path = modules.get(destination)
         if not statements:
@@ -1026,10 +1031,7 @@ def sql_text(name: str) -> str:
                 return  # moved by an earlier run
             self.report.problems.append(f"{label}: not defined in {source}")
             return
-        if found != set(names) or any(
-            not isinstance(n, ast.FunctionDef | ast.ClassDef | ast.Assign | ast.AnnAssign)
-            for n in statements
-        ):
+        if found != set(names):
             self.report.problems.append(f"{label}: statements bind {sorted(found)}; skipped")
             return
         if dst_path is None:
