@@ -591,6 +591,8 @@ class Restructure:
                 continue
             if name in MODULES_STAYING or name.split(".")[0] in PACKAGES_STAYING:
                 continue
+            if self.is_a_new_place(name):
+                continue  # a second run: already where the tables put it
             if any(name == p for p in DISSOLVED_PACKAGES):
                 continue
             if any(name.startswith(p + ".") for p in DISSOLVED_PACKAGES):
@@ -616,6 +618,12 @@ class Restructure:
             short = old.removeprefix(f"{PACKAGE}/")
             if short.count("/") >= 1 and short not in self.path_moves:
                 self.path_moves[short] = new.removeprefix(f"{PACKAGE}/")
+
+    def is_a_new_place(self, name: str) -> bool:
+        """Whether ``name`` is where a table of this script puts a module."""
+        places = set(MODULE_MOVES.values()) | {d for _, _, d, _ in SYMBOL_MOVES}
+        places |= set(NEW_PACKAGE_DOCS)
+        return any(name == p or name.startswith(p + ".") for p in places)
 
     def move_modules(self) -> None:
         for old, new in sorted(self.module_moves.items()):
@@ -938,8 +946,11 @@ def sql_text(name: str) -> str:
             if not re.search(
                 rf"^(def|class) {re.escape(old)}\b|^{re.escape(old)}\s*[:=]", text, re.M
             ):
-                if re.search(rf"^(def|class) {re.escape(new)}\b", text, re.M):
-                    continue  # already public (a second run)
+                if re.search(rf"^(def|class) {re.escape(new)}\b", text, re.M) or not any(
+                    re.search(rf"(?<![\w.]){re.escape(old)}\b", f.read_text())
+                    for f in self.python_files()
+                ):
+                    continue  # already public (a second run), perhaps moved since
                 self.report.problems.append(f"PUBLICIZE {module}.{old}: not defined there")
                 continue
             self.tree.write(path, re.sub(rf"(?<![\w.]){re.escape(old)}\b", new, text))
