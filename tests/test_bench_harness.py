@@ -56,7 +56,7 @@ def _harness(base: Path, lines: int, *extra: str) -> str:
         str(LARGE_LINES),
         *extra,
     ]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done.stdout
 

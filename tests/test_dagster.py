@@ -1,17 +1,24 @@
 """The Dagster layer, in tiers (as in project-dagster-university):
 
-1. definitions load; asset keys match a committed snapshot; specs, resource, job, schedule;
+1. definitions load (also through `dg check defs` / `dg list defs`, the dg project); asset
+   keys match a committed snapshot; prefix, stage groups, kinds, metadata, partitions, jobs,
+   automation conditions, sensors;
 2. the checks called as plain functions on a real warehouse, good and deliberately corrupted;
-3. ``dg.materialize`` of the whole graph (assets + checks) into a temporary warehouse: what is
-   recorded is what happened (checks from the build's own evaluation, nothing materialized when
-   nothing changed, data versions, a refused build publishes and materializes nothing);
-4. the Hub sensor evaluated by Dagster against the FakeHub server, and the run it requests.
+3. ``dg.materialize`` into a temporary warehouse with a Dagster instance: what is recorded is
+   what happened (checks from the build's own evaluation, data versions, a refused build
+   publishes and materializes nothing), and staleness is true (an unchanged run leaves every
+   asset fresh, a new importer version makes the tables stale, building source A leaves B's
+   partition alone); the automation conditions evaluated by Dagster;
+4. the source-partitions sensor evaluated by Dagster, and an hf:// source observed against
+   the FakeHub server.
 
 Tiers 2-4 build real warehouses and are marked ``integration``.
 """
 
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,22 +26,34 @@ from typing import Any
 import dagster as dg
 import duckdb
 import pytest
+from dagster._core.definitions.data_version import StaleStatus
+from dagster._core.definitions.observe import observe
+from dagster._utils.test.data_versions import get_stale_status_resolver
 
-from pipelines import schemas
+from pipelines import IMPORTER_VERSION, schemas
 from pipelines.build import build_warehouse, read_checks
 from pipelines.definitions import defs
 from pipelines.defs import assets, checks
 from pipelines.defs.fanout import PARSED_GROUPS
+from pipelines.defs.naming import asset_key
 from pipelines.defs.resources import WarehouseResource
-from pipelines.defs.schedules import build_warehouse_job, daily_warehouse_build
-from pipelines.defs.sensors import hub_revision_sensor
+from pipelines.defs.schedules import build_warehouse_job, tracehouse_automation
+from pipelines.defs.sensors import source_partitions_sensor
+from pipelines.defs.sources import SOURCES
 from pipelines.demo import generate_dataset
 from pipelines.invariants import RANKING_INVARIANTS, RUN_INVARIANTS
 from pipelines.settings import SETTINGS
-from pipelines.warehouse import Warehouse, connect_read_only, read_table, table_files
+from pipelines.warehouse import (
+    PER_SOURCE_TABLES,
+    Warehouse,
+    connect_read_only,
+    read_table,
+    table_files,
+)
 from tests.hub_server import FakeHub
 from tests.shared_data import GOLDEN_DIR, SAMPLES_DIR, SHARED, requires_shared
 
+ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = Path(__file__).parent / "__snapshots__" / "asset_keys.txt"
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 GOLDEN_REVISION = "da915083d4c7c5e61aa3005e3d17ae488e0fc71c"
@@ -43,6 +62,8 @@ HUB_URI = f"hf://datasets/{REPO}"
 VIEWS = {"run_summary", "leaderboard", "record_events", "latency_history", "regressions"}
 REPORT = "report"
 SOURCE_ASSET = "source_dataset"
+WIDE_TABLES = set(schemas.TABLES) - set(PER_SOURCE_TABLES)
+STAGES = {"source", "tables", "views", "report"}
 
 # (asset, check name, blocking): what the build evaluates before publishing (blocking), then
 # the identity samples recomputed from the published tables.
@@ -75,16 +96,28 @@ def _no_ambient_settings(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
 
 
-def graph() -> list[Any]:
-    """Every asset and asset check of the code location."""
-    return [*dg.load_assets_from_modules([assets]), *checks.asset_checks]
+def name(key: dg.AssetKey) -> str:
+    """The asset's name under the tracehouse/ prefix."""
+    assert key.path[0] == "tracehouse" and len(key.path) == 2, key
+    return key.path[-1]
+
+
+def graph(tables: dg.AssetsDefinition = assets.warehouse_tables) -> list[Any]:
+    """Every asset and asset check a build runs (the source observation included)."""
+    return [
+        assets.source_dataset,
+        tables,
+        assets.warehouse_views,
+        assets.report,
+        *checks.asset_checks,
+    ]
 
 
 def resource(
-    warehouse: Path, source: Path | str, revision: str | None = REVISION
+    warehouse: Path, source: Path | str, revision: str | None = REVISION, **more: Any
 ) -> WarehouseResource:
     return WarehouseResource(
-        warehouse=str(warehouse), source=str(source), revision=revision, workers=2
+        warehouse=str(warehouse), source=str(source), revision=revision, workers=2, **more
     )
 
 
@@ -98,6 +131,52 @@ def test_definitions_load() -> None:
     assert repository.get_job("build_warehouse_job") is not None
 
 
+def _dg(*arguments: str) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TRACEHOUSE_")}
+    environment.update(VIRTUAL_ENV=str(Path(sys.executable).parents[1]), NO_COLOR="1")
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("dg")), *arguments],
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=ROOT,
+        timeout=300,
+    )
+
+
+def test_dg_check_defs_accepts_the_project() -> None:
+    checked = _dg("check", "defs")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "All definitions loaded successfully." in checked.stdout
+    assert "Warning" not in checked.stdout + checked.stderr
+
+
+def test_dg_list_defs_lists_the_code_location() -> None:
+    import json
+
+    listed = _dg("list", "defs", "--json")
+    assert listed.returncode == 0, listed.stderr
+    found = json.loads(listed.stdout)
+    keys = {entry["asset_key"] for entry in found["assets"]}
+    assert keys == {key.to_user_string() for key in defs.resolve_asset_graph().get_all_asset_keys()}
+    assert {entry["group_name"] for entry in found["assets"]} == STAGES
+    sensors = {entry["name"] for entry in found["sensors"]}
+    assert sensors == {"tracehouse_automation", "source_partitions_sensor"}
+
+
+def test_workspace_yaml_loads_the_same_location_as_the_dg_project() -> None:
+    import tomllib
+
+    import yaml
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["dg"]["project"]
+    (location,) = yaml.safe_load((ROOT / "workspace.yaml").read_text())["load_from"]
+    assert location["python_module"] == {
+        "module_name": project["code_location_target_module"],
+        "location_name": project["code_location_name"],
+    }
+
+
 def test_asset_keys_match_snapshot() -> None:
     keys = sorted(key.to_user_string() for key in defs.resolve_asset_graph().get_all_asset_keys())
     text = "".join(f"{key}\n" for key in keys)
@@ -107,38 +186,91 @@ def test_asset_keys_match_snapshot() -> None:
     assert text == SNAPSHOT.read_text(), (
         "asset keys changed; rerun with UPDATE_SNAPSHOTS=1 if intended"
     )
-    assert set(keys) == set(schemas.TABLES) | VIEWS | {REPORT, SOURCE_ASSET, PARSED_GROUPS}
+    assert {key.removeprefix("tracehouse/") for key in keys} == set(schemas.TABLES) | VIEWS | {
+        REPORT,
+        SOURCE_ASSET,
+        PARSED_GROUPS,
+    }
+    assert all(key.startswith("tracehouse/") for key in keys)
+
+
+def test_groups_are_the_stages_in_order() -> None:
+    asset_graph = defs.resolve_asset_graph()
+    group = {name(key): asset_graph.get(key).group_name for key in asset_graph.get_all_asset_keys()}
+    assert group[SOURCE_ASSET] == "source"
+    assert {group[table] for table in [*schemas.TABLES, PARSED_GROUPS]} == {"tables"}
+    assert {group[view] for view in VIEWS} == {"views"}
+    assert group[REPORT] == "report"
+    # Every edge goes forwards through the stages (or stays within one).
+    order = ["source", "tables", "views", "report"]
+    for key in asset_graph.get_all_asset_keys():
+        for parent in asset_graph.get(key).parent_keys:
+            assert order.index(group[name(parent)]) <= order.index(group[name(key)]), (key, parent)
 
 
 def test_asset_checks_and_which_block() -> None:
     asset_graph = defs.resolve_asset_graph()
     specs = [asset_graph.get_check_spec(key) for key in asset_graph.asset_check_keys]
-    graph_checks = {(spec.asset_key.to_user_string(), spec.name, spec.blocking) for spec in specs}
+    graph_checks = {(name(spec.asset_key), spec.name, spec.blocking) for spec in specs}
     assert graph_checks == EXPECTED_CHECKS
+    for spec in specs:  # a check that cannot run on its own says so
+        says_why = "runs with a build, not on its own" in (spec.description or "")
+        assert says_why is spec.blocking, spec.name
 
 
 def test_table_specs_come_from_schemas() -> None:
-    specs = {spec.key.to_user_string(): spec for spec in assets.warehouse_tables.specs}
+    specs = {name(spec.key): spec for spec in assets.warehouse_tables.specs}
     assert set(specs) == set(schemas.TABLES)
-    for name, table in schemas.TABLES.items():
-        spec = specs[name]
-        assert spec.description == table.doc
-        assert spec.group_name == "warehouse"
+    for table_name, table in schemas.TABLES.items():
+        spec = specs[table_name]
+        assert spec.description == table.doc.replace("<", "`<").replace(">", ">`")
+        assert spec.group_name == "tables"
+        assert spec.code_version == IMPORTER_VERSION
+        assert set(spec.kinds) == {"parquet", "duckdb"}
+        assert spec.metadata["dagster/table_name"] == f"tracehouse.main.{table_name}"
         column_schema = spec.metadata["dagster/column_schema"]
         assert [c.name for c in column_schema.columns] == table.column_names
         assert [c.constraints.nullable for c in column_schema.columns] == [
             c.nullable for c in table.columns
         ]
-    assert {dep.asset_key.to_user_string() for dep in specs["run_rankings"].deps} == {"runs"}
-    for name in schemas.TABLES:
-        if name != "run_rankings":
-            assert [d.asset_key.to_user_string() for d in specs[name].deps] == [SOURCE_ASSET]
+        per_source = table_name in PER_SOURCE_TABLES
+        assert (spec.partitions_def == SOURCES) is per_source, table_name
+        deps = {name(dep.asset_key) for dep in spec.deps}
+        if per_source:
+            assert deps == {SOURCE_ASSET}
+            assert spec.automation_condition is not None
+        else:  # downstream of the per-source tables, never of the source itself
+            assert deps <= set(PER_SOURCE_TABLES), table_name
+    assert {name(dep.asset_key) for dep in specs["run_rankings"].deps} >= {"runs"}
+
+
+def test_a_catalog_adds_the_iceberg_kind(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TRACEHOUSE_CATALOG", f"sqlite:///{tmp_path}/catalog.db")
+    assert assets.storage_kinds() == {"parquet", "duckdb", "iceberg"}
+    monkeypatch.delenv("TRACEHOUSE_CATALOG")
+    assert assets.storage_kinds() == {"parquet", "duckdb"}
+
+
+def test_descriptions_render_as_markdown() -> None:
+    """No <placeholder> outside code, where Dagster's Markdown would take it for a tag."""
+    import re
+
+    asset_graph = defs.resolve_asset_graph()
+    texts = [asset_graph.get(key).description or "" for key in asset_graph.get_all_asset_keys()]
+    texts += [
+        asset_graph.get_check_spec(key).description or "" for key in asset_graph.asset_check_keys
+    ]
+    for text in texts:
+        outside_code = re.sub(r"`[^`]*`", "", text)
+        assert not re.search(r"<[\w./ -]+>", outside_code), text
+    report = asset_graph.get(asset_key(REPORT)).description or ""
+    assert "`report/`" in report
 
 
 def test_views_wait_for_the_blocking_checks_and_document_their_columns() -> None:
     asset_graph = defs.resolve_asset_graph()
     blocking = {
-        spec.asset_key.to_user_string()
+        name(spec.asset_key)
         for spec in (asset_graph.get_check_spec(key) for key in asset_graph.asset_check_keys)
         if spec.blocking
     }
@@ -147,21 +279,45 @@ def test_views_wait_for_the_blocking_checks_and_document_their_columns() -> None
     def ancestors(key: dg.AssetKey) -> set[str]:
         found: set[str] = set()
         for parent in asset_graph.get(key).parent_keys:
-            found |= {parent.to_user_string(), *ancestors(parent)}
+            found |= {name(parent), *ancestors(parent)}
         return found
 
+    # Every view reads tables of the one build step, which fails (so nothing downstream runs)
+    # when any blocking check fails: test_a_refused_build_publishes_and_materializes_nothing.
+    assert blocking <= {name(key) for key in assets.warehouse_tables.keys}
+    built_by_the_step = {name(key) for key in assets.warehouse_tables.keys}
     for view in VIEWS:
-        upstream = ancestors(dg.AssetKey(view))
-        assert blocking <= upstream, (view, upstream)
+        upstream = ancestors(asset_key(view))
+        assert upstream & built_by_the_step, (view, upstream)
         assert all(column.doc for column in schemas.VIEWS[view].columns)
+        node = asset_graph.get(asset_key(view))
+        assert node.group_name == "views" and node.code_version == assets.views_code_version()
 
 
-def test_schedule_and_sensor_start_stopped_and_the_docs_say_how_to_start_them() -> None:
-    assert daily_warehouse_build.default_status == dg.DefaultScheduleStatus.STOPPED
-    assert hub_revision_sensor.default_status == dg.DefaultSensorStatus.STOPPED
-    readme = (Path(__file__).resolve().parents[1] / "docs" / "dagster.md").read_text()
-    assert "dagster schedule start daily_warehouse_build" in readme
-    assert "dagster sensor start hub_revision_sensor" in readme
+def test_automation_is_declared_on_the_assets() -> None:
+    asset_graph = defs.resolve_asset_graph()
+    conditions = {
+        name(key): asset_graph.get(key).automation_condition
+        for key in asset_graph.get_all_asset_keys()
+    }
+    source = conditions[SOURCE_ASSET]
+    assert source is not None and assets.OBSERVE_CRON in str(source.get_label() or source)
+    for asset in [*PER_SOURCE_TABLES, *VIEWS, REPORT]:
+        condition = conditions[asset]
+        assert condition is not None and condition.get_label() == "eager", asset
+    for mart in assets.MARTS:
+        assert asset_graph.get(asset_key(mart)).freshness_policy == assets.MART_FRESHNESS
+
+
+def test_the_automation_sensor_and_the_docs_page_that_starts_it() -> None:
+    assert tracehouse_automation.default_status == dg.DefaultSensorStatus.STOPPED
+    # It launches no runs itself: it only keeps a partition per source.
+    assert source_partitions_sensor.default_status == dg.DefaultSensorStatus.RUNNING
+    readme = (ROOT / "docs" / "dagster.md").read_text()
+    assert "dagster sensor start tracehouse_automation -w workspace.yaml" in readme
+    assert "Dagster has no primitive" in (
+        sys.modules[source_partitions_sensor.__module__].__doc__ or ""
+    )
 
 
 def test_the_resource_declares_no_setting_of_its_own() -> None:
@@ -189,18 +345,39 @@ def test_resource_reads_tracehouse_environment(
     assert WarehouseResource(source="data/other").settings().source == "data/other"
 
 
-def test_job_schedule_and_sensor_target_the_whole_graph() -> None:
+def test_the_asset_graph_does_not_depend_on_the_environment(tmp_path: Path) -> None:
+    """Sources are dynamic partitions: the code location reads no source at import."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TRACEHOUSE_")}
+    script = (
+        "from pipelines.definitions import defs; g = defs.resolve_asset_graph(); "
+        "print(sorted((k.to_user_string(), repr(g.get(k).partitions_def)) "
+        "for k in g.get_all_asset_keys()))"
+    )
+
+    def graph_in(**extra: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            env={**environment, **extra},
+            cwd=ROOT,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert graph_in() == graph_in(TRACEHOUSE_SOURCES=f"a={tmp_path};b={tmp_path}")
+
+
+def test_job_targets_the_whole_graph() -> None:
     job = defs.resolve_job_def("build_warehouse_job")
     asset_graph = defs.resolve_asset_graph()
     # Everything but the partitions the fanned-out ingest jobs report (nothing runs them).
     assert job.asset_layer.executable_asset_keys == asset_graph.get_all_asset_keys() - {
-        dg.AssetKey(PARSED_GROUPS)
+        asset_key(PARSED_GROUPS)
     }
     assert job.asset_layer.asset_graph.asset_check_keys == asset_graph.asset_check_keys
-    assert daily_warehouse_build.cron_schedule == "0 3 * * *"
-    assert daily_warehouse_build.execution_timezone == "UTC"
-    assert daily_warehouse_build.job_name == build_warehouse_job.name
-    assert hub_revision_sensor.job_name == build_warehouse_job.name
+    assert build_warehouse_job.name == "build_warehouse_job"
 
 
 # --------------------------------------------------------------------------------------------
@@ -321,15 +498,59 @@ def test_a_corrupted_warehouse_fails_its_check(failing: str, demo_copy: Path) ->
 
 
 # --------------------------------------------------------------------------------------------
-# Tier 3: the whole graph with dg.materialize
+# Tier 3: the whole graph with dg.materialize and a Dagster instance
 
 
 def _materialized(result: dg.ExecuteInProcessResult) -> dict[str, Any]:
-    """Metadata of each materialized asset, by asset key."""
+    """Metadata of each materialized asset, by asset name."""
     return {
-        event.materialization.asset_key.to_user_string(): event.materialization.metadata
+        name(event.materialization.asset_key): event.materialization.metadata
         for event in result.get_asset_materialization_events()
     }
+
+
+def _data_versions(result: dg.ExecuteInProcessResult) -> dict[str, str | None]:
+    return {
+        name(e.materialization.asset_key): e.materialization.tags.get("dagster/data_version")
+        for e in result.get_asset_materialization_events()
+    }
+
+
+def build_in_dagster(
+    instance: dg.DagsterInstance,
+    warehouse: WarehouseResource,
+    partition: str,
+    tables: dg.AssetsDefinition = assets.warehouse_tables,
+    **options: Any,
+) -> dg.ExecuteInProcessResult:
+    """What a run of build_warehouse_job does: observe the sources, then build one."""
+    observed = observe(
+        [assets.source_dataset], instance=instance, resources={"warehouse": warehouse}
+    )
+    assert observed.success
+    return dg.materialize(
+        graph(tables),
+        instance=instance,
+        resources={"warehouse": warehouse},
+        partition_key=partition,
+        selection=dg.AssetSelection.all(),
+        **options,
+    )
+
+
+def not_fresh(
+    instance: dg.DagsterInstance, partitions: list[str], tables: dg.AssetsDefinition
+) -> dict[tuple[str, str | None], list[str]]:
+    """Every asset (and partition) Dagster does not consider fresh, with why."""
+    selected = graph(tables)
+    resolver = get_stale_status_resolver(instance, selected[:4])
+    found: dict[tuple[str, str | None], list[str]] = {}
+    for key in dg.AssetSelection.all().resolve(selected[:4]):
+        for partition in partitions if name(key) in PER_SOURCE_TABLES else [None]:
+            if resolver.get_status(key, partition) != StaleStatus.FRESH:
+                causes = resolver.get_stale_causes(key, partition)
+                found[(name(key), partition)] = [cause.reason for cause in causes]
+    return found
 
 
 @pytest.mark.integration
@@ -337,16 +558,21 @@ def test_materialize_everything_into_a_temporary_warehouse(
     demo_source: Path, tmp_path: Path
 ) -> None:
     warehouse = tmp_path / "warehouse"
-    result = dg.materialize(graph(), resources={"warehouse": resource(warehouse, demo_source)})
+    instance = dg.DagsterInstance.ephemeral()
+    result = build_in_dagster(instance, resource(warehouse, demo_source), "dataset")
     assert result.success
+    assert instance.get_dynamic_partitions(SOURCES.name or "") == ["dataset"]
     evaluations = result.get_asset_check_evaluations()
-    assert {
-        (e.asset_key.to_user_string(), e.check_name, e.blocking) for e in evaluations
-    } == EXPECTED_CHECKS
+    assert {(name(e.asset_key), e.check_name, e.blocking) for e in evaluations} == EXPECTED_CHECKS
     assert all(e.passed for e in evaluations)
 
     materialized = _materialized(result)
     assert set(materialized) == set(schemas.TABLES) | VIEWS | {REPORT}
+    partitions = {
+        name(e.materialization.asset_key): e.materialization.partition
+        for e in result.get_asset_materialization_events()
+    }
+    assert {table for table, p in partitions.items() if p == "dataset"} == set(PER_SOURCE_TABLES)
     report_index = Path(str(materialized[REPORT]["path"].value))
     assert report_index == warehouse / "report" / "index.html" and report_index.is_file()
     assert (
@@ -356,55 +582,242 @@ def test_materialize_everything_into_a_temporary_warehouse(
     )
     overview = str(materialized[REPORT]["overview_top_rows"].value)
     assert overview.startswith("| definition | hardware | solution |") and overview.count("\n") >= 3
+    generation = Warehouse(warehouse).require_current()
+    for table in schemas.TABLES:
+        uri = str(materialized[table]["dagster/uri"].value)
+        assert uri.startswith(generation.as_uri() + f"/{table}.parquet"), uri
     connection = connect_read_only(Warehouse(warehouse))
     try:
-        for name in [*schemas.TABLES, *VIEWS]:
-            ((count,),) = connection.table(name).aggregate("count(*)").fetchall()
-            assert materialized[name]["dagster/row_count"].value == count, name
-        ((sha, snapshot_id),) = connection.execute(
-            "SELECT resolved_sha, snapshot_id FROM source_snapshots"
-        ).fetchall()
-        for view in VIEWS:  # the documented columns are the view's columns, in order
-            columns = [row[0] for row in connection.execute(f"DESCRIBE {view}").fetchall()]
-            assert columns == [c.name for c in schemas.VIEWS[view].columns], view
+        for table in [*schemas.TABLES, *VIEWS]:
+            ((count,),) = connection.table(table).aggregate("count(*)").fetchall()
+            assert materialized[table]["dagster/row_count"].value == count, table
+        for view in VIEWS:  # the documented columns are the view's, typed as the tables are
+            arrow = connection.table(view).limit(0).to_arrow_table().schema
+            columns = materialized[view]["dagster/column_schema"].value.columns
+            assert [(c.name, c.type) for c in columns] == [(f.name, str(f.type)) for f in arrow]
+            assert [c.name for c in columns] == [c.name for c in schemas.VIEWS[view].columns]
+            assert all(c.description for c in columns), view
+        ((sha,),) = connection.execute("SELECT resolved_sha FROM source_snapshots").fetchall()
     finally:
         connection.close()
     assert materialized["runs"]["dagster/row_count"].value > 1000
     assert sha == REVISION
-    # Every materialization's data version is the build's snapshot id.
-    versions = {
-        e.materialization.asset_key.to_user_string(): e.materialization.tags.get(
-            "dagster/data_version"
-        )
-        for e in result.get_asset_materialization_events()
-    }
-    assert set(versions.values()) == {snapshot_id}
-    for view in VIEWS:
-        columns = materialized[view]["dagster/column_schema"].value.columns
-        assert [c.name for c in columns] == [c.name for c in schemas.VIEWS[view].columns]
-        assert all(c.description for c in columns), view
+    types = {c.type for c in materialized["run_summary"]["dagster/column_schema"].value.columns}
+    assert "VARCHAR" not in types and "string" in types  # one vocabulary: Arrow's
     preview = materialized["leaderboard"]["top_10_by_geomean_speedup"].value
     assert preview.startswith("| definition | hardware | solution |")
     assert preview.count("\n") >= 3
     # The check results are what the build evaluated before publishing, stored with it.
-    generation = Warehouse(warehouse).require_current()
     stored = read_checks(generation)
     for evaluation in evaluations:
-        if (evaluation.asset_key.to_user_string(), evaluation.check_name, True) in BUILD_CHECKS:
+        if (name(evaluation.asset_key), evaluation.check_name, True) in BUILD_CHECKS:
             assert stored[evaluation.check_name][0] is evaluation.passed
+    assert not_fresh(instance, ["dataset"], assets.warehouse_tables) == {}
 
-    # A second run finds the source unchanged: nothing is materialized, the views do not run,
-    # and the blocking checks report the outcomes recorded with the current generation.
-    again = dg.materialize(graph(), resources={"warehouse": resource(warehouse, demo_source)})
+    # A second run finds the source unchanged: nothing is built or published, the tables are
+    # recorded again with the data versions they had, and nothing is stale afterwards.
+    again = build_in_dagster(instance, resource(warehouse, demo_source), "dataset")
     assert again.success
-    assert _materialized(again) == {}
-    reported = {e.check_name: e for e in again.get_asset_check_evaluations()}
-    assert {(e.asset_key.to_user_string(), name, e.blocking) for name, e in reported.items()} == (
-        BUILD_CHECKS
+    assert _data_versions(again) == _data_versions(result)
+    assert all(
+        materialized["rebuilt"].value is False
+        for table, materialized in _materialized(again).items()
+        if table in schemas.TABLES
     )
+    reported = {e.check_name: e for e in again.get_asset_check_evaluations()}
     assert all(e.passed for e in reported.values())
-    assert all(e.metadata["generation"].value == generation.name for e in reported.values())
+    assert {reported[check].metadata["generation"].value for _, check, _ in BUILD_CHECKS} == {
+        generation.name
+    }
     assert Warehouse(warehouse).require_current() == generation
+    assert not_fresh(instance, ["dataset"], assets.warehouse_tables) == {}
+
+    # A new importer version: Dagster marks every table stale (its code version changed).
+    next_importer = assets.make_warehouse_tables("tracehouse-importer/next")
+    stale = not_fresh(instance, ["dataset"], next_importer)
+    assert {table for table, _ in stale} == set(schemas.TABLES)
+    assert all("has a new code version" in causes for causes in stale.values())
+
+
+@pytest.mark.integration
+def test_building_one_source_leaves_the_other_partition_recorded(tmp_path: Path) -> None:
+    """Two sources, two partitions: building A records A's partition and the warehouse-wide
+    tables; B's partition keeps its materialization, and is the only one a change of B's
+    folder makes stale."""
+    for folder, seed in (("a", 3), ("b", 4)):
+        generate_dataset(
+            tmp_path / folder,
+            seed=seed,
+            definitions=2,
+            workloads_per_definition=2,
+            solutions_per_definition=2,
+        )
+    warehouse = WarehouseResource(
+        warehouse=str(tmp_path / "warehouse"),
+        sources=f"a={tmp_path / 'a'};b={tmp_path / 'b'}",
+        workers=1,  # no revision: a folder's data version is then a digest of its files
+    )
+    instance = dg.DagsterInstance.ephemeral()
+    first_b = build_in_dagster(instance, warehouse, "b")
+    built_a = build_in_dagster(instance, warehouse, "a")
+    assert first_b.success and built_a.success
+    assert sorted(instance.get_dynamic_partitions(SOURCES.name or "")) == ["a", "b"]
+    partitions = {
+        (name(e.materialization.asset_key), e.materialization.partition)
+        for e in built_a.get_asset_materialization_events()
+    }
+    assert {p for table, p in partitions if table in PER_SOURCE_TABLES} == {"a"}
+    assert {p for table, p in partitions if table in WIDE_TABLES} == {None}
+    runs = asset_key("runs")
+    b_record = instance.get_latest_materialization_event(runs)  # newest: a's
+    assert b_record is not None and b_record.asset_materialization is not None
+    assert b_record.asset_materialization.partition == "a"
+    by_partition = instance.get_materialized_partitions(runs)
+    assert by_partition == {"a", "b"}
+    # Rankings span both sources: the warehouse-wide tables' version names both snapshots.
+    generation = Warehouse(tmp_path / "warehouse").require_current()
+    wide_versions = {
+        version for table, version in _data_versions(built_a).items() if table in WIDE_TABLES
+    }
+    assert wide_versions == {assets.warehouse_version(generation)}
+    assert not_fresh(instance, ["a", "b"], assets.warehouse_tables) == {}
+
+    # B's folder changes: only B's partitions are stale, for the new source version.
+    trace = next((tmp_path / "b" / "traces").rglob("*.jsonl"))
+    trace.write_text(trace.read_text() + "\n")
+    observe([assets.source_dataset], instance=instance, resources={"warehouse": warehouse})
+    stale = not_fresh(instance, ["a", "b"], assets.warehouse_tables)
+    assert {partition for _, partition in stale} == {"b"}
+    assert {table for table, _ in stale} == set(PER_SOURCE_TABLES)
+
+
+@pytest.mark.integration
+def test_a_view_asset_recreates_its_view_in_the_published_file(
+    demo_source: Path, tmp_path: Path
+) -> None:
+    warehouse = tmp_path / "warehouse"
+    instance = dg.DagsterInstance.ephemeral()
+    assert build_in_dagster(instance, resource(warehouse, demo_source), "dataset").success
+    published = Warehouse(warehouse).require_current() / "tracehouse.duckdb"
+    connection = duckdb.connect(str(published))
+    try:
+        connection.execute("DROP VIEW regressions")
+        connection.execute("DROP VIEW leaderboard")
+    finally:
+        connection.close()
+    # A query under way meanwhile, in a process of its own (as `tracehouse query` would be).
+    reader = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys; c = duckdb.connect(sys.argv[1], read_only=True); "
+            "print('open', flush=True); sys.stdin.readline(); "
+            "print(c.execute('SELECT count(*) FROM runs').fetchone()[0], flush=True)",
+            str(published),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert reader.stdout is not None and reader.stdin is not None
+    assert reader.stdout.readline() == "open\n"
+    alone = dg.materialize(
+        graph(),
+        instance=instance,
+        resources={"warehouse": resource(warehouse, demo_source)},
+        # As the UI's "Materialize" on leaderboard selects: the views are recreated together.
+        selection=dg.AssetSelection.assets(
+            asset_key("leaderboard")
+        ).required_multi_asset_neighbors(),
+    )
+    assert alone.success
+    # The reader neither blocked the recreation nor lost its file (it sees the old views).
+    reader.stdin.write("go\n")
+    reader.stdin.close()
+    assert int(reader.stdout.readline()) > 0
+    assert reader.wait(timeout=120) == 0
+    assert {"leaderboard", "regressions"} <= set(_materialized(alone))
+    connection = connect_read_only(Warehouse(warehouse))
+    try:
+        ((rows,),) = connection.execute("SELECT count(*) FROM leaderboard").fetchall()
+        connection.execute("SELECT count(*) FROM regressions").fetchall()
+    finally:
+        connection.close()
+    assert rows == _materialized(alone)["leaderboard"]["dagster/row_count"].value > 0
+
+    # The identity checks are steps of their own: executed alone, as the UI's "Execute" does.
+    step_checks = {
+        dg.AssetCheckKey(asset_key(check.asset), check.name) for check in checks.STEP_CHECKS
+    }
+    executed = dg.materialize(
+        graph(),
+        instance=instance,
+        resources={"warehouse": resource(warehouse, demo_source)},
+        selection=dg.AssetSelection.checks(*step_checks),
+    )
+    assert executed.success and _materialized(executed) == {}
+    evaluations = executed.get_asset_check_evaluations()
+    assert {e.asset_check_key for e in evaluations} == step_checks
+    assert all(e.passed for e in evaluations)
+
+
+@pytest.mark.integration
+def test_dagster_automation_builds_what_changed(demo_source: Path, tmp_path: Path) -> None:
+    """The automation conditions, evaluated by Dagster: nothing before the source is observed;
+    then the new source's partition (and with it every table); nothing once it is built; its
+    partition again once its folder changes and the cron observation saw it."""
+    from datetime import UTC, datetime, timedelta
+
+    source = tmp_path / "dataset"
+    shutil.copytree(demo_source, source)
+    # No revision: a folder's data version is then a digest of its files.
+    warehouse = resource(tmp_path / "warehouse", source, revision=None)
+    instance = dg.DagsterInstance.ephemeral()
+    definitions = dg.Definitions(
+        assets=graph()[:4], asset_checks=checks.asset_checks, resources={"warehouse": warehouse}
+    )
+    register = source_partitions_sensor(
+        dg.build_sensor_context(instance=instance, resources={"warehouse": warehouse})
+    )
+    assert isinstance(register, dg.SensorResult)
+    for request in register.dynamic_partitions_requests or []:
+        instance.add_dynamic_partitions(
+            request.partitions_def_name, list(request.partition_keys or [])
+        )
+
+    def requested(cursor: Any, **when: Any) -> tuple[dict[str, set[str | None]], Any]:
+        evaluated = dg.evaluate_automation_conditions(
+            defs=definitions, instance=instance, cursor=cursor, **when
+        )
+        found = {
+            name(key): set(evaluated.get_requested_partitions(key))
+            for key in definitions.resolve_asset_graph().get_all_asset_keys()
+            if evaluated.get_num_requested(key)
+        }
+        return found, evaluated.cursor
+
+    before, cursor = requested(None)
+    assert before == {}  # the source is not observed yet
+    observe([assets.source_dataset], instance=instance, resources={"warehouse": warehouse})
+    first, cursor = requested(cursor)
+    # The source's partition, and the warehouse-wide tables its build writes in the same step.
+    one_build = {
+        **{table: {"dataset"} for table in PER_SOURCE_TABLES},
+        **{table: {None} for table in WIDE_TABLES},
+    }
+    assert first == one_build
+    assert build_in_dagster(instance, warehouse, "dataset").success
+    settled, cursor = requested(cursor)
+    assert SOURCE_ASSET not in settled and not set(settled) & set(schemas.TABLES)
+
+    trace = next((source / "traces").rglob("*.jsonl"))
+    trace.write_text(trace.read_text() + "\n")
+    later = datetime.now(UTC) + timedelta(minutes=16)  # past the next cron tick
+    ticked, cursor = requested(cursor, evaluation_time=later)
+    assert ticked.get(SOURCE_ASSET) == {"dataset"}  # observe on the cron
+    observe([assets.source_dataset], instance=instance, resources={"warehouse": warehouse})
+    moved, _ = requested(cursor, evaluation_time=later)
+    assert {table: p for table, p in moved.items() if table in schemas.TABLES} == one_build
 
 
 @pytest.mark.integration
@@ -420,9 +833,8 @@ def test_a_refused_build_publishes_and_materializes_nothing(
     before = Warehouse(demo_copy).require_current()
     shutil.rmtree(wrong / "traces")
     (wrong / "traces").mkdir()
-    result = dg.materialize(
-        graph(), resources={"warehouse": resource(demo_copy, wrong)}, raise_on_error=False
-    )
+    instance = dg.DagsterInstance.ephemeral()
+    result = build_in_dagster(instance, resource(demo_copy, wrong), "dataset", raise_on_error=False)
     assert not result.success
     assert _materialized(result) == {}
     failed = {e.check_name for e in result.get_asset_check_evaluations() if not e.passed}
@@ -439,9 +851,8 @@ def test_an_empty_first_build_is_not_published_from_dagster(tmp_path: Path) -> N
     (empty / "traces").mkdir(parents=True)
     (empty / "definitions").mkdir()
     warehouse = tmp_path / "warehouse"
-    result = dg.materialize(
-        graph(), resources={"warehouse": resource(warehouse, empty)}, raise_on_error=False
-    )
+    instance = dg.DagsterInstance.ephemeral()
+    result = build_in_dagster(instance, resource(warehouse, empty), "empty", raise_on_error=False)
     assert not result.success
     failed = {e.check_name for e in result.get_asset_check_evaluations() if not e.passed}
     assert failed == {"fact_tables_not_empty"}
@@ -450,7 +861,27 @@ def test_an_empty_first_build_is_not_published_from_dagster(tmp_path: Path) -> N
 
 
 # --------------------------------------------------------------------------------------------
-# Tier 4: the Hub sensor against FakeHub
+# Tier 4: the source-partitions sensor, and an hf:// source observed against FakeHub
+
+
+def test_the_sensor_adds_a_partition_per_new_source(tmp_path: Path) -> None:
+    instance = dg.DagsterInstance.ephemeral()
+    folders = {"a": tmp_path / "a", "b": tmp_path / "b"}
+    configured = WarehouseResource(
+        warehouse=str(tmp_path / "w"), sources=";".join(f"{k}={v}" for k, v in folders.items())
+    )
+    context = dg.build_sensor_context(instance=instance, resources={"warehouse": configured})
+    result = source_partitions_sensor(context)
+    assert isinstance(result, dg.SensorResult)
+    (request,) = result.dynamic_partitions_requests or []
+    assert isinstance(request, dg.AddDynamicPartitionsRequest)
+    assert (request.partitions_def_name, list(request.partition_keys)) == (SOURCES.name, ["a", "b"])
+    assert not result.run_requests  # the automation conditions launch the builds
+    instance.add_dynamic_partitions(SOURCES.name or "", ["a", "b"])
+    again = source_partitions_sensor(
+        dg.build_sensor_context(instance=instance, resources={"warehouse": configured})
+    )
+    assert isinstance(again, dg.SkipReason)
 
 
 @pytest.fixture
@@ -461,78 +892,27 @@ def fake_hub(demo_source: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Fak
         yield hub
 
 
-def tick(cursor: str | None, source: str, warehouse: Path) -> Any:
-    context = dg.build_sensor_context(
-        cursor=cursor,
-        resources={"warehouse": WarehouseResource(source=source, warehouse=str(warehouse))},
-    )
-    return hub_revision_sensor(context)
-
-
-def test_sensor_requests_one_build_per_new_sha(fake_hub: FakeHub, tmp_path: Path) -> None:
-    first_sha = fake_hub.head()
-    first = tick(None, HUB_URI, tmp_path)
-    assert isinstance(first, dg.SensorResult)
-    assert [r.run_key for r in first.run_requests or []] == [first_sha]
-    assert first.cursor == first_sha
-    request = (first.run_requests or [])[0]
-    assert request.run_config == {
-        "resources": {"warehouse": {"config": {"source": f"{HUB_URI}@{first_sha}"}}}
-    }
-
-    unchanged = tick(first.cursor, HUB_URI, tmp_path)
-    assert isinstance(unchanged, dg.SkipReason)
-    assert first_sha in (unchanged.skip_message or "")
-
-    some_trace = next(path for path in fake_hub.files_at(first_sha) if path.startswith("traces/"))
-    second_sha = fake_hub.commit({some_trace: fake_hub.files_at(first_sha)[some_trace] + b"\n"})
-    changed = tick(first.cursor, HUB_URI, tmp_path)
-    assert isinstance(changed, dg.SensorResult)
-    assert [r.run_key for r in changed.run_requests or []] == [second_sha]
-    assert changed.cursor == second_sha
-    assert isinstance(tick(changed.cursor, HUB_URI, tmp_path), dg.SkipReason)
-
-
-def test_sensor_skips_a_local_folder_source(demo_source: Path, tmp_path: Path) -> None:
-    result = tick(None, str(demo_source), tmp_path)
-    assert isinstance(result, dg.SkipReason)
-    assert "local folder" in (result.skip_message or "")
-
-
-@pytest.mark.integration
-def test_the_requested_run_builds_that_sha(
-    fake_hub: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The sensor's RunRequest, run through the real job, records its sha in source_snapshots."""
-    sha = fake_hub.head()
-    monkeypatch.setenv("TRACEHOUSE_WAREHOUSE", str(tmp_path / "warehouse"))
-    monkeypatch.setenv("TRACEHOUSE_SOURCE", HUB_URI)
-    context = dg.build_sensor_context(cursor=None, resources={"warehouse": WarehouseResource()})
-    result = hub_revision_sensor(context)
-    assert isinstance(result, dg.SensorResult)
-    (request,) = result.run_requests or []
-    # Upstream moves on between the tick and the run: the run still builds the sha it was for.
-    fake_hub.commit({"traces/extra/late.jsonl": b""})
-
+def test_an_hf_source_is_observed_at_its_commit(fake_hub: FakeHub, tmp_path: Path) -> None:
+    """The observation's data version of a Hub source is the commit its revision resolves to;
+    a new upstream commit is a new data version (what the automation builds on)."""
     instance = dg.DagsterInstance.ephemeral()
-    run = defs.resolve_job_def("build_warehouse_job").execute_in_process(
-        run_config=request.run_config, instance=instance
-    )
-    assert run.success
-    # The Hub dataset was observed first; its data version is the sha the build read.
-    (observation,) = [
-        e.event_specific_data.asset_observation  # type: ignore[union-attr]
-        for e in run.all_events
-        if e.event_type_value == "ASSET_OBSERVATION"
-    ]
-    assert observation.asset_key.to_user_string() == SOURCE_ASSET
-    assert observation.tags["dagster/data_version"] == sha
-    connection = connect_read_only(Warehouse(tmp_path / "warehouse"))
-    try:
-        rows = connection.execute("SELECT uri, resolved_sha FROM source_snapshots").fetchall()
-    finally:
-        connection.close()
-    assert rows == [(f"{HUB_URI}@{sha}", sha)]
+    warehouse = WarehouseResource(source=HUB_URI, warehouse=str(tmp_path / "w"))
+
+    def observed_version() -> str | None:
+        observe([assets.source_dataset], instance=instance, resources={"warehouse": warehouse})
+        record = instance.get_latest_data_version_record(
+            asset_key(SOURCE_ASSET), partition_key=REPO
+        )
+        assert record is not None and record.asset_observation is not None
+        return record.asset_observation.tags.get("dagster/data_version")
+
+    assert instance.get_dynamic_partitions(SOURCES.name or "") == []
+    assert observed_version() == fake_hub.head()
+    assert instance.get_dynamic_partitions(SOURCES.name or "") == [REPO]
+    first = fake_hub.head()
+    some_trace = next(path for path in fake_hub.files_at(first) if path.startswith("traces/"))
+    second = fake_hub.commit({some_trace: fake_hub.files_at(first)[some_trace] + b"\n"})
+    assert observed_version() == second != first
 
 
 @requires_shared
@@ -549,3 +929,31 @@ def test_environment_check_recomputes_ids_of_environments_with_extra_keys(tmp_pa
     finally:
         connection.close()
     assert passed and metadata["environments_recomputed"] == 1, metadata
+
+
+def test_a_failed_fanout_run_removes_its_group_partitions() -> None:
+    """The fan-out's failure hook: the group partitions a run registered (kept in its run tag)
+    go when one of its steps fails, as they go when its build ends."""
+    from pipelines.defs import fanout
+
+    groups = fanout.INGEST_GROUPS.name or ""
+
+    @dg.op(out=dg.Out(dg.Nothing))
+    def plan(context: dg.OpExecutionContext) -> None:
+        context.instance.add_dynamic_partitions(groups, ["group-01", "group-02"])
+        context.instance.add_run_tags(context.run_id, {fanout.GROUPS_TAG: "group-01,group-02"})
+
+    @dg.op(ins={"planned": dg.In(dg.Nothing)})
+    def parse(context: dg.OpExecutionContext) -> None:
+        assert context.instance.get_dynamic_partitions(groups) == ["group-01", "group-02"]
+        raise RuntimeError("a parse step fails")
+
+    @dg.job(hooks={fanout.release_group_partitions})
+    def failing() -> None:
+        parse(planned=plan())
+
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(groups, ["group-99"])  # another run's
+    result = failing.execute_in_process(instance=instance, raise_on_error=False)
+    assert not result.success
+    assert instance.get_dynamic_partitions(groups) == ["group-99"]

@@ -350,8 +350,9 @@ def test_a_name_already_given_to_another_folder_is_refused(tmp_path: Path) -> No
 
 @requires_shared
 def test_dagster_builds_one_partition_per_configured_source(tmp_path: Path) -> None:
-    """TRACEHOUSE_SOURCES makes the tables one partition per source; materializing a partition
-    builds that source, under that name, into the shared warehouse."""
+    """TRACEHOUSE_SOURCES names the sources; observing them (`observe_sources_job`) makes each
+    a partition of the tables, and building a partition builds that source, under that name,
+    into the shared warehouse (`dg launch`, as the README runs it)."""
     import os
 
     warehouse = tmp_path / "warehouse"
@@ -363,11 +364,15 @@ def test_dagster_builds_one_partition_per_configured_source(tmp_path: Path) -> N
         TRACEHOUSE_SOURCES=f"v3={SAMPLES_DIR / 'hf_v3_layout'};"
         f"fork={SAMPLES_DIR / 'intel_sycl_fork_2026-09'}",
     )
-    dagster = Path(sys.executable).with_name("dagster")
-    for partition in ("fork", "v3"):
+    environment["VIRTUAL_ENV"] = str(Path(sys.executable).parents[1])
+    dg = str(Path(sys.executable).with_name("dg"))
+    commands = [["launch", "--job", "observe_sources_job"]] + [
+        ["launch", "--job", "build_warehouse_job", "--partition", partition]
+        for partition in ("fork", "v3")
+    ]
+    for command in commands:
         done = subprocess.run(
-            [str(dagster), "asset", "materialize", "-m", "pipelines.definitions"]
-            + ["--select", "*", "--partition", partition],
+            [dg, *command],
             capture_output=True,
             text=True,
             env=environment,

@@ -1,73 +1,83 @@
-"""Assets: the source dataset, the warehouse tables, and the SQL views over them.
+"""Assets, in four stages (one asset group each, so the lineage view reads as the pipeline):
 
-``source_dataset`` is an observable source asset: its data version is what the configured
-source is at (the commit an ``hf://`` revision resolves to, a folder's git HEAD, else a digest
-of its file listing). Every table depends on it.
+* ``source`` — ``tracehouse/source_dataset``, an observable source partitioned by source (the
+  dynamic partitions ``tracehouse_sources``). A partition's data version is what that source is
+  at: the commit an ``hf://`` revision resolves to, a folder's git HEAD (or the configured
+  revision), else a digest of its file listing.
+* ``tables`` — one ``@multi_asset``, because ``build_warehouse`` (the function behind
+  ``tracehouse build``) writes every table at once into a new generation and publishes it with
+  one atomic switch. A run builds one source: it materializes that source's partition of the
+  per-source tables (``warehouse.PER_SOURCE_TABLES``) and the unpartitioned warehouse-wide
+  tables (``run_rankings`` ranks over every source, ``source_snapshots`` holds every snapshot),
+  which sit downstream of the per-source ones. Every table's ``code_version`` is the importer
+  version, so a parser change marks the tables stale; a partition's data version is its source
+  snapshot under that importer, the warehouse-wide tables' the snapshots of every source.
+* ``views`` — one ``@multi_asset`` that (re)creates the SQL views in the published DuckDB file
+  and records what they hold; its code version is a digest of ``sql/``.
+* ``report`` — the static HTML report (``tracehouse report``).
 
-One ``@multi_asset`` produces every table, because ``build_warehouse`` (the function behind
-``tracehouse build``) writes them all at once into a new generation and publishes it with one
-atomic switch; there is no state in which some tables are new and others old. Asset keys are
-the table names, descriptions and column schemas come from ``pipelines.schemas``, each
-materialization records its row count, and its data version is the build's snapshot id.
-
-What Dagster records is what happened:
-
-* the blocking checks (``checks.BUILD_CHECKS``) are the invariants the build evaluated before
-  publishing; if one fails, nothing is published, nothing is materialized, the step fails and
-  the views do not run;
-* a build that finds the source unchanged materializes nothing (the views do not run either)
-  and reports the check outcomes recorded with the current generation.
-
-The views (``run_summary``, ``leaderboard``, ``record_events``, ``latency_history``,
-``regressions``) live in the generation's DuckDB file; their assets wait for the blocking checks,
-read the views through a read-only connection, and record what they hold, with the column
-meanings of ``schemas.VIEWS``; the leaderboard adds a Markdown preview of its top rows.
-``report`` writes the static HTML report (``pipelines.report``, as ``tracehouse report``) into
-``<warehouse>/report``.
+What Dagster records is what happened. The blocking checks (``checks.BUILD_CHECKS``) are the
+invariants the build evaluated before publishing: if one fails nothing is published or
+materialized, and nothing downstream runs. A build that finds its source unchanged publishes
+nothing new and records the tables again with the data versions they already had, so after
+an unchanged run no asset is stale (the source's newest observation is the one the tables
+were checked against).
 """
 
+import hashlib
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 from pydantic import Field
 
-from pipelines import render, schemas
-from pipelines.build import BuildResult, ProgressFn, build_warehouse, read_checks, source_version
+from pipelines import IMPORTER_VERSION, render, schemas
+from pipelines.build import BuildResult, ProgressFn, build_warehouse, read_checks
 from pipelines.defs.checks import BUILD_CHECKS
+from pipelines.defs.naming import asset_key, markdown_safe, table_name
 from pipelines.defs.resources import WarehouseResource
+from pipelines.defs.sources import SOURCES, register_sources, source_uris
 from pipelines.invariants import InvariantViolation, Outcome
-from pipelines.settings import SettingsError, load_settings, parse_sources
-from pipelines.sql_files import sql_dir
-from pipelines.warehouse import Warehouse, table_row_count
+from pipelines.settings import Settings, SettingsError, load_settings
+from pipelines.sql_files import VIEW_ORDER, sql_dir, sql_text
+from pipelines.warehouse import (
+    DUCKDB_FILE,
+    PER_SOURCE_TABLES,
+    GenerationSource,
+    Warehouse,
+    generation_sources,
+    source_key,
+    table_files,
+    table_row_count,
+)
 
-GROUP = "warehouse"
+SOURCE_STAGE, TABLES_STAGE, VIEWS_STAGE, REPORT_STAGE = "source", "tables", "views", "report"
 SOURCE_ASSET = "source_dataset"
 RANKING = schemas.RUN_RANKINGS.name
 PREVIEW_ROWS = 10
-
-
-def configured_sources() -> dict[str, str]:
-    """The sources of TRACEHOUSE_SOURCES by name (none: the tables are not partitioned and
-    build the one TRACEHOUSE_SOURCE)."""
-    try:
-        text = load_settings().sources
-    except SettingsError:  # a bad setting is reported by the run that reads it, in one line
-        return {}
-    return parse_sources(text) if text else {}
-
-
-# One partition of the tables per configured source: materializing partition X builds source X
-# into the shared warehouse, replacing only X's rows (ranks are recomputed over every source).
-SOURCE_PARTITIONS = (
-    dg.StaticPartitionsDefinition(sorted(configured_sources())) if configured_sources() else None
+# How often the source is looked at (a folder listing, or one Hub API call per hf:// source).
+OBSERVE_CRON = "*/15 * * * *"
+# The marts people read; one build a day is the expectation (the old daily schedule).
+MART_FRESHNESS = dg.FreshnessPolicy.time_window(
+    fail_window=timedelta(hours=48), warn_window=timedelta(hours=26)
 )
 
 
+def storage_kinds() -> set[str]:
+    """Where the tables are kept: Parquet files with DuckDB views over them, and an Iceberg
+    catalog when one is configured (TRACEHOUSE_CATALOG; a bad setting is the run's error)."""
+    try:
+        catalog = load_settings().catalog
+    except SettingsError:
+        catalog = None
+    return {"parquet", "duckdb"} | ({"iceberg"} if catalog else set())
+
+
 def table_schema(table: schemas.Table) -> dg.TableSchema:
-    """The Dagster column schema of a table or view, from its one declaration in ``schemas``."""
+    """The Dagster column schema of a table, from its one declaration in ``schemas``."""
     single_key = table.key if len(table.key) == 1 else ()
     return dg.TableSchema(
         columns=[
@@ -84,36 +94,83 @@ def table_schema(table: schemas.Table) -> dg.TableSchema:
     )
 
 
+# --------------------------------------------------------------------------------------------
+# source
+
+
 @dg.observable_source_asset(
-    name=SOURCE_ASSET,
-    group_name=GROUP,
-    description="The FlashInfer-Trace dataset the warehouse is built from (TRACEHOUSE_SOURCE). "
-    "Data version: the commit an hf:// revision resolves to, a folder's git HEAD, or a digest "
-    "of its file listing.",
+    key=asset_key(SOURCE_ASSET),
+    group_name=SOURCE_STAGE,
+    partitions_def=SOURCES,
+    tags={"dagster/kind/jsonl": ""},  # its kind (this decorator takes no kinds=)
+    automation_condition=dg.AutomationCondition.cron_tick_passed(OBSERVE_CRON)
+    & ~dg.AutomationCondition.in_progress(),
+    description="The FlashInfer-Trace datasets the warehouse is built from, one partition per "
+    "source (TRACEHOUSE_SOURCES, or TRACEHOUSE_SOURCE under its name; sources the warehouse "
+    "already holds stay). Data version: the commit an hf:// revision resolves to, a folder's "
+    "git HEAD, or a digest of its file listing. Observing registers the configured sources "
+    "as partitions.",
 )
-def source_dataset(warehouse: WarehouseResource) -> dg.DataVersion:
-    return dg.DataVersion(source_version(warehouse.settings()))
+def source_dataset(
+    context: dg.OpExecutionContext, warehouse: WarehouseResource
+) -> dg.DataVersionsByPartition:
+    from pipelines.build import source_version
+
+    settings = warehouse.settings()
+    uris = register_sources(context.instance, settings)
+    versions: dict[str, str] = {}
+    for name, uri in uris.items():
+        try:
+            versions[name] = source_version(replace(settings, sources=None, source=uri))
+        except (SettingsError, OSError) as unreadable:  # that source is reported, not the rest
+            context.log.warning(f"source {name!r} ({uri}) not observed: {unreadable}")
+    return dg.DataVersionsByPartition(versions)
 
 
-def _table_spec(table: schemas.Table) -> dg.AssetSpec:
-    ranking = table.name == RANKING
+# --------------------------------------------------------------------------------------------
+# tables
+
+WIDE_TABLE_DEPS: dict[str, tuple[str, ...]] = {
+    # The ranking reads runs and what identifies them (sql/run_rankings.sql); the snapshots
+    # list every source's; the baseline map names implementations; protocols are a constant.
+    RANKING: ("runs", "workloads", "environments"),
+    schemas.SOURCE_SNAPSHOTS.name: tuple(PER_SOURCE_TABLES),
+    schemas.BASELINE_MAP.name: ("implementations", "definitions"),
+    schemas.PROTOCOLS.name: (),
+}
+
+
+# The per-source tables first: a multi-asset reports its assets in dependency order.
+TABLE_ORDER = sorted(schemas.TABLES, key=lambda name: name not in PER_SOURCE_TABLES)
+
+
+def _table_spec(table: schemas.Table, kinds: set[str], code_version: str) -> dg.AssetSpec:
+    per_source = table.name in PER_SOURCE_TABLES
+    deps = [SOURCE_ASSET] if per_source else list(WIDE_TABLE_DEPS[table.name])
     return dg.AssetSpec(
-        key=table.name,
-        description=table.doc,
-        group_name=GROUP,
-        kinds={"parquet", "duckdb"},
-        # The ranking reads runs (sql/run_rankings.sql); everything else reads the source.
-        deps=[schemas.RUNS.name] if ranking else [SOURCE_ASSET],
-        # Not materialized when the build changes nothing or refuses to publish.
-        skippable=True,
+        key=asset_key(table.name),
+        description=markdown_safe(table.doc),
+        group_name=TABLES_STAGE,
+        kinds=kinds,
+        code_version=code_version,
+        deps=[asset_key(dep) for dep in deps],
+        partitions_def=SOURCES if per_source else None,
+        # Per source: built when its source moves. The warehouse-wide tables are written by
+        # the same step, so they need no condition of their own.
+        automation_condition=dg.AutomationCondition.eager() if per_source else None,
+        skippable=True,  # not materialized when the build refuses to publish
         metadata={
             "dagster/column_schema": table_schema(table),
+            "dagster/table_name": table_name(table.name),
             "primary_key": ", ".join(table.key),
+            "stored": "per source" if per_source else "warehouse-wide",
         },
     )
 
 
-TABLE_SPECS = [_table_spec(table) for table in schemas.TABLES.values()]
+def table_specs(code_version: str = IMPORTER_VERSION) -> list[dg.AssetSpec]:
+    kinds = storage_kinds()
+    return [_table_spec(table, kinds, code_version) for table in schemas.TABLES.values()]
 
 
 class BuildConfig(dg.Config):
@@ -150,123 +207,186 @@ def _check_results(outcomes: dict[str, Outcome], **extra: Any) -> Iterator[dg.As
             yield check.result(outcomes[check.name], **extra)
 
 
-@dg.multi_asset(
-    name="warehouse_tables",
-    specs=TABLE_SPECS,
-    check_specs=[check.spec for check in BUILD_CHECKS],
-    description="Build every warehouse table with build_warehouse, atomically (partitioned by "
-    "source when TRACEHOUSE_SOURCES names several).",
-    partitions_def=SOURCE_PARTITIONS,
-)
-def warehouse_tables(
-    context: dg.AssetExecutionContext, config: BuildConfig, warehouse: WarehouseResource
-) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
-    settings = _partition_settings(context, warehouse)
-    try:
-        result = build_warehouse(
-            settings, progress=_log_progress(context), force=config.force, require_fact_rows=True
-        )
-        outcomes = result.checks
-        if result.up_to_date:
-            current = Warehouse(result.warehouse).require_current()
-            outcomes = read_checks(current)
-            if {check.name for check in BUILD_CHECKS} - set(outcomes):
-                # A generation from before checks were recorded: evaluate by rebuilding.
-                result = build_warehouse(
-                    settings, progress=_log_progress(context), force=True, require_fact_rows=True
-                )
-                outcomes = result.checks
-    except InvariantViolation as refused:
-        yield from _check_results(refused.outcomes, published=False)
-        raise dg.Failure(description=str(refused)) from None
-    context.log.info("\n".join(result.summary_lines()))
-
-    if result.up_to_date:
-        context.log.info(
-            f"source unchanged: generation {result.generation} stays current; nothing is "
-            "materialized, and the checks report what was evaluated before it was published"
-        )
-        yield from _check_results(outcomes, generation=result.generation, rebuilt=False)
-        return
-    generation = Warehouse(result.warehouse).require_current()
-    shared = {"generation": generation.name, "snapshot_id": result.snapshot_id}
-    extra: dict[str, dict[str, Any]] = {
-        schemas.SOURCE_SNAPSHOTS.name: _build_metadata(result),
-        schemas.REJECTS.name: {"rejects_by_reason": result.rejects_by_reason},
-    }
-    for name in schemas.TABLES:
-        yield _materialized(generation, name, result.snapshot_id, {**shared, **extra.get(name, {})})
-    yield from _check_results(outcomes, generation=generation.name, rebuilt=True)
+def warehouse_version(generation: Path) -> str:
+    """What the warehouse-wide tables are a function of: every source's snapshot, under this
+    importer (the data version of those tables and the input of the views')."""
+    snapshots = sorted(f"{s.source}={s.snapshot_id}" for s in generation_sources(generation))
+    return _digest(IMPORTER_VERSION, *snapshots)
 
 
-def _partition_settings(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> Any:
-    """The settings of this run: for a partition, its source under its name (a run the Hub
-    sensor pinned to a commit keeps that pinned URI)."""
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+
+
+def make_warehouse_tables(code_version: str = IMPORTER_VERSION) -> dg.AssetsDefinition:
+    """The build step over every table (``code_version``: the importer's)."""
+
+    @dg.multi_asset(
+        name="warehouse_tables",
+        specs=table_specs(code_version),
+        check_specs=[check.spec for check in BUILD_CHECKS],
+        description="Build one source into the warehouse with build_warehouse, atomically: its "
+        "partition of the per-source tables and the warehouse-wide tables.",
+    )
+    def warehouse_tables(
+        context: dg.AssetExecutionContext, config: BuildConfig, warehouse: WarehouseResource
+    ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
+        settings = _partition_settings(context, warehouse)
+        try:
+            result = build_warehouse(
+                settings,
+                progress=_log_progress(context),
+                force=config.force,
+                require_fact_rows=True,
+            )
+            outcomes = result.checks
+            if result.up_to_date:
+                outcomes = read_checks(Warehouse(result.warehouse).require_current())
+                if {check.name for check in BUILD_CHECKS} - set(outcomes):
+                    # A generation from before checks were recorded: evaluate by rebuilding.
+                    result = build_warehouse(
+                        settings,
+                        progress=_log_progress(context),
+                        force=True,
+                        require_fact_rows=True,
+                    )
+                    outcomes = result.checks
+        except InvariantViolation as refused:
+            yield from _check_results(refused.outcomes, published=False)
+            raise dg.Failure(description=str(refused)) from None
+        context.log.info("\n".join(result.summary_lines()))
+        generation = Warehouse(result.warehouse).require_current()
+        rebuilt = not result.up_to_date
+        if not rebuilt:
+            context.log.info(
+                f"source unchanged: generation {generation.name} stays current; the tables are "
+                "recorded again with the data versions they had"
+            )
+        (source,) = [s for s in generation_sources(generation) if s.source == context.partition_key]
+        shared = {"generation": generation.name, "rebuilt": rebuilt}
+        extra: dict[str, dict[str, Any]] = {
+            schemas.SOURCE_SNAPSHOTS.name: _build_metadata(result) if rebuilt else {},
+            schemas.REJECTS.name: {"rejects_by_reason": result.rejects_by_reason}
+            if rebuilt
+            else {},
+        }
+        for name in TABLE_ORDER:
+            yield table_result(
+                settings, generation, source, name, {**shared, **extra.get(name, {})}
+            )
+        yield from _check_results(outcomes, generation=generation.name, rebuilt=rebuilt)
+
+    return warehouse_tables
+
+
+def _partition_settings(
+    context: dg.AssetExecutionContext, warehouse: WarehouseResource
+) -> Settings:
+    """The settings of this run: its partition's source under the partition's name."""
     settings = warehouse.settings()
-    if not context.has_partition_key:
-        return settings
     name = context.partition_key
-    sources = parse_sources(settings.sources or "")
-    if name not in sources:
-        raise dg.Failure(description=f"partition {name!r} is not in TRACEHOUSE_SOURCES")
+    uris = source_uris(settings)
+    if name not in uris:
+        raise dg.Failure(
+            description=f"partition {name!r}: no such source (TRACEHOUSE_SOURCES, "
+            "TRACEHOUSE_SOURCE or the warehouse's own sources name it)"
+        )
+    # A run pinned to a revision in run config (source set on the resource) keeps it.
     pinned = settings.source if settings.source_name == name else None
-    return replace(settings, source=pinned or sources[name], source_name=name)
+    return replace(settings, source=pinned or uris[name], source_name=name, sources=None)
 
 
-def _materialized(
-    generation: Path, table: str, snapshot_id: str | None, metadata: dict[str, Any]
-) -> dg.MaterializeResult:
+def _table_uri(settings: Settings, generation: Path, table: str, source: str | None) -> str:
+    if settings.catalog is not None and settings.object_store is not None:
+        return f"{settings.object_store.rstrip('/')}/{table}"
     path = generation / f"{table}.parquet"
-    return dg.MaterializeResult(
-        asset_key=table,
-        data_version=dg.DataVersion(snapshot_id) if snapshot_id else None,
-        metadata={
-            "dagster/row_count": table_row_count(generation, table),
-            "path": dg.MetadataValue.path(str(path)),
-            **metadata,
-        },
-    )
+    return (path / source_key(source) if source else path).as_uri()
 
 
-def _snapshot_id(connection: Any) -> str | None:
-    """The current generation's snapshot: the last row of its source_snapshots history."""
-    rows = connection.execute("SELECT snapshot_id FROM source_snapshots").fetchall()
-    return rows[-1][0] if rows else None
-
-
-def _view_result(
-    warehouse: WarehouseResource, view: str, extra: dict[str, Any] | None = None
+def table_result(
+    settings: Settings,
+    generation: Path,
+    source: GenerationSource,
+    table: str,
+    metadata: dict[str, Any],
 ) -> dg.MaterializeResult:
-    with warehouse.connect() as connection:
-        relation = connection.table(view)
-        ((rows,),) = relation.aggregate("count(*)").fetchall()
-        columns = list(zip(relation.columns, relation.types, strict=True))
-        snapshot_id = _snapshot_id(connection)
-    docs = {column.name: column.doc for column in schemas.VIEWS[view].columns}
+    if table in PER_SOURCE_TABLES:
+        rows = sum(table_row_count_of(path) for path in table_files(generation, table, source.key))
+        version = _digest(IMPORTER_VERSION, source.source, source.snapshot_id)
+        uri = _table_uri(settings, generation, table, source.source)
+        metadata = {**metadata, "snapshot_id": source.snapshot_id}
+    else:
+        rows = table_row_count(generation, table)
+        version = warehouse_version(generation)
+        uri = _table_uri(settings, generation, table, None)
     return dg.MaterializeResult(
-        data_version=dg.DataVersion(snapshot_id) if snapshot_id else None,
-        metadata={
-            "dagster/row_count": rows,
-            "dagster/column_schema": dg.TableSchema(
-                columns=[
-                    dg.TableColumn(name=name, type=str(kind), description=docs.get(name))
-                    for name, kind in columns
-                ]
-            ),
-            "sql": dg.MetadataValue.path(str(sql_dir() / f"{view}.sql")),
-            **(extra or {}),
-        },
+        asset_key=asset_key(table),
+        data_version=dg.DataVersion(version),
+        metadata={"dagster/row_count": rows, "dagster/uri": uri, **metadata},
     )
 
 
-@dg.asset(
-    group_name=GROUP,
-    kinds={"duckdb"},
-    deps=["runs", "definitions", "implementations", "environments", "correctness", RANKING],
-)
-def run_summary(warehouse: WarehouseResource) -> dg.MaterializeResult:
-    """One row per run with what, who, where, how fast and its rank (sql/run_summary.sql)."""
-    return _view_result(warehouse, "run_summary")
+def table_row_count_of(path: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return pq.read_metadata(path).num_rows
+
+
+warehouse_tables = make_warehouse_tables()
+
+
+# --------------------------------------------------------------------------------------------
+# views
+
+# What each view reads, through the helper views of sql/ (latency_history reads run_history,
+# which reads the appearances and disappearances of runs per snapshot).
+VIEW_DEPS: dict[str, tuple[str, ...]] = {
+    "run_summary": (
+        "runs",
+        "definitions",
+        "implementations",
+        "environments",
+        "correctness",
+        RANKING,
+    ),
+    "leaderboard": (
+        "runs",
+        "implementations",
+        "environments",
+        "baseline_map",
+        "trace_lines",
+        RANKING,
+    ),
+    "latency_history": ("run_appearances", "run_disappearances", "source_snapshots"),
+    "record_events": ("latency_history",),
+    "regressions": ("latency_history",),
+}
+# The views people read as products: a freshness policy says when they are overdue.
+MARTS = {"leaderboard", "run_summary", "regressions"}
+
+
+def views_code_version() -> str:
+    """Every SQL view is recreated together (they read each other), so one digest of sql/."""
+    return "sql:" + _digest(*(f"{view}\n{sql_text(view)}" for view in VIEW_ORDER))
+
+
+def _view_spec(view: str) -> dg.AssetSpec:
+    return dg.AssetSpec(
+        key=asset_key(view),
+        description=markdown_safe(schemas.VIEWS[view].doc)
+        + f" Its SQL: sql/{view}.sql. Materializing it recreates the SQL views in the "
+        "published DuckDB file.",
+        group_name=VIEWS_STAGE,
+        kinds={"duckdb"},
+        code_version=views_code_version(),
+        deps=[asset_key(dep) for dep in VIEW_DEPS[view]],
+        automation_condition=dg.AutomationCondition.eager(),
+        freshness_policy=MART_FRESHNESS if view in MARTS else None,
+        metadata={
+            "dagster/table_name": table_name(view),
+            "sql": dg.MetadataValue.path(str(sql_dir() / f"{view}.sql")),
+        },
+    )
 
 
 LEADERBOARD_PREVIEW_SQL = """
@@ -279,55 +399,129 @@ LIMIT $rows
 """
 
 
-@dg.asset(
-    group_name=GROUP,
-    kinds={"duckdb"},
-    deps=["runs", "implementations", "environments", "baseline_map", "trace_lines", RANKING],
+def recreate_views(settings: Settings) -> Path:
+    """(Re)create the SQL views in the current generation's DuckDB file; the generation.
+
+    The views are written into a copy of the file that then replaces it in one rename, so a
+    reader never waits on a lock or sees a half-written file (one that opened the file before
+    keeps reading the old views). Under the build lock: a build publishing meanwhile would
+    switch generations under us."""
+    import shutil
+
+    import duckdb
+
+    from pipelines.files import replace_atomically
+    from pipelines.transforms.finalize import create_sql_views
+
+    read = _reading(settings)
+    warehouse = Warehouse(read.warehouse, read.keep_generations)
+    with warehouse.build_lock(settings.lock_timeout_s):
+        generation = warehouse.require_current()
+        published = generation / DUCKDB_FILE
+
+        def rewrite(copy: Path) -> None:
+            shutil.copyfile(published, copy)
+            connection = duckdb.connect(str(copy))
+            try:
+                create_sql_views(connection, settings)
+                connection.execute("CHECKPOINT")
+            finally:
+                connection.close()
+            Path(f"{copy}.wal").unlink(missing_ok=True)  # checkpointed: nothing left in it
+
+        replace_atomically(published, rewrite)
+    return generation
+
+
+def _reading(settings: Settings) -> Settings:
+    if settings.object_store is None:
+        return settings
+    from pipelines.publish.iceberg import reading_settings
+
+    return reading_settings(settings)
+
+
+@dg.multi_asset(
+    name="warehouse_views",
+    specs=[_view_spec(view) for view in VIEW_DEPS],
+    description="Recreate the SQL views (sql/) in the published DuckDB file and record what "
+    "each holds. They read each other, so they are recreated together.",
 )
-def leaderboard(warehouse: WarehouseResource) -> dg.MaterializeResult:
-    """Per (definition, hardware, solution): coverage and geometric-mean speedup against the
-    definition's baseline (sql/leaderboard.sql). Waits for the blocking checks of the build."""
+def warehouse_views(warehouse: WarehouseResource) -> Iterator[dg.MaterializeResult]:
+    settings = warehouse.settings()
+    generation = recreate_views(settings)
+    version = _digest(views_code_version(), warehouse_version(generation))
     with warehouse.connect() as connection:
-        cursor = connection.execute(LEADERBOARD_PREVIEW_SQL, {"rows": PREVIEW_ROWS})
-        columns = [d[0] for d in cursor.description]
-        top = cursor.fetchall()
-    preview = render.markdown_table(columns, top)
-    return _view_result(
-        warehouse,
-        "leaderboard",
-        {f"top_{PREVIEW_ROWS}_by_geomean_speedup": dg.MetadataValue.md(preview)},
-    )
+        for view in VIEW_DEPS:
+            extra: dict[str, Any] = {}
+            if view == "leaderboard":
+                cursor = connection.execute(LEADERBOARD_PREVIEW_SQL, {"rows": PREVIEW_ROWS})
+                columns = [d[0] for d in cursor.description]
+                preview = render.markdown_table(columns, cursor.fetchall())
+                extra[f"top_{PREVIEW_ROWS}_by_geomean_speedup"] = dg.MetadataValue.md(preview)
+            yield dg.MaterializeResult(
+                asset_key=asset_key(view),
+                data_version=dg.DataVersion(version),
+                metadata={
+                    **_view_metadata(connection, view),
+                    "generation": generation.name,
+                    "dagster/uri": (generation / DUCKDB_FILE).as_uri(),
+                    **extra,
+                },
+            )
 
 
-@dg.asset(group_name=GROUP, kinds={"duckdb"}, deps=["runs", RANKING])
-def record_events(warehouse: WarehouseResource) -> dg.MaterializeResult:
-    """KernelIndex record history: per comparison key, the first eligible run and every later
-    run strictly faster than the best so far, with the run it displaced (sql/record_events.sql)."""
-    return _view_result(warehouse, "record_events")
+def _view_metadata(connection: Any, view: str) -> dict[str, Any]:
+    """Row count and columns of a view, its types in the tables' (Arrow) vocabulary."""
+    ((rows,),) = connection.table(view).aggregate("count(*)").fetchall()
+    arrow = connection.table(view).limit(0).to_arrow_table().schema
+    docs = {column.name: column.doc for column in schemas.VIEWS[view].columns}
+    return {
+        "dagster/row_count": rows,
+        "dagster/column_schema": dg.TableSchema(
+            columns=[
+                dg.TableColumn(
+                    name=field.name, type=str(field.type), description=docs.get(field.name)
+                )
+                for field in arrow
+            ]
+        ),
+    }
 
 
-@dg.asset(group_name=GROUP, kinds={"duckdb"}, deps=["runs", RANKING, "source_snapshots"])
-def latency_history(warehouse: WarehouseResource) -> dg.MaterializeResult:
-    """Each solution's distinct latency results per comparison key, in the order the warehouse
-    saw them: the input of regressions (sql/latency_history.sql)."""
-    return _view_result(warehouse, "latency_history")
-
-
-@dg.asset(group_name=GROUP, kinds={"duckdb"}, deps=["latency_history"])
-def regressions(warehouse: WarehouseResource) -> dg.MaterializeResult:
-    """Results significantly slower than the same solution's earlier results on the same
-    comparison key, by the lookback z-score method (sql/regressions.sql)."""
-    return _view_result(warehouse, "regressions")
-
+# --------------------------------------------------------------------------------------------
+# report
 
 REPORT_FOLDER = "report"
 OVERVIEW_ROWS_IN_METADATA = 10
 
 
-@dg.asset(group_name=GROUP, kinds={"html"}, deps=["leaderboard", "run_summary", "rejects"])
+def report_code_version() -> str:
+    """The report's code is pipelines/report.py (with its what-changed pages and render.py): a
+    digest of them, so Dagster computes the report's data version from it and the views' (and
+    marks the report stale when the code changes)."""
+    package = Path(__file__).resolve().parents[1]
+    files = ("report.py", "report_changes.py", "render.py")
+    return "report:" + _digest(*((package / name).read_text() for name in files))
+
+
+@dg.asset(
+    key=asset_key("report"),
+    code_version=report_code_version(),
+    group_name=REPORT_STAGE,
+    kinds={"html"},
+    # the overview and definition pages read these; the what-changed pages, regressions,
+    # record_events and latency_history (pipelines/report_changes.py)
+    deps=[
+        asset_key(name)
+        for name in ("leaderboard", "run_summary", "rejects", "regressions", "record_events")
+    ],
+    automation_condition=dg.AutomationCondition.eager(),
+    description="The static HTML report of the warehouse (overview and one page per "
+    "definition), written into the warehouse's `report/` folder; opens offline "
+    "(pipelines/report.py, `tracehouse report`).",
+)
 def report(warehouse: WarehouseResource) -> dg.MaterializeResult:
-    """The static HTML report of the warehouse (overview + one page per definition), written
-    into <warehouse>/report; opens offline (pipelines/report.py, `tracehouse report`)."""
     from pipelines.report import write_report
 
     settings = warehouse.settings()
@@ -344,12 +538,10 @@ def report(warehouse: WarehouseResource) -> dg.MaterializeResult:
             ),
         ]
     )
-    with warehouse.connect() as connection:
-        snapshot_id = _snapshot_id(connection)
     return dg.MaterializeResult(
-        data_version=dg.DataVersion(snapshot_id) if snapshot_id else None,
         metadata={
             "path": dg.MetadataValue.path(str(result.index)),
+            "dagster/uri": result.index.as_uri(),
             "pages": len(result.pages),
             "overview_top_rows": dg.MetadataValue.md(table),
         },

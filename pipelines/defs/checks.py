@@ -9,8 +9,8 @@ Three kinds:
   ``warehouse_tables`` multi-asset and reported from its step, never recomputed afterwards; when
   one fails, nothing is published or materialized and the views downstream do not run. When the
   source is unchanged, the step reports the outcomes recorded with the current generation.
-* ``STEP_CHECKS`` recompute a sample of stored digests from the published tables, as ordinary
-  ``@asset_check`` steps that can be re-run on their own from the UI.
+* ``STEP_CHECKS`` recompute a sample of stored digests from the published tables (every
+  source's), as ordinary ``@asset_check`` steps that can be executed on their own from the UI.
 
 ``no_new_regressions`` on ``regressions`` is not an invariant: a slower kernel is news about
 the data, not a broken warehouse, so it reports with severity WARN and blocks nothing.
@@ -26,6 +26,7 @@ import orjson
 
 from pipelines import kernelindex
 from pipelines.changes import no_new_regressions
+from pipelines.defs.naming import asset_key, markdown_safe
 from pipelines.defs.resources import WarehouseResource
 from pipelines.invariants import (
     RANKING_INVARIANTS,
@@ -58,18 +59,28 @@ class WarehouseCheck:
 
     @property
     def description(self) -> str:
-        return " ".join((self.evaluate.__doc__ or self.name).split())
+        text = markdown_safe(" ".join((self.evaluate.__doc__ or self.name).split()))
+        if self.blocking:
+            # Dagster greys out "Execute" for a check a multi-asset reports: say why.
+            text += (
+                " Evaluated by the build (warehouse_tables) on the new generation before it "
+                "is published, so it runs with a build, not on its own."
+            )
+        return text
 
     @property
     def spec(self) -> dg.AssetCheckSpec:
         return dg.AssetCheckSpec(
-            self.name, asset=self.asset, blocking=self.blocking, description=self.description
+            self.name,
+            asset=asset_key(self.asset),
+            blocking=self.blocking,
+            description=self.description,
         )
 
     def result(self, outcome: Outcome, **extra: Any) -> dg.AssetCheckResult:
         passed, metadata = outcome
         return dg.AssetCheckResult(
-            asset_key=self.asset,
+            asset_key=asset_key(self.asset),
             check_name=self.name,
             passed=passed,
             severity=self.severity,
@@ -205,7 +216,7 @@ WARN_CHECKS: tuple[WarehouseCheck, ...] = (
 
 def _asset_check(check: WarehouseCheck) -> dg.AssetChecksDefinition:
     @dg.asset_check(
-        asset=check.asset,
+        asset=asset_key(check.asset),
         name=check.name,
         blocking=check.blocking,
         description=check.description,

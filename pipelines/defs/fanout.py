@@ -50,23 +50,29 @@ from pipelines.build import (
     plan_ingest,
     run_tasks,
 )
+from pipelines.defs.assets import table_result
+from pipelines.defs.naming import asset_key
 from pipelines.defs.resources import WarehouseResource
+from pipelines.defs.sources import SOURCES
 from pipelines.files import replace_atomically
-from pipelines.warehouse import Warehouse, table_row_count
+from pipelines.warehouse import PER_SOURCE_TABLES, Warehouse, generation_sources
 
 FANOUT_SLOTS = 8  # parse steps per run: enough for 8 workers; each costs a step's start-up
 INGEST_GROUPS = dg.DynamicPartitionsDefinition(name="ingest_groups")
 PARSED_GROUPS = "parsed_groups"
 SCRATCH_FOLDER = "fanout"  # under <warehouse>/cache, one folder per run
+GROUPS_TAG = "tracehouse/ingest_groups"  # the run's group partitions, comma-separated
 
 parsed_groups = dg.AssetSpec(
-    PARSED_GROUPS,
+    asset_key(PARSED_GROUPS),
     partitions_def=INGEST_GROUPS,
-    group_name="warehouse",
+    group_name="tables",
     kinds={"parquet"},
+    deps=[dg.AssetDep(asset_key("source_dataset"), partition_mapping=dg.AllPartitionMapping())],
     description="The staging parts of one file group (a partition per group, named after the "
     "path-stable group number the build assigns its files to), reported by the fanned-out "
-    "ingest jobs as each parse step writes them.",
+    "ingest jobs as each parse step writes them. A run's group partitions are removed when "
+    "its build has published (they name a run's work, not lasting data).",
 )
 
 
@@ -80,6 +86,11 @@ class FanoutPlan:
 
     scratch: str
     slots: tuple[tuple[IngestTask, ...], ...]
+
+    @property
+    def partition_keys(self) -> list[str]:
+        """The ``parsed_groups`` partitions of this run's groups."""
+        return sorted({partition_key(task) for slot in self.slots for task in slot})
 
     @property
     def context_file(self) -> Path:
@@ -120,9 +131,10 @@ def plan_ingest_op(context: dg.OpExecutionContext, warehouse: WarehouseResource)
             pickle.dump(plan.loaded.context, handle, protocol=pickle.HIGHEST_PROTOCOL)
 
     replace_atomically(fanout.context_file, write_context)
-    keys = sorted({partition_key(task) for task in tasks})
-    if keys:
-        context.instance.add_dynamic_partitions(INGEST_GROUPS.name or "", keys)
+    if fanout.partition_keys:
+        context.instance.add_dynamic_partitions(INGEST_GROUPS.name or "", fanout.partition_keys)
+        # Kept on the run, so that a failed step can remove them (release_group_partitions).
+        context.instance.add_run_tags(context.run_id, {GROUPS_TAG: ",".join(fanout.partition_keys)})
     context.log.info(
         f"{len(tasks)} file groups to parse over {FANOUT_SLOTS} slots, "
         f"{len(plan.file_entries) - sum(len(t.files) for t in tasks)} files reused"
@@ -156,7 +168,7 @@ def _parse_slot(slot: int) -> dg.OpDefinition:
             files = result.files.values()
             context.log_event(
                 dg.AssetMaterialization(
-                    asset_key=PARSED_GROUPS,
+                    asset_key=asset_key(PARSED_GROUPS),
                     partition=partition_key(task),
                     metadata={
                         "files": len(task.files),
@@ -235,22 +247,48 @@ def assemble_tables(
                 results[index] = result
         return results
 
-    result = build_warehouse(settings, force=config.force, parse=take_parsed)
-    shutil.rmtree(plan.scratch, ignore_errors=True)
+    try:
+        result = build_warehouse(settings, force=config.force, parse=take_parsed)
+    finally:
+        shutil.rmtree(plan.scratch, ignore_errors=True)
+        _remove_group_partitions(context.instance, plan.partition_keys)
     context.log.info("\n".join(result.summary_lines()))
     if result.up_to_date:
         return
     context.log.info(f"groups taken from the slots: {sum(taken)}")
     generation = Warehouse(result.warehouse).require_current()
+    (source,) = [
+        s
+        for s in generation_sources(generation)
+        if result.source and s.source == result.source.name
+    ]
+    context.instance.add_dynamic_partitions(SOURCES.name or "", [source.source])
     for table in schemas.TABLES:
-        yield dg.AssetMaterialization(
-            asset_key=table,
-            metadata={
-                "dagster/row_count": table_row_count(generation, table),
-                "generation": generation.name,
-                "snapshot_id": result.snapshot_id,
-            },
+        recorded = table_result(
+            settings, generation, source, table, {"generation": generation.name}
         )
+        yield dg.AssetMaterialization(
+            asset_key=recorded.asset_key or asset_key(table),
+            partition=source.source if table in PER_SOURCE_TABLES else None,
+            metadata=recorded.metadata,
+            tags={"dagster/data_version": recorded.data_version.value}
+            if recorded.data_version
+            else None,
+        )
+
+
+def _remove_group_partitions(instance: dg.DagsterInstance, keys: list[str]) -> None:
+    """A run's group partitions name its work, not lasting data: they end with the run."""
+    for key in keys:
+        instance.delete_dynamic_partition(INGEST_GROUPS.name or "", key)
+
+
+@dg.failure_hook(name="release_group_partitions")
+def release_group_partitions(context: dg.HookContext) -> None:
+    """A failed step ends the run's build: remove the group partitions its plan registered."""
+    run = context.instance.get_run_by_id(context.run_id)
+    listed = run.tags.get(GROUPS_TAG, "") if run is not None else ""
+    _remove_group_partitions(context.instance, [key for key in listed.split(",") if key])
 
 
 @dg.graph(description="The warehouse build with its parse fanned out over the executor's workers.")
@@ -279,13 +317,17 @@ fanout_ingest_job = fanout_ingest.to_job(
     name="fanout_ingest_job",
     executor_def=dg.multiprocess_executor,
     resource_defs=_RESOURCES,
+    hooks={release_group_partitions},
     config={"execution": {"config": {"start_method": FORKSERVER}}},
 )
 
 # A Dask cluster: run config execution.config.cluster, e.g. {"existing": {"address":
 # "tcp://127.0.0.1:8786"}} or {"local": {"n_workers": 4}} (dagster-dask's executor).
 fanout_ingest_dask_job = fanout_ingest.to_job(
-    name="fanout_ingest_dask_job", executor_def=dask_executor, resource_defs=_RESOURCES
+    name="fanout_ingest_dask_job",
+    executor_def=dask_executor,
+    resource_defs=_RESOURCES,
+    hooks={release_group_partitions},
 )
 
 fanout_jobs = [fanout_ingest_job, fanout_ingest_dask_job]

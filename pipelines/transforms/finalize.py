@@ -683,12 +683,18 @@ def _write_duckdb_file(generation: Path, settings: Settings) -> None:
     connection = duckdb.connect(str(path), config={"storage_compatibility_version": "v1.0.0"})
     try:
         create_table_views(connection, generation)
-        store_regression_thresholds(connection, settings, temporary=False)
-        for view in VIEW_ORDER:
-            connection.execute(f"CREATE OR REPLACE VIEW {view} AS {sql_text(view)}")
+        create_sql_views(connection, settings)
         connection.execute("CHECKPOINT")
     finally:
         connection.close()
+
+
+def create_sql_views(connection: duckdb.DuckDBPyConnection, settings: Settings) -> None:
+    """The SQL views (sql/, in dependency order) and the regression limits they read; every
+    build writes them, and the Dagster view assets write them again into a published file."""
+    store_regression_thresholds(connection, settings, temporary=False)
+    for view in VIEW_ORDER:
+        connection.execute(f"CREATE OR REPLACE VIEW {view} AS {sql_text(view)}")
 
 
 def finalize_without_source(
