@@ -18,6 +18,7 @@ edges of the graph.
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 PACKAGE_NAME = "pipelines"
@@ -58,6 +59,7 @@ STAGES: tuple[tuple[str, frozenset[str]], ...] = (
 STAGE_OF = {unit: index for index, (_, units) in enumerate(STAGES) for unit in units}
 
 
+@cache
 def modules() -> dict[str, Path]:
     found: dict[str, Path] = {}
     for path in sorted(PACKAGE_DIR.rglob("*.py")):
@@ -90,6 +92,7 @@ def runtime_nodes(tree: ast.Module):
         stack.extend(ast.iter_child_nodes(node))
 
 
+@cache
 def imports() -> list[tuple[str, str, str | None, int]]:
     """(importing module, imported module, imported name or None, line), runtime only."""
     known = modules()

@@ -179,9 +179,7 @@ SQL_SUBFOLDERS = ("assemble", "rank", "marts", "flashinfer")
 TEST_TIERS: dict[str, tuple[str, ...]] = {
     # pure functions, the source tree and the docs: seconds each
     "unit": (
-        "test_canonical",
         "test_commit_sha",
-        "test_demo",
         "test_kept_records",
         "test_layering",
         "test_one_home",
@@ -200,6 +198,7 @@ TEST_TIERS: dict[str, tuple[str, ...]] = {
         "test_concurrency",
         "test_crash_safety",
         "test_dagster",
+        "test_demo",  # `tracehouse demo` end to end
         "test_fanout",
         "test_history",
         "test_hostile_input",
@@ -229,6 +228,7 @@ TEST_TIERS: dict[str, tuple[str, ...]] = {
     # KernelIndex identities and FlashInfer-Bench parity against goldens; the production ingest
     # against the per-line reference
     "contract": (
+        "test_canonical",  # against the reference implementation, rfc8785.dumps
         "test_columnar",
         "test_fib_metrics",
         "test_identity",
