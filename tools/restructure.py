@@ -1151,7 +1151,10 @@ def sql_text(name: str) -> str:
             if after in text:
                 continue
             if before not in text:
-                self.report.problems.append(f"{name}: patch anchor not found: {before.strip()!r}")
+                if any(line.strip() and line.strip() in text for line in before.splitlines()):
+                    self.report.problems.append(f"{name}: patch anchor changed: {before.strip()!r}")
+                else:  # the code it patches is not on this tree (a branch without it)
+                    self.report.unknown.append(f"{name}: patch not applicable, code absent")
                 continue
             self.tree.write(path, text.replace(before, after, 1))
             self.report.done.append(f"{name}: patched ({after.strip().splitlines()[0]})")
