@@ -11,11 +11,12 @@ $(BIN)/uv:
 	python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv
 
+# The dask extra too: tests/test_fanout.py runs the Dask executor on a local cluster.
 # Bytecode is compiled at install time: where PYTHONDONTWRITEBYTECODE is set (CI and this
 # machine set it), Python would otherwise compile Polars, DuckDB's and Dagster's modules from
 # source in every process, about 0.5 s of CPU per CLI command and per build worker.
 $(VENV)/.synced: $(BIN)/uv pyproject.toml uv.lock
-	UV_PROJECT_ENVIRONMENT=$(VENV) $(BIN)/uv sync --frozen --group dev --quiet --compile-bytecode
+	UV_PROJECT_ENVIRONMENT=$(VENV) $(BIN)/uv sync --frozen --group dev --extra dask --quiet --compile-bytecode
 	touch $@
 
 install: $(VENV)/.synced

@@ -9,8 +9,10 @@ exactly the tables of a from-scratch one.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 import pickle
 import time
 from collections import Counter
@@ -50,6 +52,8 @@ class ResolvedSource:
     transferred_files: list[str] = field(default_factory=list)
     name: str = ""  # the source's name in the warehouse (source_identity)
     uri: str = ""  # what the name stands for: an absolute folder, or hf:// without @revision
+    # A Hub snapshot's cache blobs, where its entries may link (huggingface_hub's symlinks)
+    links_within: Path | None = None
 
     @property
     def key(self) -> str:
@@ -91,12 +95,16 @@ class BuildResult:
     checks: dict[str, invariants.Outcome] = field(default_factory=dict)
     # What was committed to the Iceberg catalog (pipelines.publish.iceberg), when there is one.
     published: str | None = None
+    # Why the build did not build on the current generation (Warehouse.base_generation).
+    repaired: str | None = None
 
     def summary_lines(self) -> list[str]:
         if self.up_to_date:
             lines = [f"warehouse {self.warehouse} is up to date ({self.seconds:.2f} s)"]
             return lines + ([self.published] if self.published else [])
         lines = [f"built {self.warehouse} in {self.seconds:.2f} s (generation {self.generation})"]
+        if self.repaired:
+            lines.append(f"  repaired: {self.repaired}; rebuilt from the source")
         lines.append(
             f"  files parsed {self.files_parsed}, reused {self.files_reused}, records read {self.records_read}"
         )
@@ -149,11 +157,12 @@ def resolve_source(
         settings.hub_cache_dir,
         include_blobs=settings.include_blobs,
         progress=callback,
-        retry=hub.RetryPolicy.within(settings.hub_timeout_s),
+        retry=hub.RetryPolicy.within(settings.hub_timeout_s, settings.hub_fetch_timeout_s),
+        offline=settings.hub_offline,
     )
+    require_complete(snapshot)
     require_dataset(snapshot.root, source)
     rejects = [Reject(r.path, None, "unsafe_path", r.message, None) for r in snapshot.rejected]
-    rejects += [Reject(r.path, None, "fetch_failed", r.message, None) for r in snapshot.failed]
     name, uri = source_identity(source, settings.source_name)
     return ResolvedSource(
         snapshot.root,
@@ -164,6 +173,30 @@ def resolve_source(
         list(snapshot.transferred_files),
         name=name,
         uri=uri,
+        links_within=settings.hub_cache_dir / "blobs",
+    )
+
+
+def require_complete(snapshot: Any) -> None:
+    """Refuse a Hub snapshot that lacks a selected file (``hub.HubSnapshot.failed``).
+
+    A build publishes a complete reading of its source or nothing. Building without the file
+    would drop its runs from the tables (under the shrink guard when it holds fewer than half)
+    and record them in run_history as having left the source, which they did not. Keeping the
+    file's rows from the previous build instead would publish a generation that claims to be
+    the new commit while holding another commit's bytes for that file. So the build stops; the
+    files that did arrive stay in the cache, and the next build fetches only what is missing.
+    """
+    if not snapshot.failed:
+        return
+    first = snapshot.failed[0]
+    others = len(snapshot.failed) - 1
+    more = f" (and {others} more file{'s' if others > 1 else ''})" if others else ""
+    from pipelines.sources.hub import HubError
+
+    raise HubError(
+        f"{snapshot.source_uri}: {first.message}{more}; nothing was published, the warehouse "
+        "is unchanged (files already fetched stay cached for the next build)"
     )
 
 
@@ -254,6 +287,10 @@ def build_warehouse(
     source = source or settings.source
     if source is None:
         raise SettingsError(NO_SOURCE)
+    if source.startswith("hf://"):  # a bad HF_ENDPOINT is refused before anything is written
+        from pipelines.sources import hub
+
+        hub.hub_endpoint()
     if settings.baselines_file is not None:  # a bad map is an error even when nothing changed
         from pipelines.transforms.context import read_baseline_map
 
@@ -287,12 +324,33 @@ def build_warehouse(
                 )
                 result.published = published.summary_line(settings)
             return result
-        except BaseException:
+        except BaseException as error:
             # An interrupt or a refusal: drop the unfinished generation and temporary files
             # now (the published one is untouched), unless this build's switch happened.
             if interrupts.published() == published_before:
                 warehouse.remove_stale_generations()
+            full = _device_full(error, warehouse.root)
+            if full is not None:
+                raise full from None
             raise
+
+
+def _device_full(error: BaseException, warehouse: Path) -> OSError | None:
+    """A full disk as one line naming the warehouse: Parquet and DuckDB writers report
+    ENOSPC without the file they were writing (`[Errno 28] Error writing bytes to file`)."""
+    errno_full = (errno.ENOSPC, errno.EDQUOT)
+    if isinstance(error, OSError) and error.errno in errno_full and error.filename is None:
+        code = error.errno
+    elif "No space left on device" in str(error) and not isinstance(error, OSError):
+        code = errno.ENOSPC  # DuckDB's IOException
+    else:
+        return None
+    return OSError(
+        code,
+        f"{os.strerror(code)} while writing the warehouse (nothing was published; free space "
+        "on its device or build elsewhere)",
+        str(warehouse),
+    )
 
 
 def _build_locked(
@@ -306,7 +364,10 @@ def _build_locked(
     parse: ParseFn,
 ) -> BuildResult:
     resolved = resolve_source(source, settings, progress)
-    current = warehouse.current_generation()
+    current, repair = warehouse.base_generation()
+    if repair is not None:
+        _refuse_losing_other_sources(warehouse, resolved.name, repair, current)
+        discard_reusable_cache(warehouse)  # a damaged part may be shared with the cache
     held = (
         {s.source: s for s in generation_sources(current)}
         if current is not None and holds_sources(current)
@@ -319,7 +380,7 @@ def _build_locked(
             "building this one under that name would replace its rows. Pass --source-name "
             "to give it its own name (`tracehouse sources` lists them)"
         )
-    files, discovery_rejects = discover(resolved.root)
+    files, discovery_rejects = discover(resolved.root, resolved.links_within)
     state = _state_key(settings, resolved)
     manifest = read_manifest(warehouse.manifest_path)
     previous = manifest.sources.get(resolved.name)
@@ -346,7 +407,7 @@ def _build_locked(
             generation=current.name if current is not None else None,
         )
     guard = _publish_guard(settings, current, require_fact_rows)
-    return _full_build(
+    result = _full_build(
         settings,
         warehouse,
         resolved,
@@ -359,6 +420,49 @@ def _build_locked(
         parse,
         guard,
     )
+    result.repaired = repair
+    return result
+
+
+def _refuse_losing_other_sources(
+    warehouse: Warehouse, name: str, problem: str, base: Path | None
+) -> None:
+    """A repair rebuilds this source on ``base`` (an older intact generation, or nothing):
+    refuse it when the damaged generation holds other sources that ``base`` lacks, whose rows
+    it would silently drop."""
+    damaged = warehouse.current_generation()
+    if damaged is None or damaged == base:
+        return
+    held: set[str] = set()
+    try:
+        held.update(s.source for s in generation_sources(damaged))
+    except (ValueError, OSError):  # the list itself is damaged: the build manifest knows too
+        held.update(read_manifest(warehouse.manifest_path).sources)
+    kept = (
+        {s.source for s in generation_sources(base)}
+        if base is not None and holds_sources(base)
+        else set()
+    )
+    others = sorted(held - kept - {name})
+    if others:
+        raise SettingsError(
+            f"{problem}; the damaged generation also holds {', '.join(map(repr, others))}, "
+            f"which no intact generation has and a build of {name!r} cannot re-read: build "
+            "into a new warehouse, or restore the file"
+        )
+
+
+def discard_reusable_cache(warehouse: Warehouse) -> None:
+    """Forget every part and parse result the cache holds, so a repair re-reads the source
+    instead of reusing a file that may be the damaged one (parts are hard links: the
+    generations that link them keep theirs)."""
+    import shutil
+
+    warehouse.manifest_path.unlink(missing_ok=True)
+    for folder in (warehouse.staging, warehouse.parts):
+        shutil.rmtree(folder, ignore_errors=True)
+    for pickle_file in warehouse.cache.glob("context-*.pickle"):
+        pickle_file.unlink(missing_ok=True)
 
 
 def table_counts(generation: Path) -> dict[str, int]:
@@ -534,7 +638,7 @@ def plan_ingest(settings: Settings, *, source: str | None = None) -> IngestPlan:
     warehouse = Warehouse(settings.warehouse, settings.keep_generations)
     with warehouse.build_lock(settings.lock_timeout_s):
         resolved = resolve_source(source, settings)
-        files, _ = discover(resolved.root)
+        files, _ = discover(resolved.root, resolved.links_within)
         return _plan_ingest(
             settings, warehouse, resolved, files, read_manifest(warehouse.manifest_path)
         )
@@ -761,6 +865,8 @@ def _one_source_version(source: str, settings: Settings) -> str:
 
         reference = hub.parse_hub_uri(source)
         assert reference is not None
+        if hub.hub_offline(settings.hub_offline):  # the commit the cache holds, asking no one
+            return hub.fetch_dataset(reference, settings.hub_cache_dir, offline=True).resolved_sha
         return hub.resolve_revision(reference, retry=hub.RetryPolicy.within(settings.hub_timeout_s))
     root = Path(source)
     require_dataset(root, source)

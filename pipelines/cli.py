@@ -42,6 +42,7 @@ BUILD_SETTINGS = (
     "workers",
     "lock_timeout_s",
     "include_blobs",
+    "hub_offline",
     "allow_shrink",
 )
 
@@ -71,13 +72,9 @@ class _VersionAction(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
 
     def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> NoReturn:
-        from importlib.metadata import PackageNotFoundError, version
+        import pipelines
 
-        try:
-            number = version("tracehouse")
-        except PackageNotFoundError:
-            number = "unknown"
-        print(f"tracehouse {number} ({IMPORTER_VERSION})")
+        print(f"tracehouse {pipelines.__version__} ({IMPORTER_VERSION})")
         parser.exit(0)
 
 
@@ -509,7 +506,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=help_text, description=help_text)
-        _add_settings(command, ("warehouse", "catalog"))
+        _add_settings(command, ("warehouse", "catalog", "namespace"))
         if name in READ_COMMANDS:
             _add_settings(command, ("as_of",))
         return command
@@ -643,10 +640,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# More rows than any table holds; a larger number is a typo (and overflows DuckDB's LIMIT).
+MAX_LIMIT = 10**12
+
+
 def _non_negative_int(text: str) -> int:
     value = int(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    if value > MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_LIMIT:,} (0 for all), got {value}")
     return value
 
 
@@ -674,19 +677,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
-_reported: list[int] = []  # the exit code, once the interrupt line is printed
-
-
 def _report_interrupt(signum: int) -> int:
     interrupts.stop_listening()
-    if not _reported:
-        generation = interrupts.published()
-        if generation is None:
-            print(interrupts.UNCHANGED, file=sys.stderr)
-        else:
-            print(interrupts.published_line(generation), file=sys.stderr)
-        _reported.append(interrupts.exit_code(signum))
-    return _reported[0]
+    return interrupts.report(signum)  # once, even if the watchdog is ending the process too
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import os
 import shutil
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -72,3 +73,26 @@ def sha256_file(path: Path) -> str:
         while chunk := handle.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+class NotARegularFile(ValueError):
+    """A file the command reads is a FIFO, a device, a folder, or larger than its budget."""
+
+
+def read_bounded(path: Path, max_bytes: int) -> bytes:
+    """The bytes of the regular file ``path``, refused beyond ``max_bytes``.
+
+    Opened without blocking, so a FIFO (which would wait for a writer for ever) or a device
+    (``/dev/zero`` never ends) is refused after ``fstat`` instead of read; at most
+    ``max_bytes + 1`` bytes are ever read, so a file growing meanwhile cannot exhaust memory.
+    """
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(descriptor, "rb") as handle:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a folder" if stat.S_ISDIR(mode) else "a pipe, socket or device"
+            raise NotARegularFile(f"{path}: is {kind}, not a regular file")
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise NotARegularFile(f"{path}: larger than the {max_bytes:,} bytes allowed")
+    return data

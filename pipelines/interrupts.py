@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
 import weakref
 from collections.abc import Iterator
 from types import FrameType
@@ -77,7 +78,6 @@ def stop_listening() -> None:
 def install() -> None:
     """Turn SIGINT and SIGTERM into ``Interrupted`` (main thread of the CLI only), and start the
     watchdog that stops the process even while the main thread is inside C code."""
-    import threading
 
     for signum in HANDLED:
         signal.signal(signum, _handler)
@@ -114,16 +114,33 @@ def _watchdog(read_end: int) -> None:
     time.sleep(GRACE_S)
     while _deferred_depth:  # never stop in the middle of the atomic switch
         time.sleep(0.01)
-    signum = _received or signal.SIGINT
+    code = report(_received or signal.SIGINT)
     stop_children()
     stop_helpers()
-    import sys
+    os._exit(code)
 
-    with contextlib.suppress(Exception):
-        line = UNCHANGED if _published is None else published_line(_published)
-        sys.stderr.write(line + "\n")
-        sys.stderr.flush()
-    os._exit(exit_code(signum))
+
+# The main thread and the watchdog may both decide to end the command (on a busy machine the
+# main thread can reach its report just as GRACE_S runs out): whoever comes first prints the
+# line, the other finds it printed.
+_report_lock = threading.Lock()
+_reported_code: int | None = None
+
+
+def report(signum: int) -> int:
+    """Print the interrupt's one line, once per process whichever thread asks first, and
+    return the exit code to end with."""
+    global _reported_code
+    with _report_lock:
+        if _reported_code is None:
+            import sys
+
+            with contextlib.suppress(Exception):
+                line = UNCHANGED if _published is None else published_line(_published)
+                sys.stderr.write(line + "\n")
+                sys.stderr.flush()
+            _reported_code = exit_code(signum)
+        return _reported_code
 
 
 def published_line(generation: str) -> str:

@@ -44,8 +44,11 @@ class Result:
 
 def connect(settings: Settings) -> duckdb.DuckDBPyConnection:
     """A read-only connection to the current generation whose ``regressions`` view uses the
-    regression limits of ``settings`` (not those stored when the warehouse was built)."""
-    connection = connect_read_only(Warehouse(settings.warehouse))
+    regression limits of ``settings`` (not those stored when the warehouse was built), within
+    its memory limit."""
+    connection = connect_read_only(
+        Warehouse(settings.warehouse), memory_limit_mb=settings.query_memory_mb
+    )
     try:
         store_regression_thresholds(connection, settings, temporary=True)
     except BaseException:
@@ -84,24 +87,77 @@ def _fetch(connection: Any, sql: str, parameters: dict[str, Any], limit: int | N
     return Result(columns, rows[:limit], int(total))
 
 
+class QueryTimeout(TimeoutError):
+    """A statement typed by a person ran past ``query_timeout_s``."""
+
+
+class QueryTooLarge(ValueError):
+    """A statement typed by a person needed more than ``query_memory_mb`` even spilling."""
+
+
+class _TimeLimit:
+    """Interrupts ``connection`` after ``seconds`` (DuckDB has no statement timeout), and turns
+    the error the interrupted statement raises into one ``QueryTimeout`` line."""
+
+    def __init__(self, connection: duckdb.DuckDBPyConnection, seconds: float) -> None:
+        import threading
+
+        self.seconds = seconds
+        self.fired = threading.Event()
+
+        def stop() -> None:
+            self.fired.set()
+            connection.interrupt()
+
+        self.timer = threading.Timer(seconds, stop)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def cancel(self) -> None:
+        self.timer.cancel()
+
+    def check(self, error: BaseException, memory_mb: int) -> None:
+        """Raise the limit's own error instead of ``error`` when a limit caused it."""
+        if self.fired.is_set() and not isinstance(error, KeyboardInterrupt):
+            raise QueryTimeout(
+                f"the query ran longer than {self.seconds:g} s and was stopped "
+                "(TRACEHOUSE_QUERY_TIMEOUT_S allows more)"
+            ) from None
+        if type(error).__name__ == "OutOfMemoryException":  # DuckDB's, without importing it
+            raise QueryTooLarge(
+                f"the query needs more than its {memory_mb} MiB of memory "
+                f"(TRACEHOUSE_QUERY_MEMORY_MB allows more): {str(error).split('. ')[0]}"
+            ) from None
+
+
 def user_query(settings: Settings, sql: str, *, limit: int | None) -> Result:
-    """A statement typed by a person: exactly one, read-only (``check_read_only``)."""
+    """A statement typed by a person: exactly one, read-only (``check_read_only``), within the
+    query time and memory limits."""
     connection = connect(settings)
+    limit_time = _TimeLimit(connection, settings.query_timeout_s)
     try:
         check_read_only(connection, sql)
         return _fetch(connection, sql, {}, limit)
+    except Exception as error:
+        limit_time.check(error, settings.query_memory_mb)
+        raise
     finally:
+        limit_time.cancel()
         connection.close()
 
 
 def user_query_batches(settings: Settings, sql: str) -> tuple[list[str], Iterator[list[Any]]]:
-    """Every row of a statement typed by a person, in batches (for CSV and JSON output)."""
+    """Every row of a statement typed by a person, in batches (for CSV and JSON output); the
+    time limit covers writing them all."""
     connection = connect(settings)
+    limit_time = _TimeLimit(connection, settings.query_timeout_s)
     try:
         check_read_only(connection, sql)
         cursor = connection.execute(sql)
-    except BaseException:
+    except BaseException as error:
+        limit_time.cancel()
         connection.close()
+        limit_time.check(error, settings.query_memory_mb)
         raise
     columns = [d[0] for d in cursor.description or []]
 
@@ -109,7 +165,11 @@ def user_query_batches(settings: Settings, sql: str) -> tuple[list[str], Iterato
         try:
             while rows := cursor.fetchmany(BATCH_ROWS):
                 yield rows
+        except Exception as error:
+            limit_time.check(error, settings.query_memory_mb)
+            raise
         finally:
+            limit_time.cancel()
             connection.close()
 
     return columns, batches()

@@ -6,7 +6,8 @@
 - `HUB_LISTING_REASONS`: why the Hub client leaves a listed file out of a snapshot without
   downloading it (besides the unsafe names above); `HUB_FAILURE_REASONS`: why a selected file is
   missing from a snapshot after a fetch. Both are `RejectedRemoteFile.reason` codes, kept in the
-  snapshot manifest; the build records such files as `unsafe_path` / `fetch_failed` rejects.
+  snapshot manifest; the build records unsafe names as `unsafe_path` rejects and refuses to
+  build from a snapshot that misses a selected file (`build.require_complete`).
 - `IDENTITY_REASONS`: why a record has no identity (the `identity_error` columns): the codes of
   the KernelIndex spec, whose package imports nothing of the project, so they are declared there
   (`kernelindex.IDENTITY_REASON_CODES`) and only named here, and `WAREHOUSE_IDENTITY_REASONS`,
@@ -58,8 +59,8 @@ REJECT_REASONS: dict[str, str] = {
     "binary_file": "The file holds binary data, not JSON text.",
     "empty_file": "A .json file with no content.",
     "symlink_outside_source": "A symbolic link that leads outside the source folder (not followed).",
+    "invalid_file_name": "A file or folder name that is not valid UTF-8 (shown with the bytes escaped; not read).",
     "unsafe_path": "A remote file name with `..`, an absolute path, a backslash or a control character.",
-    "fetch_failed": "A remote file could not be fetched or failed its size/hash check.",
 }
 
 UNSAFE_NAME_REASONS: dict[str, str] = {
@@ -89,6 +90,7 @@ HUB_FAILURE_REASONS: dict[str, str] = {
     "etag_mismatch": "the ETag / X-Linked-Etag differs from the oid in the listing (after retrying)",
     "commit_mismatch": "X-Repo-Commit names another commit than the one resolved",
     "http_error": "the Hub answered with a status that is not worth retrying (403, 404, ...)",
+    "bad_redirect": "a redirect to something other than http(s), to an invalid URL, or in a loop",
     "retries_exhausted": "timeouts, resets, 429 or 5xx persisted beyond the retry budget",
     "timeout": "the per-file time budget ran out while the body was arriving",
     "io_error": "the local cache could not be written",

@@ -32,8 +32,31 @@ def _default_workers() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
+def _default_query_memory_mb() -> int:
+    """A quarter of the machine's memory, at most 4 GiB: a runaway query stops long before the
+    machine swaps (DuckDB's own default is 80 %)."""
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        total = 4 << 30
+    return max(256, min(4096, total // 4 >> 20))
+
+
 def _at_least(minimum: float) -> Check:
     return lambda value: None if value >= minimum else f"must be >= {minimum:g}, got {value:g}"
+
+
+def _between(minimum: int, maximum: int) -> Check:
+    return lambda value: (
+        None
+        if minimum <= value <= maximum
+        else f"must be between {minimum} and {maximum}, got {value}"
+    )
+
+
+# Parser processes, and DuckDB threads while finalizing: beyond this a machine gains nothing
+# and DuckDB refuses thread counts in the thousands.
+MAX_WORKERS = 64
 
 
 # More earlier results than any warehouse holds would silence every verdict; the bound also
@@ -53,6 +76,15 @@ def _finite_at_least_zero(value: float) -> str | None:
 
 def _share(value: float) -> str | None:
     return None if 0.0 <= value <= 1.0 else f"must be a share between 0 and 1, got {value:g}"
+
+
+ICEBERG_NAMESPACE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+
+def _namespace(value: str) -> str | None:
+    if ICEBERG_NAMESPACE.match(value):
+        return None
+    return f"must be a lower-case identifier (a-z, 0-9, _; 64 at most), got {value!r}"
 
 
 def _folder_or_absent(value: Path) -> str | None:
@@ -170,6 +202,14 @@ class Settings:
         flag="--catalog",
         check=_catalog,
     )
+    namespace: str = setting(
+        "tracehouse",
+        "Iceberg namespace of this warehouse's tables in the catalog: one catalog serves several "
+        "warehouses, each in a namespace of its own.",
+        str,
+        flag="--namespace",
+        check=_namespace,
+    )
     staging: Path | None = setting(
         None,
         "Local folder for build work and the read replica of an object-store warehouse "
@@ -235,10 +275,10 @@ class Settings:
     )
     workers: int = setting(
         None,
-        "Worker processes that parse trace files (default: cores, at most 8).",
+        f"Worker processes that parse trace files, 1 to {MAX_WORKERS} (default: cores, at most 8).",
         int,
         flag="--workers",
-        check=_at_least(1),
+        check=_between(1, MAX_WORKERS),
         default_factory=_default_workers,
     )
     lock_timeout_s: float = setting(
@@ -260,12 +300,43 @@ class Settings:
         Path,
         check=lambda value: _folder_or_absent(value) if value is not None else None,
     )
+    hub_offline: bool = setting(
+        False,
+        "Build an hf:// source from the Hub cache alone, without a single request (as "
+        "HF_HUB_OFFLINE=1 does): a commit sha, or a branch or tag an online build resolved "
+        "before; what the cache lacks is an error.",
+        bool,
+        flag="--offline",
+    )
     hub_timeout_s: float = setting(
         # Below the 15 s an offline build may take in all, so process start-up and imports on a
         # loaded machine still fit.
         10.0,
-        "Seconds the Hub may take to answer a revision or listing request, retries included, "
-        "before the build gives up (an offline machine fails within this time).",
+        "Seconds the Hub may take to resolve the revision and list its files (every page, "
+        "retries included) before the build gives up (an offline machine fails within this time).",
+        float,
+        check=_at_least(0.1),
+    )
+    hub_fetch_timeout_s: float = setting(
+        # An hour moves a few GB at ordinary speeds; the FlashInfer-Trace dataset is far smaller.
+        3600.0,
+        "Seconds a whole Hub fetch may take, every file body included, whatever sizes the "
+        "listing announces; a file still arriving then fails the build.",
+        float,
+        check=_at_least(0.1),
+    )
+    query_memory_mb: int = setting(
+        None,
+        "Memory a query may use, in MiB, before DuckDB spills to <warehouse>/cache/ or stops it "
+        "(default: a quarter of the machine's memory, at most 4096).",
+        int,
+        check=_at_least(64),
+        default_factory=_default_query_memory_mb,
+    )
+    query_timeout_s: float = setting(
+        300.0,
+        "Seconds a `tracehouse query` statement may run (all its rows written) before it is "
+        "stopped with one line.",
         float,
         check=_at_least(0.1),
     )
@@ -431,6 +502,8 @@ def load_settings(
                 where["object_store"] = where["warehouse"] = f"{label} {value}"
                 continue
         if kind is Path and isinstance(value, str):
+            if not value.strip():  # Path("") is the current folder: never a guess of ours
+                raise SettingsError(f"{label} {value!r}: must not be empty")
             value = Path(value)
         values[name] = value
         where[name] = f"{label} {value}"

@@ -10,7 +10,11 @@ Layout::
                                             (PARTED_TABLES) are folders of part files there,
                                             hard links into cache/parts/, not copies
       generations/<id>/snapshot_id          the snapshot the generation shows
-      generations/<id>/tracehouse.duckdb    views over that folder's Parquet files and sql/
+      generations/<id>/tracehouse.duckdb    every table stored in the file itself, and the
+                                            views of sql/: self-contained, so it opens from any
+                                            directory, after the folder moves, in any client
+      generations/<id>/reader.duckdb        views over that folder's Parquet files and sql/,
+                                            opened read-only by tracehouse's own readers only
       cache/                                staging parts, resolved table parts and the build
                                             manifest (reusable)
       .build.lock                           held by the running build
@@ -19,6 +23,13 @@ A build writes a new generation folder beside the current one and only then swap
 ``current`` symlink with one ``rename`` (atomic on POSIX). A crash at any moment leaves either
 the previous generation or, on a first build, nothing at all behind ``current``; leftovers are
 removed by the next build.
+
+A generation some connection still has open is never removed under it: every DuckDB opener
+(``tracehouse query``, ``tracehouse.connect``, the ``duckdb`` command, DBeaver, a notebook)
+holds DuckDB's lock on one of the generation's two DuckDB files, and a build removes a stale
+generation only after taking a write lock on both itself (``claim_generation``); one it cannot
+lock stays until a later build finds it closed. tracehouse's readers never open the published
+``tracehouse.duckdb``, so a client holding it read-write locks nobody out.
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -42,12 +54,15 @@ if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
 
-DUCKDB_FILE = "tracehouse.duckdb"
+DUCKDB_FILE = "tracehouse.duckdb"  # the published, self-contained file users open
+READER_DUCKDB_FILE = "reader.duckdb"  # views over the Parquet files, for tracehouse's readers
 DUCKDB_SPILL_DIR = "duckdb_tmp"  # finalize's DuckDB temp_directory, below cache/
 # Completed generations kept by default (the current one included): readers still using the
 # one before, and `tracehouse rollback` targets. The setting is keep_generations.
 KEEP_GENERATIONS: int = Settings.keep_generations
 COMPLETE_MARKER = ".complete"
+# files.temporary_sibling's names: `.<name>.<pid>.tmp`.
+_TEMPORARY_NAME = re.compile(r"\..+\.[0-9]+\.tmp")
 
 
 class WarehouseBusy(RuntimeError):
@@ -56,6 +71,16 @@ class WarehouseBusy(RuntimeError):
 
 class WarehouseMissing(FileNotFoundError):
     """No completed build exists in the folder."""
+
+
+class WarehouseDamaged(WarehouseMissing):
+    """A file of the current generation is missing, has another size than when it was
+    published, or cannot be read: no answer from it can be trusted until a build repairs it."""
+
+
+# Every file of a generation with its size, written when it is published: what readers and
+# builds check the generation against (a deleted part used to shorten query answers silently).
+FILES_LIST = "files.json"
 
 
 @dataclass(frozen=True)
@@ -102,12 +127,38 @@ class Warehouse:
         return folder if (folder / DUCKDB_FILE).exists() else None
 
     def require_current(self) -> Path:
+        """The current generation, checked against the files it was published with."""
         folder = self.current_generation()
         if folder is None:
             raise WarehouseMissing(
                 f"no warehouse at {self.root}: run `tracehouse build --warehouse {self.root}` first"
             )
+        problem = generation_damage(folder)
+        if problem is not None:
+            raise WarehouseDamaged(
+                f"the current generation of {self.root} is damaged: {problem}; "
+                f"`tracehouse build --warehouse {self.root}` repairs it from the source"
+            )
         return folder
+
+    def base_generation(self) -> tuple[Path | None, str | None]:
+        """What a build builds on: the current generation when it is intact, else the newest
+        intact completed one (a damaged generation or a lost ``current`` link must neither be
+        built on nor turn the next build into a first one without the shrink guard). Returns
+        it and, when it is not the current generation, the one line saying why."""
+        current = self.current_generation()
+        problem = generation_damage(current) if current is not None else None
+        if current is not None and problem is None:
+            return current, None
+        if current is None and not self.current.is_symlink() and not self.current.exists():
+            problem = f"{self.current}: missing"
+        elif current is None:
+            problem = f"{self.current}: does not lead to a complete generation"
+        intact = [g for g in self.completed_generations() if g != current]
+        for generation in reversed(intact):
+            if generation_damage(generation) is None:
+                return generation, f"{problem}; built on generation {generation.name}"
+        return None, problem if self.completed_generations() else None
 
     def table_path(self, table: str) -> Path:
         return self.require_current() / f"{table}.parquet"
@@ -123,11 +174,13 @@ class Warehouse:
 
     def publish(self, generation: Path) -> None:
         """Make ``generation`` the current state in one atomic rename, then tidy up."""
+        record_generation_files(generation)
         _fsync_tree(generation)
         with interrupts.deferred():  # Ctrl-C now would leave the user guessing: finish first
             symlink_atomically(self.current, os.path.relpath(generation, self.root))
             interrupts.note_published(generation.name)
             _fsync_dir(self.root)
+        (self.cache / QUERY_SPILL_DIR).mkdir(parents=True, exist_ok=True)  # readers spill here
         if not self.duckdb_path.is_symlink():
             with contextlib.suppress(FileNotFoundError):
                 self.duckdb_path.unlink()
@@ -147,8 +200,12 @@ class Warehouse:
         if current is not None:
             keep.add(current)
         for folder in folders:
-            if folder not in keep:
+            if folder in keep:
+                continue
+            if folder not in completed:  # an unfinished build's: nobody reads it
                 shutil.rmtree(folder, ignore_errors=True)
+                continue
+            remove_generation_unless_open(folder)
 
     def completed_generations(self) -> list[Path]:
         """Every generation folder a build finished, oldest first."""
@@ -193,10 +250,12 @@ class Warehouse:
         # Every file a build writes is first written as `.<name>.<pid>.tmp` and then renamed;
         # a build killed in between leaves the temporary file (e.g. cache/.context.pickle.<pid>.tmp),
         # and DuckDB leaves its spill files in cache/duckdb_tmp.
+        # Only names of that form: the folder may be one the user also keeps other files in.
         for folder in (self.root, self.cache, self.staging):
             for leftover in folder.glob(".*.tmp"):
-                with contextlib.suppress(OSError):
-                    leftover.unlink()
+                if _TEMPORARY_NAME.fullmatch(leftover.name):
+                    with contextlib.suppress(OSError):
+                        leftover.unlink()
         shutil.rmtree(self.cache / DUCKDB_SPILL_DIR, ignore_errors=True)
 
     @contextlib.contextmanager
@@ -231,12 +290,128 @@ class Warehouse:
             handle.close()
 
 
+@contextlib.contextmanager
+def claim_generation(folder: Path) -> Iterator[bool]:
+    """True, holding a write lock on each DuckDB file of ``folder`` for the ``with`` block, when
+    no connection has one open; False when one has (a reader still uses the generation).
+
+    The locks are open-file-description locks (Linux), which conflict with the POSIX record
+    locks DuckDB takes for every connection, its own process's included, and whose release
+    never drops a lock a connection of this process holds. Where they are missing, POSIX locks
+    stand in (they cannot see this process's own connections)."""
+    handles: list[int] = []
+    try:
+        for name in (DUCKDB_FILE, READER_DUCKDB_FILE):
+            try:
+                handle = os.open(folder / name, os.O_RDWR)
+            except FileNotFoundError:
+                continue
+            handles.append(handle)
+            if not _try_write_lock(handle):
+                yield False
+                return
+        yield True
+    finally:
+        for handle in handles:
+            os.close(handle)
+
+
+def _try_write_lock(handle: int) -> bool:
+    import struct
+
+    try:
+        if hasattr(fcntl, "F_OFD_SETLK"):
+            # struct flock: l_type, l_whence, l_start, l_len (0: the whole file), l_pid (0)
+            request = struct.pack("@hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+            fcntl.fcntl(handle, fcntl.F_OFD_SETLK, request)
+        else:
+            fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        if error.errno in (errno.EAGAIN, errno.EACCES):
+            return False
+        raise
+    return True
+
+
+def remove_generation_unless_open(folder: Path) -> bool:
+    """Remove a generation folder unless a connection has it open; True when removed."""
+    with claim_generation(folder) as claimed:
+        if claimed:
+            shutil.rmtree(folder, ignore_errors=True)
+        return claimed
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def record_generation_files(generation: Path) -> None:
+    """Write ``FILES_LIST``: every regular file below ``generation`` and its size."""
+    import json
+
+    files: dict[str, int] = {}
+    for dirpath, _, filenames in os.walk(generation):
+        for name in filenames:
+            path = Path(dirpath) / name
+            rel = path.relative_to(generation).as_posix()
+            if rel != FILES_LIST and not path.is_symlink():
+                files[rel] = path.stat().st_size
+    text = json.dumps(dict(sorted(files.items())), indent=0) + "\n"
+    (generation / FILES_LIST).write_text(text)
+
+
+def _opens_as_duckdb(path: Path) -> bool:
+    """A DuckDB file whose size moved since publication is still whole if DuckDB reads it: the
+    Dagster view assets rewrite the published file's views in place (by one rename)."""
+    import duckdb
+
+    try:
+        connection = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error:
+        return False
+    try:
+        connection.execute("SELECT count(*) FROM duckdb_views()").fetchall()
+        return True
+    except duckdb.Error:
+        return False
+    finally:
+        connection.close()
+
+
+def generation_damage(generation: Path) -> str | None:
+    """The first problem found in ``generation``, naming the file, or None: a file of
+    ``FILES_LIST`` missing or of another size (a truncated DuckDB file or part), the list
+    itself or ``sources.json`` unreadable. Generations published before the list existed are
+    checked for their sources only."""
+    import json
+
+    listing = generation / FILES_LIST
+    try:
+        recorded = json.loads(listing.read_bytes())
+        if not isinstance(recorded, dict):
+            raise ValueError("not an object")
+    except FileNotFoundError:
+        recorded = {}
+    except (OSError, ValueError) as error:
+        return f"{listing}: unreadable ({error})"
+    for rel, size in recorded.items():
+        path = generation / rel
+        try:
+            found = path.stat().st_size
+        except OSError:
+            return f"{path}: missing"
+        if found != size and not (rel == DUCKDB_FILE and _opens_as_duckdb(path)):
+            return f"{path}: {found:,} bytes, {size:,} when it was published"
+    if (generation / SOURCES_FILE).exists():
+        try:
+            generation_sources(generation)
+        except ValueError as error:
+            return str(error)
+    return None
 
 
 def _fsync_tree(folder: Path) -> None:
@@ -324,14 +499,18 @@ def generation_sources(generation: Path) -> list[GenerationSource]:
     """The sources of a generation, by name."""
     import json
 
+    path = generation / SOURCES_FILE
     try:
-        entries = json.loads((generation / SOURCES_FILE).read_text())
+        entries = json.loads(path.read_bytes())
+        found = [GenerationSource.from_json(e) for e in entries]
     except FileNotFoundError:
         raise WarehouseMissing(
             f"{generation} was built by an older tracehouse (no {SOURCES_FILE}); rebuild it "
             "with `tracehouse build`"
         ) from None
-    return sorted((GenerationSource.from_json(e) for e in entries), key=lambda s: s.source)
+    except (ValueError, TypeError, KeyError, AttributeError, OSError) as error:
+        raise ValueError(f"{path}: not a list of sources ({type(error).__name__})") from None
+    return sorted(found, key=lambda s: s.source)
 
 
 def holds_sources(generation: Path) -> bool:
@@ -462,27 +641,79 @@ def sql_literal(path: Path | str) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
-def connect_read_only(warehouse: Warehouse) -> duckdb.DuckDBPyConnection:
-    """A read-only connection to the current generation's DuckDB file.
+QUERY_SPILL_DIR = "query_tmp"  # below cache/: one folder per connection
 
-    External access stays limited to the generation's own Parquet files, and the configuration
-    is locked, so a query can neither write, nor read or write other files.
-    """
+
+def query_spill_dir(warehouse: Warehouse) -> Path:
+    """A folder for one connection's spill files: under ``cache/``, never inside a published
+    generation (DuckDB's default for a database file is a folder beside it). DuckDB creates it
+    when it first spills and removes it on close."""
+    import uuid
+
+    parent = warehouse.cache / QUERY_SPILL_DIR
+    with contextlib.suppress(OSError):  # a reader without write access spills nowhere
+        parent.mkdir(parents=True, exist_ok=True)
+    return parent / f"{os.getpid()}-{uuid.uuid4().hex}"
+
+
+# Attempts to open the current generation: a build can publish a newer one and remove this
+# one between our reading `current` and DuckDB's taking its lock (keep_generations=1).
+OPEN_ATTEMPTS = 5
+
+
+def _open_reader(
+    warehouse: Warehouse, config: dict[str, str | bool | int | float | list[str]]
+) -> tuple[duckdb.DuckDBPyConnection, Path]:
     import duckdb
 
-    generation = warehouse.require_current()
-    connection = duckdb.connect(
-        str(generation / DUCKDB_FILE),
-        read_only=True,
-        config={"autoinstall_known_extensions": False, "autoload_known_extensions": False},
-    )
+    attempt = 0
+    while True:
+        generation = warehouse.require_current()
+        reader = generation / READER_DUCKDB_FILE
+        if not reader.exists():  # built by an older tracehouse: views in the published file
+            reader = generation / DUCKDB_FILE
+        try:
+            connection = duckdb.connect(str(reader), read_only=True, config=config)
+        except duckdb.IOException:
+            # Removed by a build (or being removed: it holds the lock) since we read `current`.
+            attempt += 1
+            if attempt == OPEN_ATTEMPTS or warehouse.current_generation() == generation:
+                raise
+            continue
+        return connection, generation
+
+
+def connect_read_only(
+    warehouse: Warehouse, *, memory_limit_mb: int | None = None
+) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to the current generation, through its reader file.
+
+    The published ``tracehouse.duckdb`` is not opened, so a client holding it (read-write, as
+    DuckDB and DBeaver open a file by default) blocks no read; the connection's lock on the
+    reader file keeps the generation on disk for as long as it stays open, across any number of
+    builds. External access stays limited to the generation's own Parquet files, and the
+    configuration is locked, so a query can neither write, nor read or write other files (nor
+    lift its memory limit). What does not fit in ``memory_limit_mb`` spills to
+    ``query_spill_dir``.
+    """
+    config: dict[str, str | bool | int | float | list[str]] = {
+        "autoinstall_known_extensions": False,
+        "autoload_known_extensions": False,
+        "temp_directory": str(query_spill_dir(warehouse)),
+    }
+    if memory_limit_mb is not None:
+        config["memory_limit"] = f"{memory_limit_mb}MiB"
+    connection, generation = _open_reader(warehouse, config)
     interrupts.watch_connection(connection)  # Ctrl-C cancels a long query
     # Temporary views over this folder's files shadow the stored ones, whose absolute paths
     # would break once the warehouse folder is moved or restored elsewhere.
     create_table_views(connection, generation, temporary=True)
-    connection.execute("SET allowed_directories = $dirs", {"dirs": [str(generation) + "/"]})
-    connection.execute("SET enable_external_access = false")
-    connection.execute("SET lock_configuration = true")
+    # A second connection to the same file in this process shares the first one's database,
+    # already confined to this same generation folder and locked: nothing left to set.
+    if not connection.execute("SELECT current_setting('lock_configuration')").fetchone()[0]:  # type: ignore[index]
+        connection.execute("SET allowed_directories = $dirs", {"dirs": [str(generation) + "/"]})
+        connection.execute("SET enable_external_access = false")
+        connection.execute("SET lock_configuration = true")
     return connection
 
 

@@ -55,3 +55,27 @@ def golden_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     warehouse = tmp_path_factory.mktemp("golden") / "warehouse"
     build(GOLDEN_DIR / "dataset", warehouse, revision=GOLDEN_REVISION)
     return warehouse
+
+
+def files_outside(root: Path, *owned: Path) -> dict[str, tuple[int, int]]:
+    """(size, mtime) of every path below ``root`` except those below ``owned`` (the warehouse):
+    compared before and after a command, it shows that nothing else was written or deleted."""
+    state: dict[str, tuple[int, int]] = {}
+    owned_resolved = [o.resolve() for o in owned]
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        dirnames[:] = [d for d in dirnames if (here / d).resolve() not in owned_resolved]
+        for name in filenames + dirnames:
+            path = here / name
+            info = path.lstat()
+            state[str(path.relative_to(root))] = (info.st_size, info.st_mtime_ns)
+    return state
+
+
+def one_error_line(result: subprocess.CompletedProcess[str], code: int = 2) -> str:
+    """The one line a failed command printed on stderr (asserting its exit code and that there
+    is exactly one line and no traceback)."""
+    lines = result.stderr.splitlines()
+    assert result.returncode == code and len(lines) == 1, (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr
+    return lines[0]

@@ -58,7 +58,9 @@ class Fault:
     ``reset`` (send ``fraction`` of the body, then a TCP RST), ``truncate`` (announce the full
     length, send ``fraction``, close), ``wrong_etag`` (a different 40-hex ETag), ``slow`` (send
     the body in ``pieces`` with ``delay_s`` before each), ``no_length`` (no Content-Length,
-    body delimited by closing the connection).
+    body delimited by closing the connection), ``trickle`` (no Content-Length, the body
+    repeated one ``pieces``-th at a time every ``delay_s`` until the client leaves),
+    ``redirect`` (a 302 to ``location``; empty: to the request's own URL).
     endpoint: ``revision``, ``tree``, ``body`` or ``any``; ``pattern`` is an fnmatch pattern on
     the file path (body), the folder (tree, ``""`` for the root) or the revision.
     times: how many times it fires in total (None: no limit); ``probability`` draws from the
@@ -76,6 +78,7 @@ class Fault:
     fraction: float = 0.5
     pieces: int = 2
     delay_s: float = 0.0
+    location: str = ""
 
 
 @dataclass
@@ -124,6 +127,7 @@ class FakeHub:
         supports_range: bool = True,
         cdn_host: str = "localhost",
         seed: int = 0,
+        endless_pages: bool = False,
     ) -> None:
         self.repo_id = repo_id
         self.token = token
@@ -131,6 +135,7 @@ class FakeHub:
         self.lfs_patterns = tuple(lfs_patterns)
         self.lfs_redirect = lfs_redirect
         self.supports_range = supports_range
+        self.endless_pages = endless_pages  # every tree page links to a next one
         self._cdn_host = cdn_host
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
@@ -477,7 +482,7 @@ class _Handler(BaseHTTPRequestHandler):
         start = int(query.get("cursor", ["0"])[0])
         page = entries[start : start + hub.page_size]
         headers = {"Content-Type": "application/json"}
-        if start + hub.page_size < len(entries):
+        if hub.endless_pages or start + hub.page_size < len(entries):
             path = urlsplit(self.path).path
             nxt = (
                 f"{hub.endpoint}{path}?recursive={str(recursive).lower()}"
@@ -583,8 +588,12 @@ class _Handler(BaseHTTPRequestHandler):
                     headers["Retry-After"] = fault.retry_after
             elif fault.kind == "wrong_etag":
                 headers["ETag"] = f'"{hashlib.sha1(b"wrong").hexdigest()}"'
+            elif fault.kind == "redirect":
+                status, body = 302, b""
+                own = f"http://{self.headers.get('Host')}{self.path}"
+                headers = {"Location": fault.location or own}
         self._status = status
-        no_length = fault is not None and fault.kind == "no_length"
+        no_length = fault is not None and fault.kind in ("no_length", "trickle")
         self.send_response(status)
         for key, value in headers.items():
             self.send_header(key, value)
@@ -608,6 +617,13 @@ class _Handler(BaseHTTPRequestHandler):
                 self.connection.close()
                 raise _ClientGone
             return
+        if fault is not None and fault.kind == "trickle":
+            step = max(1, -(-len(body) // max(1, fault.pieces)))
+            while True:  # until writing fails: the client gave up
+                for i in range(0, max(len(body), 1), step):
+                    time.sleep(fault.delay_s)
+                    self.wfile.write(body[i : i + step] or b" ")
+                    self.wfile.flush()
         if fault is not None and fault.kind == "slow":
             step = max(1, -(-len(body) // max(1, fault.pieces)))
             for i in range(0, max(len(body), 1), step):

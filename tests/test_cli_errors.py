@@ -102,8 +102,13 @@ def cases(p: dict[str, Path]) -> list[tuple[str, list[str], dict[str, str], str]
         ("source a bad hf:// URI", [*build, "--source", "hf://models/org/name"], {}, "hf://"),
         ("source empty in the environment", build, {"TRACEHOUSE_SOURCE": " "}, "no source given"),
         # build: option values
-        ("workers 0", [*build, *src, "--workers", "0"], {}, "--workers 0: must be >= 1"),
-        ("workers -3", [*build, *src, "--workers", "-3"], {}, "--workers -3: must be >= 1"),
+        ("workers 0", [*build, *src, "--workers", "0"], {}, "--workers 0: must be between 1 and 64"),
+        ("workers -3", [*build, *src, "--workers", "-3"], {}, "--workers -3: must be between 1 and 64"),
+        ("workers 1000", [*build, *src, "--workers", "1000"], {}, "--workers 1000: must be between 1 and 64"),
+        ("warehouse empty", ["build", *src, "--warehouse", ""], {}, "--warehouse '': must not be empty"),
+        ("baselines empty", [*build, *src, "--baselines", ""], {}, "--baselines '': must not be empty"),
+        ("HF_ENDPOINT a file URL", [*build, "--source", "hf://datasets/org/name"], {"HF_ENDPOINT": "file:///etc"}, "HF_ENDPOINT='file:///etc': must be an http:// or https:// URL"),
+        ("HF_ENDPOINT not a URL", [*build, "--source", "hf://datasets/org/name"], {"HF_ENDPOINT": "::::"}, "HF_ENDPOINT='::::': must be an http:// or https:// URL"),
         ("workers not a number", [*build, *src, "--workers", "two"], {}, "--workers"),
         ("wait -1", [*build, *src, "--wait", "-1"], {}, "--wait -1.0: must be >= 0"),
         ("wait not a number", [*build, *src, "--wait", "soon"], {}, "--wait"),
@@ -117,6 +122,7 @@ def cases(p: dict[str, Path]) -> list[tuple[str, list[str], dict[str, str], str]
         ("unknown option", [*build, *src, "--fast"], {}, "unrecognized arguments: --fast"),
         # build: settings from the environment
         ("TRACEHOUSE_WORKERS not a number", [*build, *src], {"TRACEHOUSE_WORKERS": "zero"}, "TRACEHOUSE_WORKERS='zero' is not a valid integer"),
+        ("TRACEHOUSE_WORKERS 1000", [*build, *src], {"TRACEHOUSE_WORKERS": "1000"}, "TRACEHOUSE_WORKERS=1000: must be between 1 and 64"),
         ("TRACEHOUSE_LOCK_TIMEOUT_S negative", [*build, *src], {"TRACEHOUSE_LOCK_TIMEOUT_S": "-5"}, "TRACEHOUSE_LOCK_TIMEOUT_S=-5: must be >= 0"),
         ("TRACEHOUSE_MAX_SHRINK_SHARE above 1", [*build, *src], {"TRACEHOUSE_MAX_SHRINK_SHARE": "2"}, "TRACEHOUSE_MAX_SHRINK_SHARE=2: must be a share"),
         ("TRACEHOUSE_KEEP_GENERATIONS 0", [*build, *src], {"TRACEHOUSE_KEEP_GENERATIONS": "0"}, "TRACEHOUSE_KEEP_GENERATIONS=0: must be >= 1"),
@@ -135,6 +141,7 @@ def cases(p: dict[str, Path]) -> list[tuple[str, list[str], dict[str, str], str]
         ("query a write", ["query", "DROP TABLE runs", *w], {}, "refused"),
         ("query an unknown format", ["query", "SELECT 1", "--format", "xml", *w], {}, "invalid choice: 'xml'"),
         ("query a negative limit", ["query", "SELECT 1", "--limit", "-1", *w], {}, "--limit: must be >= 0"),
+        ("query a huge limit", ["query", "SELECT 1", "--limit", "1180591620717411303424", *w], {}, "--limit: must be at most"),
         ("query a missing warehouse", ["query", "SELECT 1", "--warehouse", str(root / "nowhere")], {}, "no warehouse at"),
         ("query a warehouse that is a file", ["query", "SELECT 1", "--warehouse", str(p["file"])], {}, "is a file, not a folder"),
         # leaderboard

@@ -133,6 +133,9 @@ def test_multiprocess_executor_builds_the_cli_tables(
 def test_dask_executor_on_a_local_cluster_builds_the_cli_tables(
     cli_export: Path, instance: dg.DagsterInstance, tmp_path: Path
 ) -> None:
+    pytest.importorskip(
+        "dagster_dask", reason="the dask extra is not installed (uv sync --extra dask)"
+    )
     from distributed import Client, LocalCluster
 
     warehouse = tmp_path / "warehouse"

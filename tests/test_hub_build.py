@@ -4,6 +4,10 @@ refreshes transfer and re-parse only what changed upstream."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines.warehouse import Warehouse, read_table
-from tests.conftest import build, run_cli
+from tests.conftest import build, files_outside, one_error_line, run_cli
 from tests.hub_server import FakeHub, Fault
 from tests.shared_data import GOLDEN_DIR, requires_shared
 
@@ -122,3 +126,164 @@ def test_refresh_transfers_and_reparses_only_what_changed(
         assert rows(warehouse, table) == rows(tmp_path / "scratch", table), table
     history = pq.read_table(Warehouse(warehouse).table_path("source_snapshots")).to_pylist()
     assert [h["resolved_sha"] for h in history] == [first.source.resolved_sha, hub.head()]  # type: ignore[union-attr]
+
+
+def history(warehouse: Path, table: str) -> list[dict]:
+    return read_table(Warehouse(warehouse).require_current(), table).to_pylist()
+
+
+@requires_shared
+def test_a_file_that_cannot_be_fetched_fails_the_build_and_publishes_nothing(
+    hub: FakeHub, tmp_path: Path
+) -> None:
+    """Issue 16: HTTP 500s on one of two changed trace files used to publish the other half of
+    the update, exit 0, and record the missing file's runs in run_history as gone."""
+    warehouse = tmp_path / "w"
+    env = {"HF_ENDPOINT": hub.endpoint, "TRACEHOUSE_HUB_TIMEOUT_S": "2"}
+    first = run_cli("build", "--source", URI, "--warehouse", str(warehouse), env=env)
+    assert first.returncode == 0, first.stderr
+    generation = Warehouse(warehouse).require_current().name
+    appearances = history(warehouse, "run_appearances")
+
+    changed = {}
+    for trace in (
+        "traces/baseline/rmsnorm/fused_add_rmsnorm_h2048.jsonl",
+        "traces/baseline/rmsnorm/rmsnorm_h128.jsonl",
+    ):
+        lines = (GOLDEN_DIR / "dataset" / trace).read_bytes().splitlines(keepends=True)
+        changed[trace] = b"".join(lines[:-1])  # upstream drops the last run of each
+    hub.commit(changed)
+    broken = "traces/baseline/rmsnorm/rmsnorm_h128.jsonl"
+    hub.inject(Fault("status", endpoint="body", pattern=broken, status=500, times=None))
+    outside = files_outside(tmp_path, warehouse)
+    failed = run_cli("build", "--source", URI, "--warehouse", str(warehouse), env=env)
+    line = one_error_line(failed)
+    assert broken in line and "HTTP 500" in line and "nothing was published" in line, line
+    assert files_outside(tmp_path, warehouse) == outside
+    assert Warehouse(warehouse).require_current().name == generation
+    assert len(rows(warehouse, "runs")) == 1490
+    assert history(warehouse, "run_disappearances") == []
+    assert history(warehouse, "run_appearances") == appearances
+
+    hub.clear_faults()
+    hub.reset_counters()
+    repaired = run_cli("build", "--source", URI, "--warehouse", str(warehouse), env=env)
+    assert repaired.returncode == 0, repaired.stderr
+    assert dict(hub.body_transfers) == {broken: 1}  # the other changed file stayed cached
+    assert len(rows(warehouse, "runs")) == 1488
+    gone = history(warehouse, "run_disappearances")
+    assert len(gone) == 2  # exactly the two runs upstream dropped
+
+
+def hostile_build(hub: FakeHub, tmp_path: Path, **env: str) -> tuple[str, float]:
+    """A first build from a misbehaving Hub: the one line it ends with and how long it took,
+    after checking that nothing was published and nothing outside the warehouse changed."""
+    warehouse = tmp_path / "w"
+    outside = files_outside(tmp_path, warehouse)
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", "build", "--source", URI],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            **{k: v for k, v in os.environ.items() if not k.startswith(("TRACEHOUSE_", "HF_"))},
+            "HF_ENDPOINT": hub.endpoint,
+            "TRACEHOUSE_WAREHOUSE": str(warehouse),
+            **env,
+        },
+    )
+    elapsed = time.monotonic() - started
+    line = one_error_line(result)
+    assert Warehouse(warehouse).current_generation() is None
+    assert files_outside(tmp_path, warehouse) == outside
+    return line, elapsed
+
+
+@requires_shared
+def test_a_trickling_revision_answer_ends_with_the_metadata_deadline(
+    hub: FakeHub, tmp_path: Path
+) -> None:
+    # A byte every 0.1 s keeps every read within its timeout: 100 s for the answer before.
+    hub.inject(Fault("slow", endpoint="revision", times=None, pieces=1000, delay_s=0.1))
+    line, elapsed = hostile_build(hub, tmp_path, TRACEHOUSE_HUB_TIMEOUT_S="2")
+    assert "resolve hf://datasets/flashinfer-ai/flashinfer-trace" in line, line
+    assert "still arriving" in line, line
+    assert elapsed < 60, elapsed
+
+
+@requires_shared
+def test_an_endless_listing_is_cut_off(tmp_path: Path) -> None:
+    from pipelines.sources.hub.listing import MAX_LISTING_PAGES
+
+    with FakeHub(endless_pages=True, page_size=5) as hub:
+        hub.commit(FakeHub.read_folder(GOLDEN_DIR / "dataset"))
+        line, _ = hostile_build(hub, tmp_path)
+        pages = sum(1 for r in hub.requests if r.kind == "tree")
+    assert line.startswith("tracehouse build: list flashinfer-ai/flashinfer-trace@"), line
+    assert "pages" in line or "giving up" in line, line
+    assert pages <= MAX_LISTING_PAGES, pages
+
+
+@requires_shared
+def test_a_listed_size_does_not_choose_the_deadline(hub: FakeHub, tmp_path: Path) -> None:
+    """A listing that says 2 GiB gave the body 8,202 s; the whole fetch has one deadline."""
+    trace = "traces/baseline/rmsnorm/rmsnorm_h128.jsonl"
+    content = (GOLDEN_DIR / "dataset" / trace).read_bytes()
+    hub.commit({trace: content + b"\n"}, listing_overrides={trace: {"size": 2 << 30}})
+    hub.inject(Fault("trickle", pattern=trace, times=None, pieces=50, delay_s=0.05))
+    line, elapsed = hostile_build(
+        hub, tmp_path, TRACEHOUSE_HUB_TIMEOUT_S="5", TRACEHOUSE_HUB_FETCH_TIMEOUT_S="4"
+    )
+    assert trace in line and "time ran out" in line, line
+    assert elapsed < 120, elapsed
+
+
+@requires_shared
+@pytest.mark.parametrize("location", ["file:///etc/passwd", ""], ids=["file", "itself"])
+def test_a_redirect_to_a_file_url_or_to_itself_fails_naming_the_file(
+    hub: FakeHub, tmp_path: Path, location: str
+) -> None:
+    trace = "traces/baseline/rmsnorm/rmsnorm_h128.jsonl"
+    hub.inject(Fault("redirect", pattern=trace, times=None, location=location))
+    line, _ = hostile_build(hub, tmp_path)
+    wanted = "UnsupportedProtocol" if location else "TooManyRedirects"
+    assert trace in line and wanted in line and "nothing was published" in line, line
+
+
+@requires_shared
+def test_a_killed_download_leaves_no_part_files_after_the_next_build(
+    hub: FakeHub, tmp_path: Path
+) -> None:
+    """`.part` files of a SIGKILLed fetch used to stay in the cache for ever."""
+    warehouse = tmp_path / "w"
+    tmp_dir = warehouse / "cache" / "hub" / "tmp"
+    hub.inject(Fault("slow", pattern="traces/*", times=None, pieces=200, delay_s=0.5))
+    environment = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("TRACEHOUSE_", "HF_"))},
+        "HF_ENDPOINT": hub.endpoint,
+    }
+    command = [sys.executable, "-m", "pipelines.cli", "build", "--source", URI]
+    killed = subprocess.Popen(
+        [*command, "--warehouse", str(warehouse)],
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(1200):  # until a body is being written
+            if tmp_dir.is_dir() and any(tmp_dir.glob("*.part")):
+                break
+            time.sleep(0.05)
+        assert any(tmp_dir.glob("*.part")), "no download started"
+    finally:
+        killed.kill()
+        killed.wait()
+    assert any(tmp_dir.glob("*.part"))  # what a killed fetch leaves
+    hub.clear_faults()
+    again = run_cli(
+        "build", "--source", URI, "--warehouse", str(warehouse), env={"HF_ENDPOINT": hub.endpoint}
+    )
+    assert again.returncode == 0, again.stderr
+    assert list(tmp_dir.iterdir()) == []
+    assert len(rows(warehouse, "runs")) == 1490

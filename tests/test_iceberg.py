@@ -129,7 +129,7 @@ def test_golden_build_on_s3_exports_exactly_the_local_build(
     # Nothing of the build's staging is needed to read: the replica came from S3 alone.
     assert not (tmp_path / "reader" / "generations").exists()
     # The tracehouse snapshot is in every Iceberg snapshot's summary.
-    from pipelines.publish.iceberg import NAMESPACE, PROPERTY_SNAPSHOT, open_catalog
+    from pipelines.publish.iceberg import PROPERTY_SNAPSHOT, open_catalog
     from pipelines.settings import load_settings
 
     os.environ.update(reader)
@@ -137,7 +137,7 @@ def test_golden_build_on_s3_exports_exactly_the_local_build(
         settings = load_settings(
             environ={}, warehouse=f"s3://{BUCKET}/golden", catalog=f"sqlite:///{tmp_path}/cat.db"
         )
-        runs = open_catalog(settings).load_table((NAMESPACE, "runs"))
+        runs = open_catalog(settings).load_table((settings.namespace, "runs"))
     finally:
         for name in reader:
             os.environ.pop(name, None)
@@ -213,7 +213,8 @@ def test_folder_warehouse_with_a_catalog_inside_it(tmp_path: Path) -> None:
         counts.append(_count({}, "runs", "--warehouse", str(warehouse)))  # the folder, no catalog
     assert counts[1] > counts[0]
     assert _count({}, "runs", *where, "--as-of", REVISION_A) == counts[0]
-    assert any((warehouse / "iceberg" / "data" / "runs").glob("*.parquet"))
+    # data files under the table location
+    assert any((warehouse / "iceberg" / "tracehouse" / "runs" / "data").glob("*.parquet"))
 
 
 def _stop_during_publish(
@@ -350,14 +351,14 @@ def test_writers_of_different_sources_commit_concurrently(s3_endpoint: str, tmp_
     outputs = [writer.communicate(timeout=300) for writer in writers]
     for writer, (_, stderr) in zip(writers, outputs, strict=True):
         assert writer.returncode == 0, stderr
-    from pipelines.publish.iceberg import NAMESPACE, open_catalog
+    from pipelines.publish.iceberg import open_catalog
     from pipelines.settings import load_settings
 
     saved = dict(os.environ)
     os.environ.update(environment)
     try:
         settings = load_settings()
-        probe = open_catalog(settings).load_table((NAMESPACE, "probe"))
+        probe = open_catalog(settings).load_table((settings.namespace, "probe"))
         rows = probe.scan().to_arrow().to_pylist()
         history = [s.summary for s in probe.snapshots() if s.summary is not None]
         spec = [field.name for field in probe.spec().fields]

@@ -408,3 +408,40 @@ def test_an_interrupt_never_raises_inside_a_module_being_imported(tmp_path: Path
     assert done.stdout.strip() == "imported"
     assert done.returncode == 130, (done.returncode, done.stderr)
     assert done.stderr == UNCHANGED + "\n"
+
+
+SLOW_AFTER_REPORT_PROBE = """
+import os, signal, sys, time
+from pipelines import cli, interrupts
+
+if __name__ == "__main__":
+    interrupts.install()
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(30)
+    except KeyboardInterrupt:
+        code = cli._report_interrupt(interrupts.received())
+        # What a busy machine does to the main thread between its line and os._exit (killing
+        # and reaping workers): it outlasts the watchdog's grace period.
+        time.sleep(3 * interrupts.GRACE_S)
+        os._exit(code)
+"""
+
+
+def test_one_interrupt_prints_one_line_when_the_main_thread_is_slow_to_exit(
+    tmp_path: Path,
+) -> None:
+    """Issue 16: `make test` on a busy machine once saw `interrupted; warehouse unchanged` twice:
+    the main thread printed it, then took longer than GRACE_S to end the process, and the
+    watchdog printed it again."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(SLOW_AFTER_REPORT_PROBE)
+    done = subprocess.run(
+        [CLI[0], str(probe)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert done.returncode == 130, (done.returncode, done.stderr)
+    assert done.stderr == UNCHANGED + "\n"

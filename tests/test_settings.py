@@ -26,13 +26,13 @@ def test_flags_win_only_when_given() -> None:
 
 
 def test_a_bad_value_is_named_where_it_came_from() -> None:
-    with pytest.raises(SettingsError, match=r"^--workers 0: must be >= 1"):
+    with pytest.raises(SettingsError, match=r"^--workers 0: must be between 1 and 64"):
         load_settings({}, workers=0)
-    with pytest.raises(SettingsError, match=r"^workers 0: must be >= 1"):
+    with pytest.raises(SettingsError, match=r"^workers 0: must be between 1 and 64"):
         load_settings({}, origin="field", workers=0)
-    with pytest.raises(SettingsError, match=r"^TRACEHOUSE_WORKERS=0: must be >= 1"):
+    with pytest.raises(SettingsError, match=r"^TRACEHOUSE_WORKERS=0: must be between 1 and 64"):
         load_settings({"TRACEHOUSE_WORKERS": "0"})
-    with pytest.raises(SettingsError, match=r"^workers 0: must be >= 1"):
+    with pytest.raises(SettingsError, match=r"^workers 0: must be between 1 and 64"):
         WarehouseResource(workers=0).settings()
 
 

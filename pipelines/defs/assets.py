@@ -412,6 +412,7 @@ def recreate_views(settings: Settings) -> Path:
 
     from pipelines.files import replace_atomically
     from pipelines.transforms.finalize import create_sql_views
+    from pipelines.warehouse import record_generation_files
 
     read = _reading(settings)
     warehouse = Warehouse(read.warehouse, read.keep_generations)
@@ -430,6 +431,7 @@ def recreate_views(settings: Settings) -> Path:
             Path(f"{copy}.wal").unlink(missing_ok=True)  # checkpointed: nothing left in it
 
         replace_atomically(published, rewrite)
+        record_generation_files(generation)  # the file's new size, for the damage check
     return generation
 
 

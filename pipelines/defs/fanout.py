@@ -27,6 +27,10 @@ The plan goes from step to step through Dagster's IO manager (the default filesy
 (``<warehouse>/cache/fanout/<run id>/``), the shared store the assembly reads every partition's
 output from, so every worker must see it (one machine, or a shared mount). The folder is removed
 once the build has published.
+
+The Dask executor comes with the ``dask`` extra (``pip install 'tracehouse[dask]'``): Dask,
+distributed and dagster-dask are some 230 MB only a cluster needs. Without it the Dask job is
+still defined, so Dagster lists it, and a run of it fails in one line naming the extra.
 """
 
 import os
@@ -38,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from dagster_dask import dask_executor
 
 from pipelines import schemas
 from pipelines.build import (
@@ -321,11 +324,35 @@ fanout_ingest_job = fanout_ingest.to_job(
     config={"execution": {"config": {"start_method": FORKSERVER}}},
 )
 
+DASK_EXTRA_MISSING = (
+    "fanout_ingest_dask_job needs the dask extra (Dask, distributed, dagster-dask), which is "
+    "not installed: pip install 'tracehouse[dask]' (in a checkout: uv sync --extra dask)"
+)
+
+
+class DaskExtraMissing(ImportError):
+    """The Dask executor was asked for without the ``dask`` extra installed."""
+
+
+def _dask_executor() -> dg.ExecutorDefinition:
+    """dagster-dask's executor, or, without the extra, one that refuses in one line."""
+    try:
+        from dagster_dask import dask_executor
+    except ImportError:
+
+        @dg.executor(name="dask", config_schema=dg.Permissive())
+        def dask_extra_missing(_context: dg.InitExecutorContext) -> dg.Executor:
+            raise DaskExtraMissing(DASK_EXTRA_MISSING)
+
+        return dask_extra_missing
+    return dask_executor
+
+
 # A Dask cluster: run config execution.config.cluster, e.g. {"existing": {"address":
 # "tcp://127.0.0.1:8786"}} or {"local": {"n_workers": 4}} (dagster-dask's executor).
 fanout_ingest_dask_job = fanout_ingest.to_job(
     name="fanout_ingest_dask_job",
-    executor_def=dask_executor,
+    executor_def=_dask_executor(),
     resource_defs=_RESOURCES,
     hooks={release_group_partitions},
 )

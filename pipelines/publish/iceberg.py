@@ -15,8 +15,10 @@ committed to Iceberg, one commit per table:
   partitions; tables without one are replaced whole.
 - A commit that loses the race against another writer (``CommitFailedException``) reloads the
   table and tries again, so two builds from two machines both land.
-- Tables computed across every source (``run_rankings``) are not published: a build sees only
-  the sources of its own staging folder, so readers compute them over the union.
+- Tables computed across every source (``run_rankings``) are not published as part of a
+  publication: a build sees only the sources of its own staging folder, so readers compute them
+  over the union. After its publication row, a build commits them and the main marts
+  (``MARTS``) for other engines, read from the latest publication as a reader reads it.
 
 Every Iceberg snapshot carries the tracehouse snapshot id, source and revision in its summary
 properties. After the last table, one row is appended to ``tracehouse_publications``: the
@@ -46,6 +48,7 @@ import shutil
 import time
 import uuid
 import warnings
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -76,6 +79,7 @@ from pipelines.warehouse import (
     WarehouseMissing,
     generation_sources,
     holds_sources,
+    remove_generation_unless_open,
     source_key,
     sql_literal,
     table_view_sql,
@@ -87,13 +91,18 @@ if TYPE_CHECKING:
     from pyiceberg.io import FileIO
     from pyiceberg.table import Table as IcebergTable
 
-NAMESPACE = "tracehouse"
+CATALOG_NAME = "tracehouse"  # pyiceberg's name for the catalog (SQL catalogs key rows by it)
 PUBLICATIONS = "tracehouse_publications"
 SOURCE_COLUMN = "source"  # tables with this column hold several sources (issue "sources")
 # Tables computed across every source: never published, each reader computes them over the
 # union of the sources the catalog holds (a build sees only the sources of its own staging).
 COMPUTED_TABLES = ("run_rankings",)
 PUBLISHED_TABLES = tuple(t for t in schemas.TABLES if t not in COMPUTED_TABLES)
+# The product an Iceberg user queries, computed after each publication over every source of the
+# latest one (as a reader computes them) and each replaced whole: ranks and the main marts.
+# tracehouse's own readers never read these back (they rank and run the views themselves).
+MARTS = ("run_rankings", "run_summary", "leaderboard", "author_rankings")
+PROPERTY_MARTS_OF = "tracehouse.marts-of-publication"  # the publication the marts were read at
 # Per-source tables a build stores as several files per source: group parts (and the rejects
 # found before the ingest), history deltas (beside an empty first file).
 MULTI_FILE_TABLES = (frozenset(PARTED_TABLES) & frozenset(PER_SOURCE_TABLES)) | {
@@ -166,13 +175,15 @@ class WrongWarehouse(LookupError):
 
 
 def _check_location(table: IcebergTable, settings: Settings) -> None:
-    """One catalog may serve one warehouse: its tables must live below the warehouse given."""
+    """A namespace of the catalog serves one warehouse: its tables must live below the
+    warehouse given (another warehouse takes another --namespace)."""
     expected = location(settings).rstrip("/") + "/"
     if not table.location().startswith(expected):
-        where = table.location().rsplit("/tracehouse/", 1)[0]
+        where = table.location().rsplit(f"/{settings.namespace}/", 1)[0]
         raise WrongWarehouse(
-            f"--catalog {redact(settings.catalog or '')} holds the warehouse at {where}, not "
-            f"{expected.rstrip('/')}: give that --warehouse, or another catalog"
+            f"--catalog {redact(settings.catalog or '')} holds the warehouse at {where} in "
+            f"namespace {settings.namespace!r}, not {expected.rstrip('/')}: give that "
+            "--warehouse, or another --namespace for this one"
         )
 
 
@@ -183,7 +194,24 @@ def location(settings: Settings) -> str:
     return (settings.warehouse.resolve() / "iceberg").as_uri()
 
 
+# The namespace each catalog opened for a warehouse holds its tables in (settings.namespace):
+# one catalog serves several warehouses, each in a namespace of its own.
+_NAMESPACES: weakref.WeakKeyDictionary[Catalog, str] = weakref.WeakKeyDictionary()
+
+
 def open_catalog(settings: Settings) -> Catalog:
+    """The catalog of ``settings.catalog`` (sqlite://, postgresql://, or an Iceberg REST URI),
+    for the tables of the warehouse's namespace."""
+    catalog = _open_catalog(settings)
+    _NAMESPACES[catalog] = settings.namespace
+    return catalog
+
+
+def namespace_of(catalog: Catalog) -> str:
+    return _NAMESPACES.get(catalog, Settings.namespace)
+
+
+def _open_catalog(settings: Settings) -> Catalog:
     """The catalog of ``settings.catalog`` (sqlite://, postgresql://, or an Iceberg REST URI)."""
     uri = settings.catalog
     if uri is None:
@@ -195,7 +223,7 @@ def open_catalog(settings: Settings) -> Catalog:
     if scheme in REST_CATALOG_SCHEMES:
         from pyiceberg.catalog.rest import RestCatalog
 
-        return RestCatalog(NAMESPACE, uri=uri, **properties)
+        return RestCatalog(CATALOG_NAME, uri=uri, **properties)
     from pyiceberg.catalog.sql import SqlCatalog
 
     if scheme == "sqlite":
@@ -208,14 +236,14 @@ def open_catalog(settings: Settings) -> Catalog:
 
     for attempt in range(COMMIT_ATTEMPTS):
         try:
-            return SqlCatalog(NAMESPACE, uri=uri, **properties)
+            return SqlCatalog(CATALOG_NAME, uri=uri, **properties)
         except OperationalError as error:
             # A new catalog database: the catalog creates its own tables, and a second writer
             # doing the same at that moment finds them there (or the database locked).
             if "already exists" not in str(error) and "database is locked" not in str(error):
                 raise
             _backoff(attempt)
-    return SqlCatalog(NAMESPACE, uri=uri, **properties)
+    return SqlCatalog(CATALOG_NAME, uri=uri, **properties)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -281,9 +309,60 @@ def publish_generation(
             )
             if settings.object_store is not None:
                 interrupts.note_published(generation.name)
+        _publish_marts(settings, catalog, io, warehouse.cache / "publish-marts", properties)
     return Published(
         publication_id, snapshot["snapshot_id"], len(committed), retries, unchanged=unchanged
     )
+
+
+def _publish_marts(
+    settings: Settings, catalog: Catalog, io: FileIO, work: Path, properties: dict[str, str]
+) -> None:
+    """Commit ``MARTS`` as Iceberg tables, read from the latest publication as a reader reads
+    it (every source; ranks computed over all of them). Two builds publishing at once may leave
+    the marts one publication behind until the next build; their snapshots name the
+    publication they were read at (``tracehouse.marts-of-publication``)."""
+    from pipelines.warehouse import connect_read_only
+
+    reading = reading_settings(replace(settings, as_of=None))
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        connection = connect_read_only(Warehouse(reading.warehouse))
+        try:
+            for mart in MARTS:
+                order = schemas.TABLE_ORDER.get(mart)
+                rows = connection.sql(
+                    f"SELECT * FROM {mart}" + (f" ORDER BY {order}" if order else "")  # noqa: S608  (own names)
+                ).to_arrow_table()
+                local = work / f"{mart}.parquet"
+                pq.write_table(_plain_types(rows), local, compression="zstd")
+                marts_of = {**properties, PROPERTY_MARTS_OF: _latest_publication_id(reading)}
+                publish_table(catalog, io, settings, mart, local, None, marts_of)
+        finally:
+            connection.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _latest_publication_id(reading: Settings) -> str:
+    marker = Warehouse(reading.warehouse).current_generation()
+    if marker is None or not (marker / COMPLETE_MARKER).exists():
+        return ""
+    # A replica generation's marker holds the publication it materialized; a folder
+    # warehouse's holds the importer version (its marts are the generation just published).
+    return (marker / COMPLETE_MARKER).read_text().strip()
+
+
+def _plain_types(rows: pa.Table) -> pa.Table:
+    """Arrow extension types (DuckDB's JSON) as their storage type, which Iceberg knows."""
+    fields = [
+        pa.field(f.name, f.type.storage_type, f.nullable, f.metadata)
+        if isinstance(f.type, pa.ExtensionType)
+        else f
+        for f in rows.schema
+    ]
+    return rows.cast(pa.schema(fields))
 
 
 def _build_snapshot(generation: Path, source_name: str | None) -> dict[str, Any]:
@@ -377,19 +456,24 @@ def publish_table(
     Iceberg table (all rows, for a table without a ``source`` column) become the file's."""
     digest = _sha256(local)[:16]
     publication = properties.get(PROPERTY_PUBLICATION, "manual")
-    target = f"{location(settings)}/data/{table}/{publication}-{digest}.parquet"
     schema = pq.read_schema(local)
-    uploaded = False
+    uploaded: dict[str, str] = {}
 
-    def upload() -> str:
-        nonlocal uploaded
-        if not uploaded:
+    def upload(table_location: str) -> str:
+        # Under the table's own location, where Iceberg tools (expire, orphan-file removal,
+        # copies of a table) expect its data files.
+        if table_location not in uploaded:
+            target = f"{table_location.rstrip('/')}/data/{publication}-{digest}.parquet"
             _upload(io, local, target)
-            uploaded = True
-        return target
+            uploaded[table_location] = target
+        return uploaded[table_location]
 
     rows = pq.read_metadata(local).num_rows
-    return _commit_table(catalog, io, table, schema, upload, digest, rows, source, properties)
+    # A mart spans every source in one file: one partition per source would not hold it.
+    partitioned = SOURCE_COLUMN in schema.names and table not in MARTS
+    return _commit_table(
+        catalog, io, table, schema, upload, digest, rows, source, properties, partitioned
+    )
 
 
 def _live_files(table: IcebergTable, io: FileIO) -> list[str]:
@@ -408,17 +492,18 @@ def _commit_table(
     io: FileIO,
     name: str,
     schema: pa.Schema,
-    upload: Callable[[], str],
+    upload: Callable[[str], str],
     digest: str,
     rows: int,
     source: str | None,
     properties: dict[str, str],
+    partitioned: bool,
 ) -> TableCommit:
     """Replace this build's rows of one table with the uploaded file in one Iceberg commit,
     retried against a fresh table state when another writer committed first."""
     from pyiceberg.expressions import AlwaysTrue, EqualTo
 
-    by_source = SOURCE_COLUMN in schema.names and source is not None
+    by_source = partitioned and source is not None
     empty = rows == 0
     # (pyright reads EqualTo's pydantic fields as its constructor; (term, literal) is its API)
     replaced = (
@@ -427,7 +512,7 @@ def _commit_table(
         else AlwaysTrue()
     )
     for attempt in range(COMMIT_ATTEMPTS):
-        table = _load_or_create(catalog, name, schema, SOURCE_COLUMN in schema.names)
+        table = _load_or_create(catalog, name, schema, partitioned)
         live = _live_files(table, io)
         # Files are named by their content (which holds the source column where there is
         # one): the same rows are already there, as a rebuild that changed no row finds.
@@ -439,9 +524,12 @@ def _commit_table(
             transaction = table.transaction()
             with transaction.update_schema() as update:
                 update.union_by_name(schema)  # a column added by a newer importer
+            _document_columns(transaction, name)
+            if transaction.table_metadata.sort_order().is_unsorted:  # a table made before
+                _declare_sort_order(transaction, name)
             transaction.delete(replaced, snapshot_properties=properties)
             if not (by_source and empty):  # a source with no rows here: only the delete
-                transaction.add_files([upload()], snapshot_properties=properties)
+                transaction.add_files([upload(table.location())], snapshot_properties=properties)
             committed = transaction.commit_transaction()
         except Exception as error:
             if not _lost_race(error):
@@ -458,6 +546,58 @@ def _commit_table(
     )
 
 
+def column_docs(table: str) -> dict[str, str]:
+    """Each column's meaning, as ``schemas`` declares it (what `tracehouse tables` prints)."""
+    declared = schemas.TABLES.get(table) or schemas.VIEWS.get(table)
+    return {} if declared is None else {c.name: c.doc for c in declared.columns}
+
+
+def sort_terms(table: str) -> list[tuple[str, bool]]:
+    """(column, nulls first) of the order every file of ``table`` is written in
+    (``schemas.TABLE_ORDER``, ascending; DuckDB puts nulls last unless told otherwise)."""
+    order = schemas.TABLE_ORDER.get(table)
+    if order is None:
+        return []
+    terms = [term.strip().split() for term in order.split(",")]
+    return [(words[0], words[1:] == ["NULLS", "FIRST"]) for words in terms]
+
+
+def _declare_sort_order(transaction: Any, table: str) -> None:
+    """The table's sort order: how each of its data files is sorted, for engines that plan
+    merges and range filters by it."""
+    from pyiceberg.table.sorting import NullOrder
+    from pyiceberg.transforms import IdentityTransform
+
+    terms = sort_terms(table)
+    if not terms:
+        return
+    with transaction.update_sort_order() as order:
+        for column, nulls_first in terms:
+            order.asc(
+                column,
+                IdentityTransform(),
+                NullOrder.NULLS_FIRST if nulls_first else NullOrder.NULLS_LAST,
+            )
+
+
+def _document_columns(transaction: Any, table: str) -> None:
+    """Give every column of the table its doc from ``schemas`` (in the commit's transaction,
+    and only where one differs: an unchanged table gets no schema change), so an Iceberg user
+    reading the catalog sees each field's meaning."""
+    docs = column_docs(table)
+    current = transaction.table_metadata.schema()
+    stale = [
+        (field.name, docs[field.name])
+        for field in current.fields
+        if field.name in docs and field.doc != docs[field.name]
+    ]
+    if not stale:
+        return
+    with transaction.update_schema() as update:
+        for column, doc in stale:
+            update.update_column(column, doc=doc)
+
+
 def _lost_race(error: Exception) -> bool:
     """Another writer committed first (the catalog refused our base), or held a SQLite
     catalog's write lock longer than its busy timeout: try again from a fresh state."""
@@ -472,7 +612,7 @@ def _lost_race(error: Exception) -> bool:
 def _append_with_retries(catalog: Catalog, name: str, rows: pa.Table) -> int:
     for attempt in range(COMMIT_ATTEMPTS):
         try:
-            catalog.load_table((NAMESPACE, name)).append(rows)
+            catalog.load_table((namespace_of(catalog), name)).append(rows)
             return attempt
         except Exception as error:
             if not _lost_race(error):
@@ -491,7 +631,7 @@ def _ensure_namespace(catalog: Catalog) -> None:
 
     # Two writers creating it at once: the loser's insert breaks the SQL catalog's unique key.
     with contextlib.suppress(NamespaceAlreadyExistsError, IntegrityError):
-        catalog.create_namespace_if_not_exists(NAMESPACE)
+        catalog.create_namespace_if_not_exists(namespace_of(catalog))
 
 
 def _load_or_create(
@@ -504,7 +644,7 @@ def _load_or_create(
         TableAlreadyExistsError,
     )
 
-    identifier = (NAMESPACE, name)
+    identifier = (namespace_of(catalog), name)
     try:
         return catalog.load_table(identifier)
     except NoSuchTableError:
@@ -517,6 +657,7 @@ def _load_or_create(
     if partition_by_source:
         with creation.update_spec() as spec:
             spec.add_identity(SOURCE_COLUMN)
+    _declare_sort_order(creation, name)
     # Another writer created it first: the catalog says so either way, by the kind of catalog.
     with contextlib.suppress(TableAlreadyExistsError, CommitFailedException):
         creation.commit_transaction()
@@ -554,7 +695,7 @@ def publications(settings: Settings, catalog: Catalog | None = None) -> list[dic
 
     catalog = catalog or open_catalog(settings)
     try:
-        table = catalog.load_table((NAMESPACE, PUBLICATIONS))
+        table = catalog.load_table((namespace_of(catalog), PUBLICATIONS))
     except (NoSuchTableError, NoSuchNamespaceError):
         return []
     _check_location(table, settings)
@@ -686,7 +827,7 @@ def _scan_files(
     (which another engine may write: its rows must then be read through a scan)."""
     from pyiceberg.manifest import ManifestContent
 
-    iceberg = catalog.load_table((NAMESPACE, table))
+    iceberg = catalog.load_table((namespace_of(catalog), table))
     snapshot = iceberg.snapshot_by_id(snapshot_id)
     if snapshot is None:
         raise LookupError(f"table {table} has no snapshot {snapshot_id} any more (expired?)")
@@ -710,7 +851,9 @@ def _scan_rows(catalog: Catalog, table: str, snapshot_id: int) -> pa.Table:
     """A table snapshot's rows through a scan, with the declared schema (columns it never had
     as nulls)."""
     arrow_schema = schemas.TABLES[table].arrow_schema
-    rows = catalog.load_table((NAMESPACE, table)).scan(snapshot_id=snapshot_id).to_arrow()
+    rows = (
+        catalog.load_table((namespace_of(catalog), table)).scan(snapshot_id=snapshot_id).to_arrow()
+    )
     for spec in arrow_schema:
         if spec.name not in rows.column_names:
             rows = rows.append_column(spec, pa.nulls(rows.num_rows, spec.type))
@@ -869,6 +1012,6 @@ def _remove_old_replicas(replica: Warehouse, current: Path) -> None:
     keep = {current, *folders[-KEEP_REPLICAS:]}
     for folder in folders:
         if folder not in keep:
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_generation_unless_open(folder)  # a reader may still have it open
     if not (replica.root / DUCKDB_FILE).is_symlink():
         symlink_atomically(replica.root / DUCKDB_FILE, f"current/{DUCKDB_FILE}")

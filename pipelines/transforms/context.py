@@ -169,6 +169,10 @@ def load_context(
     return loaded
 
 
+# FlashInfer-Bench's map is a few KB: a name per definition and device.
+BASELINE_MAP_MAX_BYTES = 16 << 20
+
+
 def read_baseline_map(path: Path | None) -> dict[str, dict[str, str]]:
     """FlashInfer-Bench's web baseline map: {definition: {"default": name, <device>: name}}.
 
@@ -177,8 +181,12 @@ def read_baseline_map(path: Path | None) -> dict[str, dict[str, str]]:
         return {}
     import json
 
+    from pipelines.files import NotARegularFile, read_bounded
+
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(read_bounded(path, BASELINE_MAP_MAX_BYTES))
+    except NotARegularFile as error:
+        raise NotARegularFile(f"baselines file {error}") from None
     except OSError as error:
         raise FileNotFoundError(
             f"baselines file {path}: cannot read it ({error.strerror or error})"

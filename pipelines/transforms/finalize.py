@@ -39,6 +39,7 @@ from pipelines.warehouse import (
     HISTORY_TABLES,
     PARTED_TABLES,
     PER_SOURCE_TABLES,
+    READER_DUCKDB_FILE,
     SNAPSHOT_FILE,
     GenerationSource,
     Warehouse,
@@ -405,7 +406,7 @@ def finalize(
 
     ``before_publish(generation, table_counts, outcomes)`` runs the publish guards last; it
     may add outcomes, and raises to keep the generation unpublished."""
-    current = warehouse.current_generation()
+    current, _ = warehouse.base_generation()  # an intact one, as the build chose it
     if current is not None and not holds_sources(current):
         current = None  # built by an older tracehouse: nothing of it is reused
     others = [
@@ -675,18 +676,63 @@ def _snapshot_number(history: list[dict[str, Any]], name: str, snapshot: dict[st
     return max((row["snapshot_number"] for row in own), default=0) + 1
 
 
+# An older storage format, so the `duckdb` command (duckdb-cli, whose releases trail the
+# Python package) can open the files too.
+DUCKDB_FILE_CONFIG: dict[str, str | bool | int | float | list[str]] = {
+    "storage_compatibility_version": "v1.0.0"
+}
+
+
 def _write_duckdb_file(generation: Path, settings: Settings) -> None:
-    """Views over this generation's Parquet files and the SQL views, for ad-hoc SQL."""
-    path = generation / DUCKDB_FILE
-    # An older storage format, so the `duckdb` command (duckdb-cli, whose releases trail the
-    # Python package) can open the file too.
-    connection = duckdb.connect(str(path), config={"storage_compatibility_version": "v1.0.0"})
+    """The generation's two DuckDB files: the reader file (views over its Parquet files, for
+    tracehouse's own readers) and the published one, which stores every table in itself."""
+    reader = generation / READER_DUCKDB_FILE
+    connection = duckdb.connect(str(reader), config=DUCKDB_FILE_CONFIG)
     try:
-        create_table_views(connection, generation)
+        create_table_views(connection, generation.resolve())
         create_sql_views(connection, settings)
         connection.execute("CHECKPOINT")
     finally:
         connection.close()
+    _write_published_duckdb_file(generation, reader, settings)
+
+
+def _write_published_duckdb_file(generation: Path, reader: Path, settings: Settings) -> None:
+    """``tracehouse.duckdb`` with every table's rows in the file itself and the views of sql/
+    over them: views over Parquet files would hold paths, which DuckDB resolves against the
+    opening process's directory (a relative one) or which stop existing once the folder moves
+    (an absolute one); no path survives being stored in a view. Column and table comments carry
+    the documentation of ``schemas``, which DBeaver and ``duckdb_columns()`` show."""
+    path = generation / DUCKDB_FILE
+    connection = duckdb.connect(
+        str(path),
+        config={**DUCKDB_FILE_CONFIG, "threads": max(1, settings.workers)},
+    )
+    try:
+        connection.execute(f"ATTACH {sql_literal(reader.resolve())} AS build (READ_ONLY)")
+        for name, table in schemas.TABLES.items():
+            if not (generation / f"{name}.parquet").exists():
+                continue
+            connection.execute(f"CREATE TABLE main.{name} AS FROM build.main.{name}")
+            _comment(connection, "TABLE", name, table.doc)
+            for column in table.columns:
+                _comment(connection, "COLUMN", f'{name}."{column.name}"', column.doc)
+        connection.execute("DETACH build")
+        store_regression_thresholds(connection, settings, temporary=False)
+        for view in VIEW_ORDER:
+            connection.execute(f"CREATE OR REPLACE VIEW {view} AS {sql_text(view)}")
+        for name, documented in schemas.VIEWS.items():
+            _comment(connection, "VIEW", name, documented.doc)
+            for column in documented.columns:
+                _comment(connection, "COLUMN", f'{name}."{column.name}"', column.doc)
+        connection.execute("CHECKPOINT")
+    finally:
+        connection.close()
+
+
+def _comment(connection: duckdb.DuckDBPyConnection, kind: str, target: str, text: str) -> None:
+    # COMMENT ON takes no bound parameter; the text is ours (schemas.py), quoted as a literal.
+    connection.execute(f"COMMENT ON {kind} {target} IS {sql_literal(text)}")
 
 
 def create_sql_views(connection: duckdb.DuckDBPyConnection, settings: Settings) -> None:

@@ -16,6 +16,7 @@ and ``HUB_FAILURE_REASONS``. What a commit sha is: ``pipelines.kernelindex.is_co
 """
 
 from pipelines.sources.hub.cache import (
+    HubOfflineMiss,
     HubSnapshot,
     ProgressCallback,
     fetch_dataset,
@@ -30,6 +31,7 @@ from pipelines.sources.hub.client import (
     RetryPolicy,
     RevisionNotFoundError,
     hub_endpoint,
+    hub_offline,
     hub_token,
     hub_token_file,
 )
@@ -57,6 +59,7 @@ __all__ = [
     "HubDatasetRef",
     "HubError",
     "HubHTTPError",
+    "HubOfflineMiss",
     "HubSnapshot",
     "ProgressCallback",
     "RejectedRemoteFile",
@@ -67,6 +70,7 @@ __all__ = [
     "fetch_dataset",
     "file_list_digest",
     "hub_endpoint",
+    "hub_offline",
     "hub_token",
     "hub_token_file",
     "list_remote_files",

@@ -1,15 +1,25 @@
 """The snapshot cache: ``fetch_dataset`` makes ``cache_dir/snapshots/<sha>/`` hold a dataset at
 one commit, from verified blobs shared by every snapshot.
 
-Cache layout (``cache_dir``)::
+Cache layout (``cache_dir``), on purpose the layout of one repository's folder in
+huggingface_hub's cache (``$HF_HUB_CACHE/datasets--<org>--<name>/``)::
 
     blobs/<oid>              verified file bodies, read-only; oid = git blob sha1 (40 hex) for
-                             regular files, LFS sha256 (64 hex) for LFS files
+                             regular files, LFS sha256 (64 hex) for LFS files: the ETag the Hub
+                             answers, which huggingface_hub names its blobs by
     snapshots/<sha>/<path>   the dataset at commit <sha>: hard links to blobs/ (copies where
-                             linking fails); contains exactly the selected, verified files
+                             linking fails); contains exactly the selected, verified files. An
+                             entry that already leads to the right blob (huggingface_hub's
+                             relative symlinks included) is left as it is, never re-linked
+    refs/<revision>          the commit a branch or tag resolved to when last fetched online
+                             (huggingface_hub's refs/main), so an offline build can name it
     manifests/<sha>.json     the selected listing, rejected and failed files of the last fetch
     locks/<sha>.lock         flock taken while a snapshot folder is pruned and re-linked
     tmp/                     in-flight downloads (``*.part``) and links; renamed into place
+
+Offline (``offline=True``, ``HF_HUB_OFFLINE=1``), ``fetch_dataset`` makes no request at all: the
+commit comes from the revision itself (a sha) or ``refs/``, the listing from the manifest the
+last online fetch of that commit wrote, and every body from ``blobs/``.
 """
 
 from __future__ import annotations
@@ -18,7 +28,7 @@ import contextlib
 import datetime as dt
 import os
 import shutil
-import uuid
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -34,13 +44,21 @@ except ImportError:  # pragma: no cover - not POSIX
 
 from pipelines.files import replace_atomically
 from pipelines.sources.hub.client import (
+    HubError,
     RetryPolicy,
     auth_headers,
     hub_endpoint,
+    hub_offline,
     hub_token,
     make_client,
 )
-from pipelines.sources.hub.download import DownloadJob, blob_is_valid, download
+from pipelines.sources.hub.download import (
+    DownloadJob,
+    blob_is_valid,
+    download,
+    sweep,
+    temporary_in,
+)
 from pipelines.sources.hub.listing import (
     FailedRemoteFile,
     RejectedRemoteFile,
@@ -107,7 +125,8 @@ def _snapshot_lock(cache_dir: Path, sha: str) -> Iterator[None]:
 
 def _link_or_copy(blob: Path, dest: Path, tmp_dir: Path) -> None:
     try:
-        if dest.is_file() and not dest.is_symlink() and os.path.samefile(blob, dest):
+        # Already the blob: our hard link, or a symlink huggingface_hub made (never rewritten).
+        if dest.is_file() and os.path.samefile(blob, dest):
             return
     except OSError:
         pass
@@ -118,7 +137,7 @@ def _link_or_copy(blob: Path, dest: Path, tmp_dir: Path) -> None:
         except OSError:
             shutil.copyfile(blob, temporary)
 
-    replace_atomically(dest, link, temporary=tmp_dir / f"link.{uuid.uuid4().hex}")
+    replace_atomically(dest, link, temporary=temporary_in(tmp_dir, "link"))
 
 
 def _prune(root: Path, keep: set[str]) -> None:
@@ -150,6 +169,7 @@ def fetch_dataset(
     retry: RetryPolicy | None = None,
     verify_cached: bool = False,
     client: httpx.Client | None = None,
+    offline: bool = False,
 ) -> HubSnapshot:
     """Make ``cache_dir/snapshots/<sha>/`` hold the dataset at the commit ``ref`` resolves to.
 
@@ -158,9 +178,12 @@ def fetch_dataset(
     downloaded again. Unsafe or malformed listing entries end up in ``rejected``, files that
     could not be fetched and verified in ``failed``; neither is written into the snapshot, and
     neither stops the other files. Raises HubError (or a subclass) only when the revision or
-    the listing cannot be read.
+    the listing cannot be read. Offline (``offline`` or ``HF_HUB_OFFLINE``) it makes no request:
+    see ``_fetch_offline``.
     """
     ref = as_ref(ref)
+    if hub_offline(offline):
+        return _fetch_offline(ref, Path(cache_dir), include_blobs, verify_cached)
     policy = retry or RetryPolicy()
     base = hub_endpoint(endpoint)
     headers = auth_headers(hub_token(token))
@@ -168,8 +191,13 @@ def fetch_dataset(
     cache_dir = Path(cache_dir)
     own_client = client is None
     http = client if client is not None else make_client(policy, workers + 1)
+    started = time.monotonic()
     try:
-        sha = resolve(http, base, ref, headers, policy)
+        # The revision and every listing page share one deadline, and the whole fetch another.
+        listed_by = started + policy.deadline_s
+        sha = resolve(http, base, ref, headers, policy, listed_by)
+        if sha != ref.revision:
+            _write_ref(cache_dir, ref.revision, sha)
         files, rejected = list_selected(
             http,
             base,
@@ -178,11 +206,13 @@ def fetch_dataset(
             include_blobs=include_blobs,
             headers=headers,
             policy=policy,
+            deadline=listed_by,
         )
         blobs_dir, tmp_dir = cache_dir / "blobs", cache_dir / "tmp"
         root = snapshot_root(cache_dir, sha)
         for folder in (blobs_dir, tmp_dir, root, cache_dir / "manifests"):
             folder.mkdir(parents=True, exist_ok=True)
+        sweep(tmp_dir)  # what a killed fetch left: its bodies are fetched again anyway
 
         by_oid: dict[str, list[RemoteFile]] = {}
         for f in files:
@@ -206,7 +236,17 @@ def fetch_dataset(
         if progress and done_files:
             progress(done_files, total_files, done_bytes, total_bytes)
 
-        job = DownloadJob(http, base, ref.repo_id, sha, headers, policy, blobs_dir, tmp_dir)
+        job = DownloadJob(
+            http,
+            base,
+            ref.repo_id,
+            sha,
+            headers,
+            policy,
+            blobs_dir,
+            tmp_dir,
+            deadline=started + policy.fetch_deadline_s,
+        )
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="hub-fetch")
         futures = [pool.submit(download, job, f) for f in pending]
         try:
@@ -232,6 +272,27 @@ def fetch_dataset(
         if own_client:
             http.close()
 
+    snapshot = _link_snapshot(
+        ref, cache_dir, sha, files, rejected, failed, include_blobs, transferred, transferred_bytes
+    )
+    _write_manifest(snapshot, files, tmp_dir)
+    return snapshot
+
+
+def _link_snapshot(
+    ref: HubDatasetRef,
+    cache_dir: Path,
+    sha: str,
+    files: list[RemoteFile],
+    rejected: list[RejectedRemoteFile],
+    failed: list[FailedRemoteFile],
+    include_blobs: bool,
+    transferred: list[str],
+    transferred_bytes: int,
+) -> HubSnapshot:
+    """Make ``snapshots/<sha>/`` hold exactly the fetched files, linked to their blobs."""
+    blobs_dir, tmp_dir = cache_dir / "blobs", cache_dir / "tmp"
+    root = snapshot_root(cache_dir, sha)
     failed_paths = {f.path for f in failed}
     present = [f for f in files if f.path not in failed_paths]
     with _snapshot_lock(cache_dir, sha):
@@ -240,8 +301,7 @@ def fetch_dataset(
             dest = safe_join(root, f.path)
             dest.parent.mkdir(parents=True, exist_ok=True)
             _link_or_copy(blobs_dir / f.oid, dest, tmp_dir)
-
-    snapshot = HubSnapshot(
+    return HubSnapshot(
         root=root,
         source_uri=ref.uri,
         repo_id=ref.repo_id,
@@ -258,8 +318,79 @@ def fetch_dataset(
         include_blobs=include_blobs,
         manifest_path=cache_dir / "manifests" / f"{sha}.json",
     )
-    _write_manifest(snapshot, files, tmp_dir)
-    return snapshot
+
+
+class HubOfflineMiss(HubError):
+    """Offline, and the cache does not hold what the build needs."""
+
+
+def _ref_path(cache_dir: Path, revision: str) -> Path:
+    # A branch may hold "/" (refs/pr/1 on the Hub); each part is a path component, as in
+    # huggingface_hub's refs/ folder. The revision was validated by the URI parser.
+    return safe_join(cache_dir / "refs", revision)
+
+
+def _write_ref(cache_dir: Path, revision: str, sha: str) -> None:
+    path = _ref_path(cache_dir, revision)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    (cache_dir / "tmp").mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        if path.read_text().strip() == sha:
+            return
+    replace_atomically(
+        path,
+        lambda temporary: temporary.write_text(sha),  # no newline, as huggingface_hub writes it
+        temporary=temporary_in(cache_dir / "tmp", "ref"),
+    )
+
+
+def _fetch_offline(
+    ref: HubDatasetRef, cache_dir: Path, include_blobs: bool, verify_cached: bool
+) -> HubSnapshot:
+    """The snapshot of ``ref`` from the cache alone, without a single request: the commit from
+    the revision (a sha) or refs/, the listing from its manifest, every body a verified blob."""
+    from pipelines.kernelindex import is_commit_sha
+
+    hint = "build it once online, or unset HF_HUB_OFFLINE / drop --offline"
+    if is_commit_sha(ref.revision):
+        sha = ref.revision
+    else:
+        try:
+            sha = _ref_path(cache_dir, ref.revision).read_text().strip()
+        except OSError:
+            raise HubOfflineMiss(
+                f"offline: {ref.uri}: the cache {cache_dir} has no refs/{ref.revision}; {hint}"
+            ) from None
+    manifest = cache_dir / "manifests" / f"{sha}.json"
+    try:
+        document = orjson.loads(manifest.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        raise HubOfflineMiss(
+            f"offline: {ref.uri}: commit {sha} was never fetched into the cache {cache_dir} "
+            f"(no readable {manifest.relative_to(cache_dir)}); {hint}"
+        ) from None
+    if include_blobs and not document.get("include_blobs"):
+        raise HubOfflineMiss(
+            f"offline: {ref.uri}: the cache {cache_dir} holds commit {sha} without blob/ "
+            f"(--include-blobs); {hint}"
+        )
+    files = [
+        RemoteFile(e["path"], int(e["size"]), e["oid"], e["git_oid"], bool(e["lfs"]))
+        for e in document["files"]
+        if include_blobs or e["path"].split("/", 1)[0] != "blob"
+    ]
+    failed = [RejectedRemoteFile(**r) for r in document.get("failed", [])]
+    failed_paths = {f.path for f in failed}
+    for f in files:
+        if f.path not in failed_paths and not blob_is_valid(
+            cache_dir / "blobs" / f.oid, f, verify_cached
+        ):
+            raise HubOfflineMiss(
+                f"offline: {ref.uri}: {f.path} of commit {sha} is not in the cache {cache_dir} "
+                f"(blob {f.oid} missing or not {f.size} bytes); {hint}"
+            )
+    rejected = [RejectedRemoteFile(**r) for r in document.get("rejected", [])]
+    return _link_snapshot(ref, cache_dir, sha, files, rejected, failed, include_blobs, [], 0)
 
 
 def _write_manifest(snapshot: HubSnapshot, files: list[RemoteFile], tmp_dir: Path) -> None:
@@ -283,5 +414,5 @@ def _write_manifest(snapshot: HubSnapshot, files: list[RemoteFile], tmp_dir: Pat
     replace_atomically(
         snapshot.manifest_path,
         lambda temporary: temporary.write_bytes(text),
-        temporary=tmp_dir / f"manifest.{uuid.uuid4().hex}",
+        temporary=temporary_in(tmp_dir, "manifest"),
     )

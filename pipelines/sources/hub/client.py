@@ -44,8 +44,16 @@ RETRY_EXCEPTIONS: tuple[type[Exception], ...] = (
 
 
 def hub_endpoint(endpoint: str | None = None) -> str:
-    """The Hub base URL: ``endpoint`` if given, else ``$HF_ENDPOINT``, else huggingface.co."""
-    value = endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT
+    """The Hub base URL: ``endpoint`` if given, else ``$HF_ENDPOINT``, else huggingface.co;
+    anything but an http(s) URL with a host is refused (HubError naming where it came from)."""
+    shown = "endpoint" if endpoint else "HF_ENDPOINT"
+    value = (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).strip()
+    try:
+        url = httpx.URL(value)
+    except (httpx.InvalidURL, ValueError, TypeError):
+        url = None
+    if url is None or url.scheme not in ("http", "https") or not url.host:
+        raise HubError(f"{shown}={value!r}: must be an http:// or https:// URL with a host")
     return value.rstrip("/")
 
 
@@ -79,6 +87,16 @@ def hub_token(token: str | bool | None = None) -> str | None:
         return hub_token_file().read_text().strip() or None
     except (OSError, UnicodeDecodeError):
         return None
+
+
+# huggingface_hub's own switch; the same values count as true (its constants._is_true).
+OFFLINE_VARIABLE = "HF_HUB_OFFLINE"
+TRUE_VALUES = frozenset({"1", "on", "yes", "true"})
+
+
+def hub_offline(offline: bool = False) -> bool:
+    """True when no request may be made: ``offline`` given, or ``HF_HUB_OFFLINE`` set true."""
+    return offline or os.environ.get(OFFLINE_VARIABLE, "").strip().lower() in TRUE_VALUES
 
 
 class HubError(RuntimeError):
@@ -115,6 +133,11 @@ class RetryPolicy:
     min_bytes_per_s`` for a body (checked between chunks too, so a trickling body cannot hang).
     ``integrity_attempts`` bounds retries after a wrong ETag or hash. ``sleep`` is injectable so
     tests can record waits instead of sleeping.
+
+    ``fetch_dataset`` bounds a whole fetch as well: the revision and the listing (every page)
+    together within ``deadline_s``, and everything, bodies included, within
+    ``fetch_deadline_s``, so neither a trickling answer nor an endless listing nor a listed size
+    (which the server chooses) can stretch it.
     """
 
     max_attempts: int = 8
@@ -127,6 +150,7 @@ class RetryPolicy:
     integrity_attempts: int = 2
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 60.0
+    fetch_deadline_s: float = 3600.0
     sleep: Callable[[float], None] = time.sleep
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
@@ -148,10 +172,15 @@ class RetryPolicy:
         return self.deadline_s + size / self.min_bytes_per_s
 
     @classmethod
-    def within(cls, seconds: float) -> RetryPolicy:
+    def within(cls, seconds: float, fetch_seconds: float | None = None) -> RetryPolicy:
         """A policy whose metadata requests give up after ``seconds`` in total (connect
-        attempts included), so an offline machine fails fast."""
-        return cls(deadline_s=seconds, connect_timeout_s=min(cls.connect_timeout_s, seconds))
+        attempts included), so an offline machine fails fast, and whose whole fetch gives up
+        after ``fetch_seconds`` (default: the class default)."""
+        return cls(
+            deadline_s=seconds,
+            connect_timeout_s=min(cls.connect_timeout_s, seconds),
+            fetch_deadline_s=cls.fetch_deadline_s if fetch_seconds is None else fetch_seconds,
+        )
 
 
 def retry_after_s(headers: Mapping[str, str]) -> float | None:
@@ -198,6 +227,40 @@ def raise_http_error(response: httpx.Response, what: str) -> NoReturn:
     raise HubHTTPError(message, **kwargs)
 
 
+# A revision answer or a listing page is a few hundred KB; anything far larger is not one.
+MAX_METADATA_BYTES = 32 << 20
+#: Transport failures that asking again will not cure: a redirect to file:// or to an invalid
+#: URL, a redirect loop. They end the request with one line naming it.
+PERMANENT_EXCEPTIONS: tuple[type[Exception], ...] = (
+    httpx.UnsupportedProtocol,
+    httpx.TooManyRedirects,
+    httpx.InvalidURL,
+)
+
+
+def metadata_deadline(policy: RetryPolicy) -> float:
+    """The ``time.monotonic()`` by which a metadata request of ``policy`` must be answered."""
+    return time.monotonic() + policy.deadline_s
+
+
+def _read_within(response: httpx.Response, deadline: float, what: str) -> bytes | None:
+    """The body of ``response`` as it arrives, or None when ``deadline`` passed first (a server
+    trickling a byte at a time never trips the per-read timeout)."""
+    chunks: list[bytes] = []
+    received = 0
+    for chunk in response.iter_bytes():
+        received += len(chunk)
+        if received > MAX_METADATA_BYTES:
+            raise HubError(
+                f"{what}: the answer from {response.request.url} is larger than "
+                f"{MAX_METADATA_BYTES:,} bytes"
+            )
+        chunks.append(chunk)
+        if time.monotonic() > deadline:
+            return None
+    return b"".join(chunks)
+
+
 def get_json(
     client: httpx.Client,
     url: str,
@@ -206,15 +269,19 @@ def get_json(
     params: Mapping[str, str] | None,
     policy: RetryPolicy,
     what: str,
+    deadline: float | None = None,
 ) -> tuple[httpx.Response, Any]:
-    """GET a JSON document, retrying transient failures (the whole body is read inside the loop)."""
+    """GET a JSON document, retrying transient failures, all attempts and the whole body by
+    ``deadline`` (a ``time.monotonic()``; default ``policy.deadline_s`` from now)."""
     started = time.monotonic()
+    if deadline is None:
+        deadline = started + policy.deadline_s
     attempt = 0
     while True:
         attempt += 1
         retry_after: float | None = None
         # No attempt may run past the deadline: an unanswered request ends with it.
-        remaining = max(0.1, policy.deadline_s - (time.monotonic() - started))
+        remaining = max(0.1, deadline - time.monotonic())
         timeout = httpx.Timeout(
             connect=min(policy.connect_timeout_s, remaining),
             read=min(policy.read_timeout_s, remaining),
@@ -222,26 +289,32 @@ def get_json(
             pool=remaining,
         )
         try:
-            response = client.get(
-                url, headers=headers, params=params, follow_redirects=True, timeout=timeout
-            )
-            if response.status_code == 200:
-                try:
-                    return response, orjson.loads(response.content)
-                except orjson.JSONDecodeError as exc:
-                    error = f"invalid JSON ({exc})"
-            elif response.status_code in RETRY_STATUS:
-                error = f"HTTP {response.status_code}"
-                retry_after = retry_after_s(response.headers)
-            else:
-                raise_http_error(response, what)
+            with client.stream(
+                "GET", url, headers=headers, params=params, follow_redirects=True, timeout=timeout
+            ) as response:
+                if response.status_code == 200:
+                    content = _read_within(response, deadline, what)
+                    if content is None:
+                        error = "the answer was still arriving when the time ran out"
+                    else:
+                        try:
+                            return response, orjson.loads(content)
+                        except orjson.JSONDecodeError as exc:
+                            error = f"invalid JSON ({exc})"
+                elif response.status_code in RETRY_STATUS:
+                    error = f"HTTP {response.status_code}"
+                    retry_after = retry_after_s(response.headers)
+                else:
+                    raise_http_error(response, what)
+        except PERMANENT_EXCEPTIONS as exc:
+            raise HubError(f"{what}: {type(exc).__name__}: {exc}") from None
         except RETRY_EXCEPTIONS as exc:
             error = f"{type(exc).__name__}: {exc}"
         wait = policy.delay(attempt, retry_after)
-        elapsed = time.monotonic() - started
-        if attempt >= policy.max_attempts or elapsed + wait > policy.deadline_s:
+        now = time.monotonic()
+        if attempt >= policy.max_attempts or now + wait > deadline:
             raise HubError(
-                f"{what}: giving up after {attempt} attempts in {elapsed:.1f} s "
+                f"{what}: giving up after {attempt} attempts in {now - started:.1f} s "
                 f"(limit {policy.deadline_s:g} s); last error: {error}"
             )
         policy.sleep(wait)

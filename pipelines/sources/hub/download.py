@@ -27,6 +27,7 @@ import httpx
 
 from pipelines.files import replace_atomically
 from pipelines.sources.hub.client import (
+    PERMANENT_EXCEPTIONS,
     RETRY_EXCEPTIONS,
     RETRY_STATUS,
     RetryPolicy,
@@ -112,6 +113,9 @@ class DownloadJob:
     policy: RetryPolicy
     blobs_dir: Path
     tmp_dir: Path
+    # time.monotonic() by which the whole fetch ends: no body may outlast it, whatever size
+    # the listing gives it.
+    deadline: float = float("inf")
 
 
 @dataclass
@@ -213,6 +217,8 @@ def _stream_once(job: DownloadJob, f: RemoteFile, body: _Body, url: str, deadlin
                     raise _Permanent(
                         "timeout", f"{f.path}: {body.have} of {f.size} bytes when the time ran out"
                     )
+    except PERMANENT_EXCEPTIONS as exc:  # a redirect to file:// or in a loop
+        raise _Permanent("bad_redirect", f"{f.path}: {type(exc).__name__}: {exc}") from None
     except RETRY_EXCEPTIONS as exc:
         raise _Transient(f"{type(exc).__name__}: {exc}") from exc
     if body.have < f.size:
@@ -223,7 +229,7 @@ def download(job: DownloadJob, f: RemoteFile) -> Outcome:
     """Fetch one blob into ``blobs/<oid>``; never raises for problems with this one file."""
     url = f"{job.base}/datasets/{job.repo_id}/resolve/{job.sha}/{quote(f.path)}"
     policy = job.policy
-    deadline = time.monotonic() + policy.body_deadline_s(f.size)
+    deadline = min(job.deadline, time.monotonic() + policy.body_deadline_s(f.size))
     bodies: list[_Body] = []  # the one body, for its byte count whatever happens
 
     def fill(part: Path) -> None:
@@ -258,7 +264,7 @@ def download(job: DownloadJob, f: RemoteFile) -> Outcome:
         os.chmod(part, 0o444)  # blobs are read-only: snapshots hard-link them
 
     # A unique name: another process sharing the cache may be fetching the same oid.
-    part = job.tmp_dir / f"{f.oid}.{uuid.uuid4().hex}.part"
+    part = temporary_in(job.tmp_dir, f.oid, ".part")
     try:
         replace_atomically(job.blobs_dir / f.oid, fill, temporary=part)
     except _Permanent as exc:
@@ -266,6 +272,51 @@ def download(job: DownloadJob, f: RemoteFile) -> Outcome:
     except OSError as exc:
         return Outcome(f, False, _received(bodies), "io_error", f"{f.path}: {exc}")
     return Outcome(f, ok=True, received=_received(bodies))
+
+
+# `<what>.<pid>-<32 hex>[.part]`: the pid of the process writing it, so the next fetch can tell
+# what a killed one left behind from what a running one is still writing.
+_TEMPORARY = re.compile(r".+\.([0-9]+)-[0-9a-f]{32}(?:\.part)?")
+# A name without a pid (written before they carried one) is left this long before it goes.
+_UNOWNED_TEMPORARY_S = 24 * 3600
+
+
+def temporary_in(tmp_dir: Path, what: str, suffix: str = "") -> Path:
+    """A name in the cache's ``tmp/`` that no other writer uses and ``sweep`` can attribute."""
+    return tmp_dir / f"{what}.{os.getpid()}-{uuid.uuid4().hex}{suffix}"
+
+
+def _running(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists, as another user's process
+        return True
+    return True
+
+
+def sweep(tmp_dir: Path) -> None:
+    """Remove what killed fetches left in ``tmp/`` (``*.part`` bodies, links, manifests): files
+    whose writer is no longer running; those of running fetches stay."""
+    try:
+        entries = list(os.scandir(tmp_dir))
+    except OSError:
+        return
+    now = time.time()
+    for entry in entries:
+        match = _TEMPORARY.fullmatch(entry.name)
+        try:
+            if match is not None:
+                stale = not _running(int(match.group(1)))
+            else:
+                stale = now - entry.stat(follow_symlinks=False).st_mtime > _UNOWNED_TEMPORARY_S
+            if stale:
+                os.unlink(entry.path)
+        except OSError:
+            continue  # another process removed or renamed it meanwhile
 
 
 def _received(bodies: list[_Body]) -> int:

@@ -36,6 +36,7 @@ from pipelines.sources.hub.client import (
     given_or_own_client,
     hub_endpoint,
     hub_token,
+    metadata_deadline,
     same_origin,
 )
 from pipelines.sources.hub.uri import HubDatasetRef, as_ref
@@ -50,6 +51,10 @@ REMOTE_FILE_REASONS = (
     UNSAFE_NAME_REASONS.keys() | HUB_LISTING_REASONS.keys() | HUB_FAILURE_REASONS.keys()
 )
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+# The Hub pages a tree by 1,000 entries (50 with expand): 1,000 pages are 50,000 to 1,000,000
+# files per folder, far beyond any FlashInfer-Trace dataset; a server linking on for ever is
+# stopped here (and by the deadline) instead of being asked again and again.
+MAX_LISTING_PAGES = 1000
 
 
 def is_git_blob_id(value: object) -> bool:
@@ -68,11 +73,19 @@ def resolve(
     ref: HubDatasetRef,
     headers: Mapping[str, str],
     policy: RetryPolicy,
+    deadline: float | None = None,
 ) -> str:
-    """The commit sha the Hub says ``ref.revision`` points to (HubError if it says no sha)."""
+    """The commit sha the Hub says ``ref.revision`` points to (HubError if it says no sha),
+    answered by ``deadline`` (a ``time.monotonic()``; default ``policy.deadline_s`` from now)."""
     url = f"{base}/api/datasets/{ref.repo_id}/revision/{quote(ref.revision, safe='')}"
     _, data = get_json(
-        client, url, headers=headers, params=None, policy=policy, what=f"resolve {ref.uri}"
+        client,
+        url,
+        headers=headers,
+        params=None,
+        policy=policy,
+        what=f"resolve {ref.uri}",
+        deadline=deadline,
     )
     sha = data.get("sha") if isinstance(data, dict) else None
     if not is_commit_sha(sha):
@@ -144,6 +157,7 @@ def _iter_tree(
     recursive: bool,
     headers: Mapping[str, str],
     policy: RetryPolicy,
+    deadline: float,
 ) -> Iterator[Any]:
     url = f"{base}/api/datasets/{repo_id}/tree/{sha}"
     if folder:
@@ -155,9 +169,9 @@ def _iter_tree(
     origin = httpx.URL(base)
     seen: set[str] = set()
     what = f"list {repo_id}@{sha}/{folder}"
-    while True:
+    for _ in range(MAX_LISTING_PAGES):
         response, page = get_json(
-            client, url, headers=headers, params=params, policy=policy, what=what
+            client, url, headers=headers, params=params, policy=policy, what=what, deadline=deadline
         )
         if not isinstance(page, list):
             raise HubError(f"{what}: expected a JSON list, got {type(page).__name__}")
@@ -172,6 +186,7 @@ def _iter_tree(
             raise HubError(f"{what}: pagination loops back to {next_abs}")
         seen.add(str(next_abs))
         url, params = str(next_abs), None
+    raise HubError(f"{what}: the listing goes on past {MAX_LISTING_PAGES:,} pages")
 
 
 def _parse_entry(entry: Mapping[str, Any]) -> RemoteFile | str:
@@ -209,7 +224,10 @@ def list_selected(
     include_blobs: bool,
     headers: Mapping[str, str],
     policy: RetryPolicy,
+    deadline: float | None = None,
 ) -> tuple[list[RemoteFile], list[RejectedRemoteFile]]:
+    """The selected files and the refused entries, every page listed by ``deadline`` (a
+    ``time.monotonic()``; default ``policy.deadline_s`` from now)."""
     files: dict[str, RemoteFile] = {}
     rejected: list[RejectedRemoteFile] = []
     wanted_dirs = (*DATA_DIRS, BLOB_DIR) if include_blobs else DATA_DIRS
@@ -249,7 +267,11 @@ def list_selected(
         return None
 
     subdirs: list[str] = []
-    common = {"headers": headers, "policy": policy}
+    common = {
+        "headers": headers,
+        "policy": policy,
+        "deadline": metadata_deadline(policy) if deadline is None else deadline,
+    }
     for entry in _iter_tree(client, base, repo_id, sha, "", recursive=False, **common):
         sub = take(entry, "")
         if sub is not None and sub not in subdirs:
