@@ -106,7 +106,8 @@ class BuildResult:
         if self.repaired:
             lines.append(f"  repaired: {self.repaired}; rebuilt from the source")
         lines.append(
-            f"  files parsed {self.files_parsed}, reused {self.files_reused}, records read {self.records_read}"
+            f"  files parsed {self.files_parsed:,}, reused {self.files_reused:,}, "
+            f"records read {self.records_read:,}"
         )
         if self.records_by_path:
             total = sum(self.records_by_path.values()) or 1
@@ -137,7 +138,7 @@ def resolve_source(
 ) -> ResolvedSource:
     """A local folder as it is, or a Hub dataset fetched (incrementally) into the cache."""
     if not source.startswith("hf://"):  # a folder; the Hub client is not even imported
-        root = Path(source)
+        root = Path(source).resolve()
         require_dataset(root, source)
         revision = settings.revision or git_revision(root)
         name, uri = source_identity(source, settings.source_name)
@@ -208,7 +209,9 @@ def _state_key(settings: Settings, source: ResolvedSource) -> dict[str, Any]:
         baselines_fp = [str(baselines.resolve()), stat.st_size, stat.st_mtime_ns]
     return {
         "importer": IMPORTER_VERSION,
-        "source": source.source,
+        # the source's identity, never the spelling of the argument: `data/x`, `./data/x` and
+        # its absolute path, from any working directory, are one source state
+        "source": source.uri,
         "root": str(source.root.resolve()),
         "revision": source.resolved_sha,
         "baselines": baselines_fp,
@@ -691,6 +694,7 @@ def _full_build(
             entry.columnar_records = counts.columnar_records
             entry.kernelindex_unreadable = counts.kernelindex_unreadable
 
+    _refuse_a_source_without_runs(settings, resolved, file_entries)
     outcome = finalize.finalize(
         warehouse=warehouse,
         settings=settings,
@@ -731,6 +735,26 @@ def _full_build(
         outcome.records_by_path,
         generation=outcome.generation.name,
         checks=outcome.checks,
+    )
+
+
+class NoRunsRefused(ValueError):
+    """Every trace record of the source was rejected: publishing it would say "built" about a
+    source that contributes nothing (a wrong folder, a format tracehouse cannot read)."""
+
+
+def _refuse_a_source_without_runs(
+    settings: Settings, resolved: ResolvedSource, file_entries: dict[str, Any]
+) -> None:
+    runs = sum(e.runs or 0 for e in file_entries.values())
+    rejected = sum(e.rejected or 0 for e in file_entries.values())
+    if runs > 0 or rejected == 0 or settings.allow_shrink:
+        return
+    first = min(rel for rel, e in file_entries.items() if e.rejected)
+    raise NoRunsRefused(
+        f"--source {resolved.source}: no run imported, {rejected:,} record"
+        f"{'s' if rejected != 1 else ''} rejected (first in {first}); the warehouse is "
+        "unchanged. Check the source, or pass --allow-shrink to publish it anyway"
     )
 
 
@@ -788,14 +812,18 @@ def _run_tasks(
     progress: ProgressFn | None,
     results: list[Any],
 ) -> None:
-    """Parse every task; results come back in task order."""
+    """Parse every task; results come back in task order. The progress counts files (a task
+    is a group of files), so the bar's total is the number of files this build parses."""
+    total_files = sum(len(task.files) for task in tasks)
+    done_files = 0
     if progress:
-        progress("parse", 0, len(tasks))
+        progress("parse", 0, total_files)
     if workers <= 1 or len(tasks) == 1:
-        for done, task in enumerate(tasks, start=1):
+        for task in tasks:
             results.append(_ingest_task(task))
+            done_files += len(task.files)
             if progress:
-                progress("parse", done, len(tasks))
+                progress("parse", done_files, total_files)
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -815,10 +843,12 @@ def _run_tasks(
     )
     try:
         futures = {pool.submit(_ingest_task, task): index for index, task in enumerate(tasks)}
-        for done, future in enumerate(as_completed(futures), start=1):
-            gathered[futures[future]] = future.result()
+        for future in as_completed(futures):
+            index = futures[future]
+            gathered[index] = future.result()
+            done_files += len(tasks[index].files)
             if progress:
-                progress("parse", done, len(tasks))
+                progress("parse", done_files, total_files)
     except BaseException:  # Ctrl-C or a failed task: stop the workers now, wait for none
         interrupts.stop_children()
         pool.shutdown(wait=False, cancel_futures=True)

@@ -27,9 +27,17 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from pipelines import IMPORTER_VERSION
-from pipelines.settings import SETTINGS, Settings, SettingsError, describe, load_settings
+from pipelines.settings import (
+    SETTINGS,
+    Settings,
+    SettingsError,
+    describe,
+    env_name,
+    load_settings,
+)
 
 OUTPUT_FORMATS = ("table", "csv", "json")
+WIDE_HELP = "one line per row however wide (default: fit the terminal, one block per row)"
 DEFAULT_QUERY_ROWS = 200
 LIST_DEFINITIONS_HINT = '`tracehouse query "SELECT DISTINCT definition FROM runs"` lists them'
 # Settings each command takes as flags (the others come from TRACEHOUSE_* or their default).
@@ -118,11 +126,21 @@ def _progress_bar() -> Any:
     return progress
 
 
+def _print_lines(lines: Sequence[str]) -> None:
+    """Prose output wrapped to the reader's width (COLUMNS or the terminal's; a pipe gets
+    whole lines), every control character in it (a name from the dataset) escaped."""
+    from pipelines import render
+
+    safe = [render.safe(line) for text in lines for line in text.split("\n")]
+    width = render.known_width(sys.stdout)
+    print("\n".join(render.fit_lines(safe, width) if width else safe))
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from pipelines.build import build_warehouse
 
     result = build_warehouse(_settings(args), progress=_progress_bar(), force=args.force)
-    print("\n".join(result.summary_lines()))
+    _print_lines(result.summary_lines())
     return 0
 
 
@@ -136,43 +154,34 @@ def cmd_query(args: argparse.Namespace) -> int:
         return 0
     limit = DEFAULT_QUERY_ROWS if args.limit is None else args.limit
     result = queries.user_query(settings, args.sql, limit=limit or None)
-    print("\n".join(render.table(result.columns, result.rows, render.terminal_width(sys.stdout))))
+    width = 10**9 if args.wide else render.terminal_width(sys.stdout)
+    print("\n".join(render.table(result.columns, result.rows, width)))
     shown, total = len(result.rows), result.total_rows
     if shown < total:
-        print(f"{shown:,} of {total:,} rows shown (--limit N for more, --limit 0 for all)")
+        _print_lines([f"{shown:,} of {total:,} rows shown (--limit N for more, --limit 0 for all)"])
     else:
         print(f"({total:,} row{'s' if total != 1 else ''})")
     return 0
 
 
-# The leaderboard's short headers and how each value is written (table format only).
-LEADERBOARD_LAYOUT: dict[str, tuple[str, str]] = {
-    "hardware": ("hw", "text"),
-    "rank": ("#", "count"),
-    "solution": ("solution", "name"),
-    "author": ("author", "name"),
-    "is_baseline": ("base", "flag"),
-    "passed": ("passed", "text"),
-    "runs_not_evaluated": ("skip", "count"),
-    "coverage": ("cov", "percent"),
-    "workloads_compared": ("cmp", "count"),
-    "geomean_speedup": ("geo×", "ratio"),
-    "win_rate": ("win", "percent"),
-    "speedup_reason": ("why no geo×", "name"),
-    "latency_us": ("µs", "number"),
-    "rerun_spread": ("spread", "spread"),
-    "fib_all_gpus_avg_speedup": ("fib×", "ratio"),
-}
-# Shown only with --wide, to keep the default within 120 columns.
-LEADERBOARD_WIDE_ONLY = frozenset({"fib_reason"})
-
+# The leaderboard as a terminal table: one block per hardware, speed and coverage side by side;
+# (column, short header, how the value is written). --wide shows every column in full instead.
+LEADERBOARD_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("rank", "#", "count"),
+    ("solution", "solution", "name"),
+    ("geomean_speedup", "geo×", "ratio"),
+    ("coverage", "cov", "percent"),
+    ("passed", "passed", "text"),
+    ("win_rate", "win", "percent"),
+    ("latency_us", "µs", "number"),
+    ("fib_all_gpus_avg_speedup", "fib×", "ratio"),
+    ("note", "note", "name"),
+)
 
 LEADERBOARD_LEGEND = (
-    "passed workloads passed of the slice's · skip records FlashInfer-Bench wrote without "
-    "evaluating · cov coverage · cmp workloads compared with the baseline · geo× geometric-mean "
-    "speedup over the baseline on those · win share of them faster · µs geometric mean of the "
-    "median latency · spread median (max-min)/median over re-runs · fib× FlashInfer-Bench's "
-    "score, every GPU mixed · --wide for full names and every column"
+    "geo× geometric-mean speedup over the baseline on the workloads both passed · cov "
+    "workloads passed of the slice's · win share of them faster · µs geometric mean of the "
+    "median latency · fib× FlashInfer-Bench's score, every GPU mixed · --wide: every column"
 )
 
 
@@ -181,58 +190,75 @@ def _leaderboard_cell(kind: str, value: Any) -> str:
 
     if value is None:
         return "-"
-    if kind == "flag":
-        return "yes" if value else ""
     if kind == "count":
         return f"{value:,}"
     if kind == "ratio":
-        return f"{value:.3f}"
+        return f"{value:,.3f}"
     if kind == "percent":
         return f"{value:.0%}"
     if kind == "number":
         return f"{value:,.2f}" if value < 1000 else f"{value:,.0f}"
-    if kind == "spread":
-        return f"±{value:.1%}"
     return render.text(value)
 
 
-def _print_leaderboard(result: Any, wide: bool) -> None:
-    from pipelines import render
+def _leaderboard_note(row: dict[str, Any]) -> str:
+    """What the speed figure does not say: the baseline, why there is no speedup, skipped records."""
+    notes = []
+    if row["is_baseline"] or row["solution"] == row["baseline_solution"]:
+        notes.append("baseline")
+    if row["speedup_reason"]:
+        notes.append(str(row["speedup_reason"]))
+    if row["runs_not_evaluated"]:
+        notes.append(f"{row['runs_not_evaluated']:,} skipped")
+    return ", ".join(notes)
 
-    right = [
-        LEADERBOARD_LAYOUT.get(c, ("", "text"))[1] not in ("text", "name", "flag") or c == "passed"
-        for c in result.columns
-    ]
-    if wide:
-        print("\n".join(render.table(result.columns, result.rows, width=10**9)))
-        return
-    shown = [i for i, c in enumerate(result.columns) if c not in LEADERBOARD_WIDE_ONLY]
-    columns = [result.columns[i] for i in shown]
-    right = [right[i] for i in shown]
-    headers = [LEADERBOARD_LAYOUT.get(c, (c, "text"))[0] for c in columns]
-    kinds = [LEADERBOARD_LAYOUT.get(c, (c, "text"))[1] for c in columns]
-    cells = [
-        [_leaderboard_cell(kinds[j], row[i]) for j, i in enumerate(shown)] for row in result.rows
-    ]
-    elidable = [i for i, kind in enumerate(kinds) if kind == "name"]
-    width = render.terminal_width(sys.stdout)
-    print(
-        "\n".join(render.fitted_table(headers, cells, width=width, right=right, elidable=elidable))
-    )
+
+def _print_leaderboard(result: Any, wide: bool) -> None:
     import textwrap
 
+    from pipelines import render
+    from pipelines.queries import LEADERBOARD_ORDER_RULE
+
+    if wide:
+        print("\n".join(render.table(result.columns, result.rows, width=10**9)))
+        print(LEADERBOARD_ORDER_RULE)
+        return
+    width = render.terminal_width(sys.stdout)
+    rows = [dict(zip(result.columns, row, strict=True)) for row in result.rows]
+    for row in rows:
+        row["note"] = _leaderboard_note(row)
+    headers = [header for _, header, _ in LEADERBOARD_COLUMNS]
+    right = [
+        kind in ("count", "ratio", "percent", "number") or name == "passed"
+        for name, _, kind in LEADERBOARD_COLUMNS
+    ]
+    elidable = [i for i, (_, _, kind) in enumerate(LEADERBOARD_COLUMNS) if kind == "name"]
+    blocks = list(dict.fromkeys(row["hardware"] for row in rows))
+    for number, hardware in enumerate(blocks):
+        block = [row for row in rows if row["hardware"] == hardware]
+        baseline = block[0]["baseline_solution"]
+        heading = f"{hardware}: baseline {baseline}" if baseline else f"{hardware}: no baseline"
+        if number:
+            print()
+        print(render.fit_lines([render.safe(heading)], width)[0][:width])
+        cells = [
+            [_leaderboard_cell(kind, row[name]) for name, _, kind in LEADERBOARD_COLUMNS]
+            for row in block
+        ]
+        table = render.fitted_table(headers, cells, width=width, right=right, elidable=elidable)
+        print("\n".join(table))
+    print(textwrap.fill(LEADERBOARD_ORDER_RULE, width=width))
     print(textwrap.fill(LEADERBOARD_LEGEND, width=width))
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     from pipelines import queries
 
-    result = queries.leaderboard(_settings(args), args.definition, hardware=args.hardware)
+    settings = _settings(args)
+    result = queries.leaderboard(settings, args.definition, hardware=args.hardware)
     if not result.rows:
-        where = f" on hardware {args.hardware!r}" if args.hardware else ""
-        raise LookupError(
-            f"no runs for definition {args.definition!r}{where}; {LIST_DEFINITIONS_HINT}"
-        )
+        reason = queries.leaderboard_not_found(settings, args.definition, args.hardware)
+        raise LookupError(f"{reason}; {LIST_DEFINITIONS_HINT}")
     if args.format == "table":
         _print_leaderboard(result, args.wide)
     else:
@@ -245,7 +271,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     _require_folder_target("--out", Path(args.out))
     result = write_report(_settings(args), Path(args.out))
-    print(report_summary_line(result))
+    _print_lines([report_summary_line(result)])
     return 0
 
 
@@ -269,11 +295,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if args.kernelindex:
         definition, out = args.kernelindex
-        count = export.export_kernelindex(settings, definition, Path(out))
-        print(f"wrote {count} runs of {definition} to {out}")
+        written = export.export_kernelindex(settings, definition, Path(out))
+        _print_lines([written.summary(definition, out)])
     if args.snapshot:
         manifest = export.export_snapshot(settings, Path(args.snapshot))
-        print(f"exported {len(manifest['tables'])} tables to {args.snapshot}")
+        rows = sum(table["rows"] for table in manifest["tables"].values())
+        _print_lines(
+            [f"exported {len(manifest['tables'])} tables ({rows:,} rows) to {args.snapshot}"]
+        )
     return 0
 
 
@@ -284,7 +313,16 @@ def cmd_record(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(export.record_manifest_json(settings, args.id) + "\n")
     else:
-        print(export.record_text(settings, args.id))
+        from pipelines import render
+
+        # The summary is prose, fitted to the terminal; the manifest that ends it is JSON to
+        # copy as it is (its digests are longer than a line), only made safe to print.
+        summary, marker, manifest = export.record_text(settings, args.id).partition(
+            export.RECORD_MANIFEST_MARKER
+        )
+        _print_lines([summary.rstrip("\n"), ""] if marker else [summary])
+        if marker:
+            print(marker + render.json_safe(manifest), end="" if manifest.endswith("\n") else "\n")
     return 0
 
 
@@ -344,29 +382,62 @@ def cmd_demo(args: argparse.Namespace) -> int:
         generated = replace_atomically(
             source, lambda staging: generate_dataset(staging, seed=args.seed, overwrite=True)
         )
-        print(
-            f"generated a demo dataset in {source}: {generated.definitions} definitions, "
-            f"{generated.solutions} solutions, {generated.trace_lines} trace lines (seed {args.seed})"
+        _print_lines(
+            [
+                f"generated a demo dataset in {source}: {generated.definitions:,} definitions, "
+                f"{generated.solutions:,} solutions, {generated.trace_lines:,} trace lines "
+                f"(seed {args.seed})"
+            ]
         )
     result = build_warehouse(settings, progress=_progress_bar())
-    print("\n".join(result.summary_lines()))
+    _print_lines(result.summary_lines())
     definition = busiest_definition(settings)
-    print(f"\nleaderboard for {definition} (`tracehouse leaderboard {definition}`):")
+    print()
+    _print_lines([f"leaderboard for {definition} (`tracehouse leaderboard {definition}`):"])
     _print_leaderboard(leaderboard(settings, definition), wide=False)
     return 0
 
 
 def cmd_tables(args: argparse.Namespace) -> int:
+    import difflib
+    import textwrap
+
+    from pipelines import render
     from pipelines.schemas import TABLES, VIEWS
 
+    described: dict[str, tuple[str, list[tuple[str, str, str]]]] = {}
     for table in TABLES.values():
-        print(f"{table.name}: {table.doc}")
-        for column in table.columns:
-            print(f"  {column.name:<28} {str(column.type):<22} {column.doc}")
+        described[table.name] = (
+            f"{table.name}: {table.doc}",
+            [(c.name, str(c.type), c.doc) for c in table.columns],
+        )
     for view in VIEWS.values():
-        print(f"{view.name} (view, sql/{view.name}.sql): {view.doc}")
-        for column in view.columns:
-            print(f"  {column.name:<28} {column.doc}")
+        described[view.name] = (
+            f"{view.name} (view, sql/{view.name}.sql): {view.doc}",
+            [(c.name, "", c.doc) for c in view.columns],
+        )
+    names = list(described)
+    if args.name is not None:
+        if args.name not in described:
+            close = difflib.get_close_matches(args.name, names, n=3, cutoff=0.6)
+            hint = (
+                f"did you mean {' or '.join(close)}?" if close else "`tracehouse tables` lists them"
+            )
+            raise LookupError(f"no table or view {args.name!r}; {hint}")
+        names = [args.name]
+    width = 10**9 if args.wide else render.terminal_width(sys.stdout)
+    lines: list[str] = []
+    for number, name in enumerate(names):
+        title, columns = described[name]
+        if number:
+            lines.append("")
+        lines.extend(textwrap.wrap(title, width, subsequent_indent="  ") or [title])
+        for column, kind, doc in columns:
+            lines.append(f"  {column}" + (f"  ({kind})" if kind else ""))
+            lines.extend(
+                textwrap.wrap(doc, width, initial_indent="      ", subsequent_indent="      ")
+            )
+    print("\n".join(render.fit_lines(lines, width)))
     return 0
 
 
@@ -389,7 +460,7 @@ def cmd_generations(args: argparse.Namespace) -> int:
         raise LookupError(f"no completed generation in {settings.warehouse}")
     columns = list(rows[0])
     values = [list(r.values()) for r in rows]
-    _print_rows(args.format, columns, values)
+    _print_rows(args.format, columns, values, args.wide)
     return 0
 
 
@@ -400,12 +471,16 @@ def _row_writer(output_format: str) -> Any:
     return render.write_csv if output_format == "csv" else render.write_json
 
 
-def _print_rows(output_format: str, columns: list[str], values: list[list[Any]]) -> None:
-    """Rows in the --format asked: a full-width table, CSV or JSON."""
+def _print_rows(
+    output_format: str, columns: list[str], values: list[list[Any]], wide: bool = False
+) -> None:
+    """Rows in the --format asked: a table that fits the terminal (one block per row when a
+    grid would not; full width with --wide), CSV or JSON."""
     from pipelines import render
 
     if output_format == "table":
-        print("\n".join(render.table(columns, values, width=10**9)))
+        width = 10**9 if wide else render.terminal_width(sys.stdout)
+        print("\n".join(render.table(columns, values, width=width, counts=True)))
     else:
         _row_writer(output_format)(sys.stdout, columns, [values])
 
@@ -421,7 +496,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
         values = [list(row) for row in result.fetchall()]
     finally:
         connection.close()
-    _print_rows(args.format, columns, values)
+    _print_rows(args.format, columns, values, args.wide)
     return 0
 
 
@@ -436,11 +511,13 @@ def cmd_remove_source(args: argparse.Namespace) -> int:
         )
     result = remove_source(settings, args.name)
     lines = result.summary_lines()
-    print(
-        f"removed source {args.name} from {result.warehouse} in {result.seconds:.2f} s "
-        f"(generation {result.generation})"
+    _print_lines(
+        [
+            f"removed source {args.name} from {result.warehouse} in {result.seconds:.2f} s "
+            f"(generation {result.generation})",
+            *(line for line in lines[1:] if not line.startswith("  files parsed")),
+        ]
     )
-    print("\n".join(line for line in lines[1:] if not line.startswith("  files parsed")))
     return 0
 
 
@@ -462,9 +539,11 @@ def cmd_rollback(args: argparse.Namespace) -> int:
             print(f"generation {target.name} is already current")
             return 0
         warehouse.rollback(target)
-    print(
-        f"current generation is now {target.name} (was {previous.name}); the next "
-        "`tracehouse build` rebuilds from its source"
+    _print_lines(
+        [
+            f"current generation is now {target.name} (was {previous.name}); the next "
+            "`tracehouse build` rebuilds from its source"
+        ]
     )
     return 0
 
@@ -496,13 +575,37 @@ def _add_settings(command: argparse.ArgumentParser, names: Sequence[str]) -> Non
             )
 
 
+def _environment_only_settings() -> str:
+    """The build's settings that have no flag, each with its meaning, wrapped to the width."""
+    import textwrap
+
+    from pipelines import render
+
+    width = min(render.terminal_width(sys.stdout), 100)
+    lines = ["settings read from the environment only:"]
+    for spec in SETTINGS:
+        if spec.metadata["flag"] is not None or spec.name in ("sources",):
+            continue
+        lines.extend(
+            textwrap.wrap(
+                str(spec.metadata["doc"]).replace("%", "%%"),
+                width,
+                initial_indent=f"  {env_name(spec.name)}: ",
+                subsequent_indent="      ",
+            )
+        )
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="tracehouse",
         description="A warehouse for FlashInfer-Bench kernel benchmark results.",
     )
     parser.add_argument("--version", action=_VersionAction)
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    sub = parser.add_subparsers(
+        dest="command", required=True, parser_class=OneLineParser, metavar="COMMAND"
+    )
 
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=help_text, description=help_text)
@@ -512,6 +615,8 @@ def build_parser() -> argparse.ArgumentParser:
         return command
 
     build = add("build", "Build or refresh the warehouse from a dataset folder or hf:// URI.")
+    build.epilog = _environment_only_settings()
+    build.formatter_class = argparse.RawDescriptionHelpFormatter
     _add_settings(build, BUILD_SETTINGS)
     build.add_argument(
         "--no-wait", action="store_true", help="refuse at once if another build is running"
@@ -520,7 +625,7 @@ def build_parser() -> argparse.ArgumentParser:
     build.set_defaults(handler=cmd_build)
 
     query = add("query", "Run one read-only SQL statement against the warehouse.")
-    query.add_argument("sql")
+    query.add_argument("sql", help="one read-only SQL statement (SELECT, WITH, DESCRIBE, ...)")
     query.add_argument("--format", choices=OUTPUT_FORMATS, default="table")
     query.add_argument(
         "--limit",
@@ -528,11 +633,20 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"rows shown in table format (default {DEFAULT_QUERY_ROWS}; 0 for all); "
         "csv and json always write every row",
     )
+    query.add_argument("--wide", action="store_true", help=WIDE_HELP)
     query.set_defaults(handler=cmd_query)
 
-    board = add("leaderboard", "Per-definition leaderboard, one block per hardware.")
-    board.add_argument("definition")
-    board.add_argument("--hardware", help="only this normalized hardware (e.g. B200)")
+    board = add(
+        "leaderboard",
+        "Per-definition leaderboard, one block per hardware: speed against the baseline beside "
+        "coverage, nothing slower than the baseline above it.",
+    )
+    board.add_argument(
+        "definition", help="the definition's name (`tracehouse query` lists them in runs)"
+    )
+    board.add_argument(
+        "--hardware", help="only this normalized hardware, any case (e.g. B200 or b200)"
+    )
     board.add_argument("--format", choices=OUTPUT_FORMATS, default="table")
     board.add_argument(
         "--wide", action="store_true", help="every column with its full name, names not elided"
@@ -554,7 +668,7 @@ def build_parser() -> argparse.ArgumentParser:
     record = add(
         "record", "Show one run's KernelIndex record (run id, a unique prefix, or external id)."
     )
-    record.add_argument("id")
+    record.add_argument("id", help="a run id, a unique prefix of one, or an external id")
     record.add_argument(
         "--json",
         action="store_true",
@@ -611,15 +725,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(handler=cmd_demo)
 
-    tables = sub.add_parser("tables", help="Describe every table and view, column by column.")
+    tables = sub.add_parser(
+        "tables",
+        help="Describe every table and view (or one), column by column.",
+        description="Describe every table and view (or one), column by column.",
+    )
+    tables.add_argument("name", nargs="?", help="only this table or view")
+    tables.add_argument("--wide", action="store_true", help="lines not wrapped to the terminal")
     tables.set_defaults(handler=cmd_tables)
 
     generations = add("generations", "List the kept generations (completed builds).")
     generations.add_argument("--format", choices=OUTPUT_FORMATS, default="table")
+    generations.add_argument("--wide", action="store_true", help=WIDE_HELP)
     generations.set_defaults(handler=cmd_generations)
 
     sources = add("sources", "List the sources the warehouse holds: revision, snapshot, counts.")
     sources.add_argument("--format", choices=OUTPUT_FORMATS, default="table")
+    sources.add_argument("--wide", action="store_true", help=WIDE_HELP)
     sources.set_defaults(handler=cmd_sources)
 
     remove = add(

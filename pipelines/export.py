@@ -10,6 +10,7 @@ import functools
 import json
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,9 @@ from pipelines.files import replace_atomically, sha256_file, write_atomically
 from pipelines.kernelindex import canonical_json, manifest_digest
 from pipelines.settings import Settings
 from pipelines.warehouse import Warehouse, connect_read_only, table_view_sql
+
+# The line after which `tracehouse record` prints the manifest, as JSON to copy as it is.
+RECORD_MANIFEST_MARKER = "manifest (`--json` prints only this):\n"
 
 RUN_COLUMNS_SQL = """
 SELECT r.*, e.hardware_raw, e.libs_json,
@@ -313,12 +317,30 @@ def record_text(settings: Settings, run_or_external_id: str) -> str:
                 "--revision <40-hex sha>, from a git clone, or from an hf:// source)"
             )
     else:
-        lines += ["", "manifest (`--json` prints only this):"]
+        lines += ["", RECORD_MANIFEST_MARKER.rstrip("\n")]
         lines.append(json.dumps(manifest, indent=2, ensure_ascii=False))
     return "\n".join(lines)
 
 
-def export_kernelindex(settings: Settings, definition: str, out: Path) -> int:
+@dataclass(frozen=True)
+class KernelIndexExport:
+    """What `export --kernelindex` wrote, and what it could not say about each run."""
+
+    runs: int
+    without_manifest: int  # no KernelIndex identity (identityError says why): manifest null
+    not_eligible: int  # may not rank (ineligibleReasons)
+
+    def summary(self, definition: str, out: Path | str) -> str:
+        left_out = []
+        if self.without_manifest:
+            left_out.append(f"{self.without_manifest:,} without a manifest (see identityError)")
+        if self.not_eligible:
+            left_out.append(f"{self.not_eligible:,} not eligible to rank (see ineligibleReasons)")
+        tail = f"; of them {', '.join(left_out)}" if left_out else "; every one with a manifest"
+        return f"wrote {self.runs:,} runs of {definition} to {out}{tail}"
+
+
+def export_kernelindex(settings: Settings, definition: str, out: Path) -> KernelIndexExport:
     """All results for one definition, as KernelIndex's "All results → JSON" offers them."""
     rows = run_rows(
         settings,
@@ -347,7 +369,11 @@ def export_kernelindex(settings: Settings, definition: str, out: Path) -> int:
         results.append(entry)
     document = {"apiVersion": kernelindex.API_VERSION, "definition": definition, "runs": results}
     write_atomically(out, json.dumps(document, indent=2, ensure_ascii=False).encode() + b"\n")
-    return len(results)
+    return KernelIndexExport(
+        runs=len(results),
+        without_manifest=sum(1 for entry in results if entry["manifest"] is None),
+        not_eligible=sum(1 for entry in results if not entry["eligible"]),
+    )
 
 
 def _write_sorted(generation: Path, table: str, target: Path) -> None:

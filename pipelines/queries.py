@@ -18,7 +18,8 @@ from pipelines.warehouse import Warehouse, check_read_only, connect_read_only
 if TYPE_CHECKING:
     import duckdb
 
-# The leaderboard view (sql/leaderboard.sql) as `tracehouse leaderboard` shows it.
+# The leaderboard view (sql/leaderboard.sql) as `tracehouse leaderboard` shows it. Hardware is
+# matched without regard to case (`h200` finds `H200`).
 LEADERBOARD_SQL = """
 SELECT hardware, leaderboard_rank AS rank, solution, author, is_baseline,
        workloads_passed || '/' || workloads_in_slice AS passed, runs_not_evaluated,
@@ -26,11 +27,19 @@ SELECT hardware, leaderboard_rank AS rank, solution, author, is_baseline,
        round(geomean_speedup, 3) AS geomean_speedup, round(win_rate, 3) AS win_rate,
        speedup_reason, round(latency_us_geomean, 2) AS latency_us,
        round(rerun_spread_median, 3) AS rerun_spread,
-       round(fib_all_gpus_avg_speedup, 3) AS fib_all_gpus_avg_speedup, fib_reason
+       round(fib_all_gpus_avg_speedup, 3) AS fib_all_gpus_avg_speedup, fib_reason,
+       baseline_solution, speed_class
 FROM leaderboard
-WHERE definition = $definition AND ($hardware IS NULL OR hardware = $hardware)
+WHERE definition = $definition AND ($hardware IS NULL OR lower(hardware) = lower($hardware))
 ORDER BY hardware, leaderboard_rank
 """
+
+# How the leaderboard is ordered, in words: printed under every leaderboard (terminal and
+# report), from the one rule in sql/leaderboard.sql.
+LEADERBOARD_ORDER_RULE = (
+    "order: faster than the baseline (geo× > 1), then the baseline (1.000×), then slower, then "
+    "not comparable; within each, solutions that passed every workload first, then by geo×"
+)
 
 BATCH_ROWS = 10_000
 
@@ -177,6 +186,25 @@ def user_query_batches(settings: Settings, sql: str) -> tuple[list[str], Iterato
 
 def leaderboard(settings: Settings, definition: str, *, hardware: str | None = None) -> Result:
     return fetch(settings, LEADERBOARD_SQL, {"definition": definition, "hardware": hardware})
+
+
+def leaderboard_not_found(settings: Settings, definition: str, hardware: str | None) -> str:
+    """Why ``tracehouse leaderboard DEFINITION [--hardware H]`` has no rows, with what is there:
+    the closest definition names ("did you mean"), or the hardware the definition was run on."""
+    import difflib
+
+    known = [str(r[0]) for r in fetch(settings, "SELECT DISTINCT definition FROM leaderboard").rows]
+    if definition not in known:
+        close = difflib.get_close_matches(definition, known, n=3, cutoff=0.6)
+        suggestion = f"; did you mean {' or '.join(close)}?" if close else ""
+        return f"no runs for definition {definition!r}{suggestion}"
+    found = fetch(
+        settings,
+        "SELECT DISTINCT hardware FROM leaderboard WHERE definition = $d ORDER BY 1",
+        {"d": definition},
+    )
+    where = ", ".join(str(r[0]) for r in found.rows)
+    return f"no runs for definition {definition!r} on hardware {hardware!r}; it ran on {where}"
 
 
 def busiest_definition(settings: Settings) -> str:

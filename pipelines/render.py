@@ -6,9 +6,14 @@ Polars nor pyarrow (they start in a fraction of a second):
 * ``table``: every column, every value in full; when the rows do not fit the width, a vertical
   layout (one ``column  value`` line per field) instead of cut columns.
 * ``fitted_table``: for summaries such as the leaderboard — short headers, and text columns
-  elided in the middle (``gpt-5_gemm…_r8_c0``) until the table fits the width.
+  elided in the middle (``gpt-5_gemm…_r8_c0``) until the table fits the width, each name still
+  told apart from every other (``unique_abbreviations``).
 * ``write_csv`` / ``write_json``: every row; lists, maps and structs as JSON text in CSV and as
   JSON values in JSON; timestamps in ISO 8601; NaN and Infinity spelled out.
+
+Values come from datasets anyone can write: a control character (a screen clear, a window
+title, an OSC-8 link) or a bidirectional override never reaches the terminal raw (``safe``), and
+a CSV cell a spreadsheet would run as a formula (``=HYPERLINK(…)``) is written as text.
 """
 
 from __future__ import annotations
@@ -17,24 +22,94 @@ import csv
 import datetime as dt
 import json
 import math
+import os
+import re
 import shutil
+import textwrap
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import IO, Any
 
-DEFAULT_WIDTH = 120
+DEFAULT_WIDTH = 80
 GAP = "  "
 ELLIPSIS = "…"
+# Characters that act on a terminal instead of printing: C0 and C1 controls, DEL, and the
+# bidirectional embeddings, overrides and isolates (they reorder what follows on the line).
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# A spreadsheet runs a cell that starts with one of these as a formula (OWASP CSV injection).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def terminal_width(stream: IO[str]) -> int:
-    """The terminal's width when ``stream`` is one, else ``DEFAULT_WIDTH``."""
+    """``COLUMNS`` when set (as shells and ``COLUMNS=80 tracehouse …`` set it), else the
+    terminal's width when ``stream`` is one, else ``DEFAULT_WIDTH`` (80)."""
+    return known_width(stream) or DEFAULT_WIDTH
+
+
+def known_width(stream: IO[str]) -> int | None:
+    """The width someone reads ``stream`` at: ``COLUMNS``, else the terminal's; None for a pipe
+    or a file without ``COLUMNS`` (prose is then not wrapped, so a grep finds a whole line)."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
     try:
         if stream.isatty():
             return shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
     except (AttributeError, ValueError, OSError):
         pass
-    return DEFAULT_WIDTH
+    return None
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    if char in _NAMED:
+        return _NAMED[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def safe(value: str) -> str:
+    """``value`` with every terminal control character and bidi override written as an escape
+    (``\\x1b``, ``\\u202e``, ``\\n``): one printed line, shown as it is, acting on nothing."""
+    return _UNSAFE.sub(_escape, value)
+
+
+def fit_lines(lines: Iterable[str], width: int, indent: str = "    ") -> list[str]:
+    """Prose lines wrapped to ``width``, continuations indented. A line breaks first between
+    its phrases (after `` · ``, ``, `` or ``; ``), so a figure and its label stay together,
+    then between words; a word longer than the width is broken, so no line is longer."""
+    fitted: list[str] = []
+    for line in lines:
+        if len(line) <= width:
+            fitted.append(line)
+            continue
+        lead = " " * (len(line) - len(line.lstrip(" "))) + indent
+        current = ""
+        for phrase in re.split(r"(?<= · )|(?<=, )|(?<=; )", line):
+            if len(current) + len(phrase.rstrip()) <= width:
+                current += phrase
+                continue
+            if current.strip():
+                fitted.append(current.rstrip())
+                current = lead
+            if len(current) + len(phrase.rstrip()) <= width:
+                current += phrase
+                continue
+            pieces = textwrap.wrap(
+                phrase,
+                width=width,
+                initial_indent=current,
+                subsequent_indent=lead,
+                break_long_words=True,
+                break_on_hyphens=False,
+            )
+            fitted.extend(pieces[:-1])
+            current = (pieces[-1] + " ") if pieces else current
+        if current.strip():
+            fitted.append(current.rstrip())
+    return fitted
 
 
 def _jsonable(value: Any) -> Any:
@@ -81,7 +156,7 @@ def text(value: Any, *, null: str = "null") -> str:
 
 
 def _one_line(cell: str) -> str:
-    return cell.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
+    return safe(cell)
 
 
 def _is_number(values: Iterable[Any]) -> bool:
@@ -110,24 +185,50 @@ def _grid(headers: Sequence[str], cells: list[list[str]], right: Sequence[bool])
     return [line(headers), GAP.join("-" * w for w in widths), *(line(row) for row in cells)]
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int) -> list[str]:
-    """Every column and every value: a grid when it fits ``width``, else a vertical layout."""
-    cells = [[_one_line(text(v)) for v in row] for row in rows]
+def grouped(value: Any) -> Any:
+    """An integer count with thousands separators (``1,490``), the one way summaries print
+    counts; anything else as it is."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return value
+
+
+def table(
+    headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int, *, counts: bool = False
+) -> list[str]:
+    """Every column and every value: a grid when it fits ``width``, else a vertical layout.
+    With ``counts``, integers are written with thousands separators."""
+    headers = [_one_line(h) for h in headers]
     right = [_is_number(row[i] for row in rows) for i in range(len(headers))]
+    if counts:
+        rows = [[grouped(v) for v in row] for row in rows]
+    cells = [[_one_line(text(v)) for v in row] for row in rows]
     grid = _grid(headers, cells, right)
     if max(len(line) for line in grid) <= width or not headers:
         return grid
-    return vertical(headers, rows)
+    return vertical(headers, rows, width)
 
 
-def vertical(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
-    """One block per row, one ``column  value`` line per field (psql's expanded display)."""
-    name_width = max(len(h) for h in headers)
+def vertical(
+    headers: Sequence[str], rows: Sequence[Sequence[Any]], width: int | None = None
+) -> list[str]:
+    """One block per row, one ``column  value`` line per field (psql's expanded display). A
+    value too long for the line goes under its name, whole when it fits the width (a digest
+    stays one piece), else cut into lines of the width, in full."""
+    headers = [_one_line(h) for h in headers]
+    name_width = min(max(len(h) for h in headers), 30)
     lines: list[str] = []
     for number, row in enumerate(rows, start=1):
         lines.append(f"-[ row {number} ]" + "-" * max(0, name_width - 6))
         for header, value in zip(headers, row, strict=True):
-            lines.append(f"{header.ljust(name_width)}  {_one_line(text(value))}")
+            cell = _one_line(text(value))
+            line = f"{header.ljust(name_width)}{GAP}{cell}"
+            if width is None or len(line) <= width:
+                lines.append(line)
+                continue
+            lines.append(header)
+            room = max(20, width - len(GAP))
+            lines.extend(GAP + cell[i : i + room] for i in range(0, len(cell), room))
     return lines
 
 
@@ -142,6 +243,53 @@ def elide(value: str, width: int) -> str:
     return value[:head] + ELLIPSIS + (value[-tail:] if tail else "")
 
 
+def unique_abbreviations(names: Sequence[str], width: int) -> dict[str, str]:
+    """Each distinct name shortened to at most ``width`` characters so that no two print the
+    same: the middle elided, and where that collides (``gpt-5_gemm…_high`` twice) the part the
+    colliding names do not share is kept instead, between ellipses."""
+    distinct = list(dict.fromkeys(names))
+    short = {name: elide(name, width) for name in distinct}
+    for _ in range(3):  # each pass resolves the collisions the previous one left
+        groups: dict[str, list[str]] = {}
+        for name in distinct:
+            groups.setdefault(short[name], []).append(name)
+        colliding = [group for group in groups.values() if len(group) > 1]
+        if not colliding:
+            return short
+        for group in colliding:
+            prefix = len(os.path.commonprefix(group))
+            suffix = len(os.path.commonprefix([name[::-1] for name in group]))
+            for name in group:
+                short[name] = _around(name, prefix, max(0, min(suffix, len(name) - prefix)), width)
+    # Still the same (names differing only far apart): number them, in name order.
+    groups = {}
+    for name in sorted(distinct):
+        groups.setdefault(short[name], []).append(name)
+    for label, group in groups.items():
+        if len(group) > 1:
+            for number, name in enumerate(group, start=1):
+                tag = f"~{number}"
+                short[name] = elide(label, max(1, width - len(tag))) + tag
+    return short
+
+
+def _around(name: str, prefix: int, suffix: int, width: int) -> str:
+    """``name`` at most ``width`` long, keeping what lies between its first ``prefix`` and last
+    ``suffix`` characters (the part that tells it apart), and as much of the ends as fits."""
+    if len(name) <= width:
+        return name
+    middle = name[prefix : len(name) - suffix]
+    if len(middle) + 2 >= width:  # only the distinguishing part fits
+        return (ELLIPSIS if prefix else "") + middle[: width - (1 if prefix else 0) - 1] + ELLIPSIS
+    room = width - len(middle) - 2
+    head = min(prefix, (room + 1) // 2)
+    tail = min(suffix, room - head)
+    head = min(prefix, room - tail)
+    start = name[:head] + (ELLIPSIS if head < prefix else "")
+    end = (ELLIPSIS if tail < suffix else "") + (name[len(name) - tail :] if tail else "")
+    return start + middle + end
+
+
 def fitted_table(
     headers: Sequence[str],
     cells: list[list[str]],
@@ -151,8 +299,9 @@ def fitted_table(
     elidable: Sequence[int],
     minimum: int = 10,
 ) -> list[str]:
-    """A grid that fits ``width`` by eliding the ``elidable`` text columns in the middle, widest
-    first, down to ``minimum`` characters each."""
+    """A grid that fits ``width`` by eliding the ``elidable`` text columns, widest first, down
+    to ``minimum`` characters each, every distinct value still printed differently."""
+    cells = [[_one_line(cell) for cell in row] for row in cells]
     widths = [max([len(h), *(len(row[i]) for row in cells)]) for i, h in enumerate(headers)]
     total = sum(widths) + len(GAP) * (len(widths) - 1)
     while total > width:
@@ -162,7 +311,11 @@ def fitted_table(
         widest = max(candidates, key=lambda i: widths[i])
         widths[widest] -= 1
         total -= 1
-    fitted = [[elide(cell, widths[i]) for i, cell in enumerate(row)] for row in cells]
+    shortened = {i: unique_abbreviations([row[i] for row in cells], widths[i]) for i in elidable}
+    fitted = [
+        [shortened[i][cell] if i in shortened else cell for i, cell in enumerate(row)]
+        for row in cells
+    ]
     return _grid(headers, fitted, right)
 
 
@@ -175,7 +328,19 @@ def write_csv(stream: IO[str], headers: Sequence[str], batches: Iterable[Sequenc
 
 
 def _csv_cell(value: Any) -> str:
-    return text(value, null="")
+    cell = text(value, null="")
+    # Line breaks and tabs are CSV's to quote; every other control character is escaped.
+    cell = _UNSAFE.sub(lambda m: m.group() if m.group() in _NAMED else _escape(m), cell)
+    if isinstance(value, str) and cell.startswith(_FORMULA_START):
+        return "'" + cell  # shown as text by spreadsheets, never evaluated
+    return cell
+
+
+def json_safe(document: str) -> str:
+    """JSON text made safe to print: json.dumps escapes C0 controls inside strings already (a
+    raw line break or tab outside them is whitespace); DEL, C1 controls and bidi overrides are
+    escaped too, as ``\\uXXXX``, which JSON reads back as the same characters."""
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", document)
 
 
 def write_json(stream: IO[str], headers: Sequence[str], batches: Iterable[Sequence[Any]]) -> None:
@@ -187,9 +352,11 @@ def write_json(stream: IO[str], headers: Sequence[str], batches: Iterable[Sequen
             stream.write("\n" if first else ",\n")
             first = False
             stream.write(
-                json.dumps(
-                    {h: _jsonable(v) for h, v in zip(headers, row, strict=True)},
-                    ensure_ascii=False,
+                json_safe(
+                    json.dumps(
+                        {h: _jsonable(v) for h, v in zip(headers, row, strict=True)},
+                        ensure_ascii=False,
+                    )
                 )
             )
     stream.write("\n]\n" if not first else "]\n")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipelines import interrupts
+from pipelines import interrupts, rejects
 from pipelines.files import write_atomically
 from pipelines.report_changes import change_links_html, write_change_pages
 from pipelines.schemas import TABLES
@@ -28,28 +28,95 @@ from pipelines.settings import Settings
 from pipelines.warehouse import Warehouse, connect_read_only
 
 PLOTLY_BUNDLE = "plotly.min.js"
-STATUS_COLOURS = {"passed": "#2e7d32", "failed": "#c62828", "not run": "#e0e0e0"}
+# One colour per status of a (solution, workload) cell, each failure kind its own, so that a
+# compile error, a wrong result and a record never evaluated never look the same. The statuses
+# come from their one home (rejects.STATUSES); the colours are assigned in name order.
+PASSED_COLOUR, NOT_RUN_COLOUR = "#2e7d32", "#eceff1"
+FAILURE_PALETTE = (
+    "#6a1b9a",
+    "#c62828",
+    "#8d6e63",
+    "#ef6c00",
+    "#f9a825",
+    "#1565c0",
+    "#ad1457",
+    "#00838f",
+    "#4e342e",
+    "#9e9d24",
+)
+NOT_EVALUATED, OTHER_FAILURE, NOT_RUN = "NOT_EVALUATED", "other failure", "not run"
+STATUS_COLOURS: dict[str, str] = {
+    "PASSED": PASSED_COLOUR,
+    **{
+        status: FAILURE_PALETTE[i % len(FAILURE_PALETTE)]
+        for i, status in enumerate(sorted(s for s in rejects.STATUSES if s != "PASSED"))
+    },
+    NOT_EVALUATED: "#90a4ae",
+    OTHER_FAILURE: "#000000",
+    NOT_RUN: NOT_RUN_COLOUR,
+}
+STATUS_LABELS = {
+    status: "skipped (not evaluated)"
+    if status == NOT_EVALUATED
+    else status.lower().replace("_", " ")
+    for status in STATUS_COLOURS
+}
+# One colour per solution on a definition's page, the same in every chart and table of it.
+SOLUTION_PALETTE = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+    "#393b79",
+    "#637939",
+    "#8c6d31",
+    "#843c39",
+    "#7b4173",
+    "#3182bd",
+    "#e6550d",
+    "#31a354",
+    "#756bb1",
+    "#636363",
+)
+# Above this many workloads a definition's coverage is summarised (status counts per solution)
+# instead of drawn cell by cell, and its speedup chart shows the distribution without points.
+COVERAGE_MAP_MAX_WORKLOADS = 60
+SPEEDUP_POINTS_MAX = 2_000
 
 # What each page shows, as named read-only queries over the views (values bound, never formatted).
-OVERVIEW_SNAPSHOT_SQL = """
-SELECT source, requested_revision, resolved_sha, snapshot_id, built_at, files, bytes
-FROM source_snapshots ORDER BY built_at DESC LIMIT 1
+SOURCES_SQL = """
+SELECT source, uri, revision, snapshot_id, built_at, definitions, solutions, runs, rejects
+FROM source_summary ORDER BY source
 """
-REJECTS_SQL = "SELECT reason, count(*) AS records FROM rejects GROUP BY reason ORDER BY reason"
+UNION_LEFT_OUT_SQL = """
+SELECT definition, reason, array_to_string(sources, ', ') AS sources
+FROM fib_union_definitions WHERE NOT in_union ORDER BY definition
+"""
+REJECTS_SQL = """
+SELECT source, reason, count(*) AS records FROM rejects GROUP BY ALL ORDER BY source, reason
+"""
 FIB_RANKING_SQL = """
-SELECT outcome, reason, rank, author, avg_speedup, success_rate, win_rate, workloads, definitions
-FROM author_rankings WHERE hardware = 'all' AND scope_kind = 'all' ORDER BY rank NULLS FIRST
+SELECT source, outcome, reason, rank, author, avg_speedup, success_rate, win_rate, workloads,
+       definitions
+FROM author_rankings WHERE hardware = 'all' AND scope_kind = 'all'
+ORDER BY source, rank NULLS FIRST
 """
 WEB_RANKING_SQL = """
-SELECT rank, author, avg_speedup, success_rate, win_rate, workloads, definitions, ui_hidden
-FROM web_author_rankings WHERE baseline_map = $map AND hardware = 'all' ORDER BY rank
+SELECT source, rank, author, avg_speedup, success_rate, win_rate, workloads, definitions, ui_hidden
+FROM web_author_rankings WHERE baseline_map = $map AND hardware = 'all' ORDER BY source, rank
 """
 WEB_MAP_SQL = """
 SELECT baseline_map FROM web_map_names ORDER BY baseline_map = 'baselines_file' DESC LIMIT 1
 """
 TOP_PER_DEFINITION_SQL = """
 SELECT definition, hardware, solution, author, geomean_speedup, coverage, workloads_passed,
-       workloads_in_slice, baseline_solution
+       workloads_in_slice, baseline_solution, is_baseline
 FROM leaderboard WHERE leaderboard_rank = 1 ORDER BY definition, hardware
 """
 DEFINITIONS_SQL = """
@@ -73,11 +140,24 @@ DEFINITION_SPEEDUPS_SQL = """
 SELECT definition, hardware, solution, workload_key, speedup FROM leaderboard_speedups
 WHERE speedup IS NOT NULL ORDER BY definition, hardware, solution, workload_key
 """
+# Per (solution, workload): PASSED when any run passed, else the failure kind (the first by name
+# when several), NOT_EVALUATED when FlashInfer-Bench skipped every record; 'not run' where the
+# solution has no run of a workload that others ran. Labelled by the workload's axes.
 DEFINITION_COVERAGE_SQL = """
 WITH cells AS (
     SELECT definition, hardware, solution, workload_key,
-           CASE WHEN passed THEN 'passed' ELSE 'failed' END AS status
-    FROM solution_workload_latency
+           CASE
+               WHEN bool_or(status = 'PASSED') THEN 'PASSED'
+               WHEN bool_and(NOT evaluated) THEN 'NOT_EVALUATED'
+               ELSE coalesce(min(status) FILTER (WHERE evaluated), 'other failure')
+           END AS status
+    FROM runs
+    WHERE solution IS NOT NULL
+    GROUP BY ALL
+),
+axes AS (
+    SELECT definition, workload_key, min(axes_json) AS axes_json
+    FROM workloads GROUP BY ALL
 ),
 grid AS (
     SELECT s.definition, s.hardware, s.solution, w.workload_key
@@ -85,23 +165,26 @@ grid AS (
     JOIN (SELECT DISTINCT definition, hardware, workload_key FROM cells) AS w
         USING (definition, hardware)
 )
-SELECT g.definition, g.hardware, g.solution, g.workload_key,
+SELECT g.definition, g.hardware, g.solution, g.workload_key, a.axes_json,
        coalesce(c.status, 'not run') AS status
-FROM grid AS g LEFT JOIN cells AS c USING (definition, hardware, solution, workload_key)
+FROM grid AS g
+LEFT JOIN cells AS c USING (definition, hardware, solution, workload_key)
+LEFT JOIN axes AS a USING (definition, workload_key)
 ORDER BY g.definition, g.hardware, g.solution, g.workload_key
 """
 
+# Speed and coverage side by side, right after the name.
 LEADERBOARD_COLUMNS = (
     ("leaderboard_rank", "#"),
     ("solution", "solution"),
-    ("author", "author"),
+    ("geomean_speedup", "geomean speedup"),
+    ("coverage", "coverage"),
     ("workloads_passed", "passed"),
     ("workloads_in_slice", "of"),
-    ("coverage", "coverage"),
-    ("workloads_compared", "compared"),
-    ("geomean_speedup", "geomean speedup"),
     ("win_rate", "win rate"),
+    ("workloads_compared", "compared"),
     ("speedup_reason", "why no speedup"),
+    ("author", "author"),
     ("latency_us_geomean", "latency µs"),
     ("rerun_spread_median", "re-run spread"),
     ("fib_all_gpus_avg_speedup", "FIB avg speedup (all GPUs)"),
@@ -152,21 +235,34 @@ def _table(
     *,
     table_id: str,
     css_class: str = "",
+    links: dict[str, str] | None = None,
+    swatches: dict[str, dict[str, str]] | None = None,
 ) -> str:
+    """A table in a horizontally scrolling box (never cut, whatever the window's width).
+    ``links``: column -> row key holding the page a cell links to; ``swatches``: column ->
+    {value: colour} drawn before the cell's text (a solution's colour in the charts)."""
+    links, swatches = links or {}, swatches or {}
     head = "".join(f"<th>{html.escape(label)}</th>" for _, label in columns)
     body = []
     for row in rows:
-        cells = "".join(
-            f'<td data-column="{html.escape(name)}" data-value="{html.escape(_exact(row[name]))}">'
-            f"{html.escape(format_value(row[name]))}</td>"
-            for name, _ in columns
-        )
-        body.append(f"<tr>{cells}</tr>")
+        cells = []
+        for name, _ in columns:
+            shown = html.escape(format_value(row[name]))
+            if name in links and row.get(links[name]):
+                shown = f"<a href='{html.escape(row[links[name]])}'>{shown}</a>"
+            colour = swatches.get(name, {}).get(row[name])
+            if colour:
+                shown = f"<span class='swatch' style='background:{colour}'></span>{shown}"
+            cells.append(
+                f'<td data-column="{html.escape(name)}" '
+                f'data-value="{html.escape(_exact(row[name]))}">{shown}</td>'
+            )
+        body.append(f"<tr>{''.join(cells)}</tr>")
     if not rows:
         body.append(f'<tr><td colspan="{len(columns)}" class="empty">no rows</td></tr>')
     return (
-        f'<table id="{html.escape(table_id)}" class="{css_class}"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{''.join(body)}</tbody></table>"
+        f'<div class=\'scroll\'><table id="{html.escape(table_id)}" class="{css_class}">'
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
     )
 
 
@@ -176,11 +272,18 @@ body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.
 h1 { font-size: 1.5rem; margin-bottom: .2rem; } h2 { font-size: 1.2rem; margin-top: 2rem; }
 h3 { font-size: 1.05rem; margin-top: 1.5rem; }
 p.note { color: #4b5563; max-width: 60rem; font-size: .9rem; }
-table { border-collapse: collapse; margin: .6rem 0 1rem; font-size: .82rem; background: white; }
-th, td { border: 1px solid #d5d9e0; padding: .25rem .5rem; text-align: left; }
-th { background: #eef1f6; } td.empty { color: #6b7280; font-style: italic; }
-nav a { margin-right: 1rem; } .chart { max-width: 1100px; }
+div.scroll { max-width: 100%; overflow-x: auto; margin: .6rem 0 1rem; }
+table { border-collapse: collapse; font-size: .82rem; background: white; }
+th, td { border: 1px solid #d5d9e0; padding: .25rem .5rem; text-align: left; white-space: nowrap; }
+th { background: #eef1f6; position: sticky; top: 0; } td.empty { color: #6b7280; font-style: italic; }
+nav a { margin-right: 1rem; } .chart { max-width: 1100px; overflow-x: auto; }
 code { background: #eef1f6; padding: 0 .2rem; }
+.swatch { display: inline-block; width: .7rem; height: .7rem; margin-right: .35rem;
+          border-radius: 2px; vertical-align: baseline; }
+ul.legend { list-style: none; padding: 0; display: flex; flex-wrap: wrap; gap: .4rem 1.2rem;
+            font-size: .85rem; }
+ul.legend .swatch { border: 1px solid #9aa3af; }
+@media (max-width: 900px) { body { margin: 1rem; } }
 """
 
 
@@ -191,6 +294,7 @@ def _page(title: str, body: str, *, depth: int) -> str:
         f"<title>{html.escape(title)}</title>"
         # no favicon request: the page asks for nothing it does not ship
         "<link rel='icon' href='data:,'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<style>{STYLE}</style>"
         f"<script src='{prefix}{PLOTLY_BUNDLE}'></script>"
         f"</head><body>{body}</body></html>\n"
@@ -349,7 +453,10 @@ def _claim_report_folder(out_dir: Path) -> list[Path]:
 def _overview_page(
     reader: _Reader, definitions: list[dict[str, Any]], pages_folder: str
 ) -> tuple[str, list[dict[str, Any]]]:
-    snapshot = reader.rows(OVERVIEW_SNAPSHOT_SQL)
+    from pipelines.queries import LEADERBOARD_ORDER_RULE
+
+    sources = reader.rows(SOURCES_SQL)
+    left_out = reader.rows(UNION_LEFT_OUT_SQL)
     counts = [
         {"table": name, "rows": reader.rows(f'SELECT count(*) AS n FROM "{name}"')[0]["n"]}  # noqa: S608  (own table names)
         for name in TABLES
@@ -363,58 +470,69 @@ def _overview_page(
         row["page"] = f"{pages_folder}/{definition_page_name(row['definition'])}"
 
     parts = ["<h1>tracehouse report</h1>"]
-    if snapshot:
-        parts.append(
-            _table(
-                snapshot,
-                [
-                    ("source", "source"),
-                    ("requested_revision", "requested revision"),
-                    ("resolved_sha", "revision"),
-                    ("snapshot_id", "snapshot"),
-                    ("built_at", "built at"),
-                    ("files", "files"),
-                    ("bytes", "bytes"),
-                ],
-                table_id="snapshot",
-            )
-        )
-    parts.append("<h2>Tables</h2>")
-    parts.append(_table(counts, [("table", "table"), ("rows", "rows")], table_id="table-counts"))
-    parts.append("<h2>Rejects by reason</h2>")
+    # The first screen answers "who is fastest where".
+    parts.append("<h2>Who is fastest where</h2>")
     parts.append(
-        _table(rejects, [("reason", "reason"), ("records", "records")], table_id="rejects")
-    )
-
-    parts.append("<h2>Best solution per definition and hardware (tracehouse)</h2>")
-    parts.append(
-        "<p class='note'>Rank 1 of each (definition, hardware) leaderboard: geometric-mean speedup "
-        "over the hardware's baseline on the workloads both passed; the sort never puts a "
-        "solution that failed most workloads above one that passed them all.</p>"
-    )
-    links = "".join(
-        f"<li><a href='{pages_folder}/{html.escape(definition_page_name(d['definition']))}'>"
-        f"{html.escape(d['definition'])}</a> ({d['solutions']} solutions, {d['runs']} runs)</li>"
-        for d in definitions
+        "<p class='note'>Per definition and hardware, the solution ranked first: its "
+        "geometric-mean speedup over that hardware's baseline on the workloads both passed "
+        "(the baseline reads 1.0 and is first when nothing beats it), and its coverage, the "
+        f"share of the slice's workloads it passed. {html.escape(LEADERBOARD_ORDER_RULE)}.</p>"
     )
     parts.append(
         _table(
             top,
             [
+                # the answer first, so that a narrow window still shows it without scrolling
                 ("definition", "definition"),
                 ("hardware", "hardware"),
-                ("solution", "solution"),
-                ("author", "author"),
-                ("geomean_speedup", "geomean speedup"),
+                ("geomean_speedup", "speedup ×"),
                 ("coverage", "coverage"),
+                ("solution", "best solution"),
                 ("workloads_passed", "passed"),
                 ("workloads_in_slice", "of"),
                 ("baseline_solution", "baseline"),
+                ("author", "author"),
             ],
             table_id="top-per-definition",
+            links={"definition": "page"},
         )
     )
-    parts.append("<h2>Author ranking, FlashInfer-Bench's rule (all GPUs mixed)</h2>")
+    parts.append(f"<h2>Sources ({len(sources)})</h2>")
+    parts.append(
+        "<p class='note'>Every source the warehouse holds, at its current snapshot. "
+        "FlashInfer-Bench's figures below are per source, and over the union "
+        "<code>(all sources)</code> of the definitions the sources agree on.</p>"
+    )
+    parts.append(
+        _table(
+            sources,
+            [
+                ("source", "source"),
+                ("uri", "location"),
+                ("revision", "revision"),
+                ("snapshot_id", "snapshot"),
+                ("built_at", "built at"),
+                ("definitions", "definitions"),
+                ("solutions", "solutions"),
+                ("runs", "runs"),
+                ("rejects", "rejects"),
+            ],
+            table_id="sources",
+        )
+    )
+    if left_out:  # where the sources disagree, the union says so instead of mixing them
+        parts.append(
+            "<p class='note'>Left out of <code>(all sources)</code>: definitions the sources "
+            "disagree on (their operation digests differ); their figures are per source only.</p>"
+        )
+        parts.append(
+            _table(
+                left_out,
+                [("definition", "definition"), ("reason", "why"), ("sources", "sources")],
+                table_id="union-left-out",
+            )
+        )
+    parts.append("<h2>Author ranking, FlashInfer-Bench's rule (all GPUs mixed), per source</h2>")
     parts.append(
         "<p class='note'><code>flashinfer-bench report summary</code>: per author the best "
         "solution per definition by arithmetic mean speedup over the author-<code>baseline</code> "
@@ -425,6 +543,7 @@ def _overview_page(
         _table(
             fib_ranking,
             [
+                ("source", "source"),
                 ("rank", "#"),
                 ("author", "author"),
                 ("avg_speedup", "avg speedup"),
@@ -439,12 +558,14 @@ def _overview_page(
         )
     )
     parts.append(
-        f"<h2>Author ranking, FlashInfer-Bench web leaderboard (map <code>{html.escape(web_map)}</code>)</h2>"
+        "<h2>Author ranking, FlashInfer-Bench web leaderboard "
+        f"(map <code>{html.escape(web_map)}</code>), per source</h2>"
     )
     parts.append(
         _table(
             web_ranking,
             [
+                ("source", "source"),
                 ("rank", "#"),
                 ("author", "author"),
                 ("avg_speedup", "avg speedup"),
@@ -457,8 +578,48 @@ def _overview_page(
             table_id="web-author-ranking",
         )
     )
+    links = "".join(
+        f"<li><a href='{pages_folder}/{html.escape(definition_page_name(d['definition']))}'>"
+        f"{html.escape(d['definition'])}</a> ({d['solutions']:,} solutions, {d['runs']:,} runs)</li>"
+        for d in definitions
+    )
     parts.append(f"<h2>Definitions</h2><ul>{links}</ul>")
+    parts.append("<h2>Tables</h2>")
+    parts.append(_table(counts, [("table", "table"), ("rows", "rows")], table_id="table-counts"))
+    parts.append("<h2>Rejects by reason</h2>")
+    parts.append(
+        _table(
+            rejects,
+            [("source", "source"), ("reason", "reason"), ("records", "records")],
+            table_id="rejects",
+        )
+    )
     return _page("tracehouse report", "".join(parts), depth=0), top
+
+
+def plotly_label(value: Any) -> str:
+    """A label handed to Plotly, which reads <a>, <b>, <br> … in labels as markup: ``&`` and
+    ``<`` as entities, so a solution named ``<a href=…>`` shows as text and links nowhere."""
+    return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def solution_colours(solutions: Iterable[str]) -> dict[str, str]:
+    """One colour per solution of a page, by name order: the same in every chart and table."""
+    ordered = sorted(set(solutions))
+    return {name: SOLUTION_PALETTE[i % len(SOLUTION_PALETTE)] for i, name in enumerate(ordered)}
+
+
+def workload_label(axes_json: str | None, workload_key: str) -> str:
+    """A workload by its axes (``M=8, N=4``), the key's first characters when it has none."""
+    import json
+
+    try:
+        axes = json.loads(axes_json) if axes_json else None
+    except ValueError:
+        axes = None
+    if isinstance(axes, dict) and axes:
+        return ", ".join(f"{k}={v}" for k, v in axes.items())
+    return workload_key[:8]
 
 
 def _definition_page(
@@ -470,13 +631,16 @@ def _definition_page(
 ) -> str:
     import plotly.graph_objects as go
 
+    from pipelines.queries import LEADERBOARD_ORDER_RULE
+
     name = definition["definition"]
     parts = [
         "<nav><a href='../index.html'>← overview</a></nav>",
         f"<h1>{html.escape(name)}</h1>",
         f"<p class='note'>op_type {html.escape(str(definition['op_type']))}; "
-        f"{definition['solutions']} solutions, {definition['runs']} runs.</p>",
+        f"{definition['solutions']:,} solutions, {definition['runs']:,} runs.</p>",
     ]
+    colours = solution_colours(r["solution"] for r in board)
     hardware_list = sorted({row["hardware"] for row in board})
     if not hardware_list:
         parts.append("<p class='note'>No runs of this definition in the warehouse.</p>")
@@ -492,15 +656,23 @@ def _definition_page(
                 if baseline
                 else "none, so no speedups"
             )
-            + ".</p>"
+            + f". {html.escape(LEADERBOARD_ORDER_RULE)}.</p>"
         )
         parts.append(
             _table(
-                rows, LEADERBOARD_COLUMNS, table_id=f"leaderboard-{index}", css_class="leaderboard"
+                rows,
+                LEADERBOARD_COLUMNS,
+                table_id=f"leaderboard-{index}",
+                css_class="leaderboard",
+                swatches={"solution": colours},
             )
         )
-        parts.append(_fast_p_chart(go, [c for c in curves if c["hardware"] == hardware], index))
-        parts.append(_speedup_chart(go, [s for s in speedups if s["hardware"] == hardware], index))
+        parts.append(
+            _fast_p_chart(go, [c for c in curves if c["hardware"] == hardware], index, colours)
+        )
+        parts.append(
+            _speedup_chart(go, [s for s in speedups if s["hardware"] == hardware], index, colours)
+        )
         parts.append(_coverage_chart(go, [c for c in cells if c["hardware"] == hardware], index))
     return _page(name, "".join(parts), depth=1)
 
@@ -512,7 +684,9 @@ def _grouped(rows: Iterable[dict[str, Any]], key: str) -> dict[str, list[dict[st
     return groups
 
 
-def _fast_p_chart(go: Any, curves: list[dict[str, Any]], index: int) -> str:
+def _fast_p_chart(
+    go: Any, curves: list[dict[str, Any]], index: int, colours: dict[str, str]
+) -> str:
     if not curves:
         return "<p class='note'>fast_p: no baseline workloads to compare with.</p>"
     figure = go.Figure()
@@ -522,8 +696,8 @@ def _fast_p_chart(go: Any, curves: list[dict[str, Any]], index: int) -> str:
                 x=[p["p"] for p in points],
                 y=[p["fast_p"] for p in points],
                 mode="lines",
-                name=solution,
-                line={"shape": "hv"},
+                name=plotly_label(solution),
+                line={"shape": "hv", "color": colours.get(solution)},
             )
         )
     figure.update_layout(
@@ -538,18 +712,22 @@ def _fast_p_chart(go: Any, curves: list[dict[str, Any]], index: int) -> str:
     return f"<div class='chart'>{_figure_html(figure, f'fast-p-{index}')}</div>"
 
 
-def _speedup_chart(go: Any, speedups: list[dict[str, Any]], index: int) -> str:
+def _speedup_chart(
+    go: Any, speedups: list[dict[str, Any]], index: int, colours: dict[str, str]
+) -> str:
     if not speedups:
         return "<p class='note'>Speedup distribution: no workload both passed.</p>"
     figure = go.Figure()
+    many = len(speedups) > SPEEDUP_POINTS_MAX  # a distribution, not 200,000 points
     for solution, points in _grouped(speedups, "solution").items():
         figure.add_trace(
             go.Box(
                 y=[p["speedup"] for p in points],
-                name=solution,
-                boxpoints="all",
+                name=plotly_label(solution),
+                boxpoints="outliers" if many else "all",
                 jitter=0.3,
-                text=[p["workload_key"] for p in points],
+                marker={"color": colours.get(solution)},
+                text=None if many else [plotly_label(p["workload_key"]) for p in points],
             )
         )
     figure.update_layout(
@@ -563,46 +741,105 @@ def _speedup_chart(go: Any, speedups: list[dict[str, Any]], index: int) -> str:
     return f"<div class='chart'>{_figure_html(figure, f'speedups-{index}')}</div>"
 
 
+def _status_legend(statuses: Iterable[str], index: int) -> str:
+    items = "".join(
+        f"<li data-status='{html.escape(s)}'><span class='swatch' "
+        f"style='background:{STATUS_COLOURS[s]}'></span>{html.escape(STATUS_LABELS[s])}</li>"
+        for s in STATUS_COLOURS
+        if s in set(statuses)
+    )
+    return f"<ul class='legend' id='coverage-legend-{index}'>{items}</ul>"
+
+
 def _coverage_chart(go: Any, cells: list[dict[str, Any]], index: int) -> str:
     if not cells:
         return ""
     solutions = sorted({c["solution"] for c in cells})
-    workloads = sorted({c["workload_key"] for c in cells})
-    codes = {"not run": 0, "failed": 1, "passed": 2}
-    status = {(c["solution"], c["workload_key"]): c["status"] for c in cells}
-    z = [[codes[status[(s, w)]] for w in workloads] for s in solutions]
-    text = [[status[(s, w)] for w in workloads] for s in solutions]
-    colours = [STATUS_COLOURS["not run"], STATUS_COLOURS["failed"], STATUS_COLOURS["passed"]]
+    known = {c["status"] if c["status"] in STATUS_COLOURS else "other failure" for c in cells}
+    present = [s for s in STATUS_COLOURS if s in known]
+    legend = _status_legend(present, index)
+    status_of = {
+        (c["solution"], c["workload_key"]): (
+            c["status"] if c["status"] in STATUS_COLOURS else "other failure"
+        )
+        for c in cells
+    }
+    labels = _workload_labels(cells)
+    workloads = sorted(labels, key=lambda key: (labels[key], key))
+    if len(workloads) > COVERAGE_MAP_MAX_WORKLOADS:
+        # A large definition: how many workloads each solution passed / failed how / did not
+        # run, one stacked bar per solution (a histogram of statuses), not a map of every cell.
+        figure = go.Figure()
+        for status in present:
+            figure.add_trace(
+                go.Bar(
+                    y=[plotly_label(s) for s in solutions],
+                    x=[sum(1 for w in workloads if status_of[(s, w)] == status) for s in solutions],
+                    name=STATUS_LABELS[status],
+                    orientation="h",
+                    marker={"color": STATUS_COLOURS[status]},
+                )
+            )
+        figure.update_layout(
+            barmode="stack",
+            title=f"Coverage: {len(workloads):,} workloads, counted per solution and status",
+            height=max(260, 26 * len(solutions) + 160),
+            margin={"t": 50, "l": 10},
+            yaxis={"automargin": True},
+            xaxis={"title": "workloads"},
+        )
+        return f"{legend}<div class='chart'>{_figure_html(figure, f'coverage-{index}')}</div>"
+    codes = {status: position for position, status in enumerate(present)}
+    z = [[codes[status_of[(s, w)]] for w in workloads] for s in solutions]
+    text = [[STATUS_LABELS[status_of[(s, w)]] for w in workloads] for s in solutions]
+    # One flat band of the colour scale per status; code k sits in the middle of band k.
+    bands = len(present)
+    scale = [
+        [edge, STATUS_COLOURS[status]]
+        for position, status in enumerate(present)
+        for edge in (position / bands, (position + 1) / bands)
+    ]
     figure = go.Figure(
         go.Heatmap(
             z=z,
-            x=[w[:8] for w in workloads],
-            y=solutions,
+            x=[plotly_label(labels[w]) for w in workloads],
+            y=[plotly_label(s) for s in solutions],
             text=text,
             hovertemplate="%{y}<br>workload %{x}: %{text}<extra></extra>",
-            zmin=0,
-            zmax=2,
-            colorscale=[
-                [0.0, colours[0]],
-                [0.33, colours[0]],
-                [0.34, colours[1]],
-                [0.66, colours[1]],
-                [0.67, colours[2]],
-                [1.0, colours[2]],
-            ],
+            zmin=-0.5,
+            zmax=bands - 0.5,
+            colorscale=scale,
             showscale=False,
             xgap=1,
             ygap=1,
         )
     )
     figure.update_layout(
-        title="Coverage: solutions × workloads (green passed, red failed, grey not run)",
-        height=max(260, 28 * len(solutions) + 140),
+        title="Coverage: solutions × workloads, by status",
+        height=max(260, 28 * len(solutions) + 160),
         margin={"t": 50, "l": 10},
         yaxis={"automargin": True},
-        xaxis={"title": "workload (first 8 characters of its key)"},
+        xaxis={"title": "workload (axes)", "automargin": True, "tickangle": -45},
     )
-    return f"<div class='chart'>{_figure_html(figure, f'coverage-{index}')}</div>"
+    return f"{legend}<div class='chart'>{_figure_html(figure, f'coverage-{index}')}</div>"
+
+
+def _workload_labels(cells: list[dict[str, Any]]) -> dict[str, str]:
+    """Each workload key's label by its axes, made unique (workloads of the same axes get the
+    first characters of their key beside them), since the chart's categories are its labels."""
+    by_key: dict[str, str] = {}
+    for cell in cells:
+        by_key.setdefault(
+            cell["workload_key"], workload_label(cell.get("axes_json"), cell["workload_key"])
+        )
+    seen: dict[str, list[str]] = {}
+    for key in sorted(by_key):
+        seen.setdefault(by_key[key], []).append(key)
+    for label, keys in seen.items():
+        if len(keys) > 1:
+            for key in keys:
+                by_key[key] = f"{label} · {key[:8]}" if label != key[:8] else key
+    return by_key
 
 
 def report_summary_line(result: ReportResult) -> str:

@@ -470,7 +470,12 @@ SOURCE_SNAPSHOTS = Table(
             "Name of the source (`tracehouse build --source-name`, by default derived from the URI).",
             False,
         ),
-        _c("uri", S, "Folder path or hf:// URI as given to the build.", False),
+        _c(
+            "uri",
+            S,
+            "The source's location: the resolved folder, or hf://datasets/<repo> (revision in requested_revision / resolved_sha).",
+            False,
+        ),
         _c(
             "snapshot_number",
             I64,
@@ -916,12 +921,12 @@ LEADERBOARD_VIEW = View(
         _v(
             "geomean_speedup",
             "Geometric mean of baseline / solution best PASSED latency over the compared "
-            "workloads; null with speedup_reason.",
+            "workloads (1.0 for the baseline itself); null with speedup_reason.",
         ),
         _v("win_rate", "Share of compared workloads where the solution is strictly faster."),
         _v(
             "speedup_reason",
-            "Why geomean_speedup is null: is_baseline, no_baseline, no_common_workload.",
+            "Why geomean_speedup is null: no_baseline, no_common_workload, baseline_not_passed.",
         ),
         _v(
             "latency_us_geomean",
@@ -944,9 +949,18 @@ LEADERBOARD_VIEW = View(
         _v("fib_all_gpus_workloads", "Workloads FlashInfer-Bench's score counts, every GPU mixed."),
         _v("fib_reason", "Why FlashInfer-Bench gives no score (it raises or returns None)."),
         _v(
+            "fib_scope",
+            "The source scope of the fib_all_gpus_* figures: `(all sources)` when the union "
+            "holds the solution, else the first source holding it.",
+        ),
+        _v(
+            "speed_class",
+            "1 = faster than the baseline, 2 = the baseline, 3 = not faster, 4 = not comparable.",
+        ),
+        _v(
             "leaderboard_rank",
-            "Position in the slice: sort_tier, then geomean_speedup descending (nulls last), "
-            "workloads_passed, solution.",
+            "Position in the slice: speed_class (nothing slower than the baseline above it), "
+            "sort_tier, geomean_speedup descending, workloads_passed descending, latency, solution.",
         ),
     ),
 )
@@ -1150,6 +1164,64 @@ VIEWS: dict[str, View] = {
         LEADER_CHANGES_VIEW,
         SOURCE_SUMMARY_VIEW,
     )
+}
+
+
+# The key of each view: the columns that name one row (tests/test_many_sources.py checks that
+# no view returns two rows with the same key). FlashInfer-Bench's figures are keyed by their
+# source scope (`source`: a source, or the union `(all sources)`), then what they describe.
+VIEW_KEYS: dict[str, tuple[str, ...]] = {
+    "baseline_solutions": ("definition", "solution"),
+    "fib_source_scopes": ("source", "member_source"),
+    "fib_union_definitions": ("definition",),
+    "fib_definitions": ("source", "definition"),
+    "fib_solutions": ("source", "solution"),
+    "fib_hardware_scopes": ("source", "hardware"),
+    "fib_solution_scores": ("source", "hardware", "solution"),
+    "fib_ranking_scopes": ("source", "scope_kind", "scope", "definition"),
+    "author_rankings": ("source", "hardware", "scope_kind", "scope", "rank"),
+    "fib_summary": ("source", "hardware", "scope_kind", "scope"),
+    "fib_best_trace": ("source", "hardware", "definition"),
+    "web_definitions": ("source", "definition"),
+    "web_solutions": ("source", "definition", "solution"),
+    "web_hardware_scopes": ("source", "hardware"),
+    "web_baseline_maps": ("source", "baseline_map", "definition", "device"),
+    "web_map_names": ("baseline_map",),
+    "web_baseline_names": ("source", "baseline_map", "definition", "solution"),
+    "web_groups": ("source", "baseline_map", "hardware", "definition", "workload_group"),
+    "web_ratio_entries": (
+        "source",
+        "baseline_map",
+        "hardware",
+        "definition",
+        "workload_group",
+        "solution",
+    ),
+    "web_definition_stats": ("source", "baseline_map", "hardware", "definition"),
+    "web_candidates": ("source", "baseline_map", "definition", "solution"),
+    "fast_p_thresholds": ("p",),
+    "web_fast_p": (
+        "source",
+        "baseline_map",
+        "hardware",
+        "level",
+        "definition",
+        "solution",
+        "author",
+        "p",
+    ),
+    "web_coverage": ("source", "baseline_map", "hardware", "level", "definition", "author"),
+    "web_solution_scores": ("source", "baseline_map", "hardware", "definition", "solution"),
+    "web_author_rankings": ("source", "baseline_map", "hardware", "rank"),
+    "web_correctness_summary": ("source", "hardware", "level", "definition", "solution", "author"),
+    "web_buckets": ("source", "baseline_map", "hardware", "definition", "solution", "p"),
+    "win_at_p": ("source", "author_source", "author", "p"),
+    "solution_workload_latency": ("definition", "hardware", "solution", "workload_key"),
+    "leaderboard_baselines": ("definition", "hardware"),
+    "leaderboard": ("definition", "hardware", "solution"),
+    "leaderboard_speedups": ("definition", "hardware", "solution", "workload_key"),
+    "leaderboard_fast_p": ("definition", "hardware", "solution", "p"),
+    "source_summary": ("source",),
 }
 
 

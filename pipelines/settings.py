@@ -122,6 +122,10 @@ def _source(value: str | None) -> str | None:
     return None
 
 
+# The source scope of FlashInfer-Bench's figures over every source together (fib_* views).
+UNION_SCOPE = "(all sources)"
+
+
 def _source_name(value: str | None) -> str | None:
     if value is None:
         return None
@@ -129,6 +133,8 @@ def _source_name(value: str | None) -> str | None:
         return "must be a non-empty name without leading or trailing spaces"
     if len(value) > 200 or not value.isprintable():
         return "must be at most 200 printable characters"
+    if value == UNION_SCOPE:
+        return "is reserved: it names the union of every source (sql/fib_source_scopes.sql)"
     return None
 
 
@@ -355,7 +361,8 @@ class Settings:
     )
     allow_shrink: bool = setting(
         False,
-        "Publish even when a table shrinks by more than max_shrink_share.",
+        "Publish even when a table shrinks by more than max_shrink_share, or the source yields "
+        "no run (every record rejected).",
         bool,
         flag="--allow-shrink",
     )

@@ -41,7 +41,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -131,7 +131,8 @@ class Warehouse:
         folder = self.current_generation()
         if folder is None:
             raise WarehouseMissing(
-                f"no warehouse at {self.root}: run `tracehouse build --warehouse {self.root}` first"
+                f"no warehouse at {self.root}: run `tracehouse build --source DATASET "
+                f"--warehouse {self.root}` first"
             )
         problem = generation_damage(folder)
         if problem is not None:
@@ -644,16 +645,16 @@ def sql_literal(path: Path | str) -> str:
 QUERY_SPILL_DIR = "query_tmp"  # below cache/: one folder per connection
 
 
-def query_spill_dir(warehouse: Warehouse) -> Path:
-    """A folder for one connection's spill files: under ``cache/``, never inside a published
-    generation (DuckDB's default for a database file is a folder beside it). DuckDB creates it
-    when it first spills and removes it on close."""
-    import uuid
-
+def query_spill_dir(warehouse: Warehouse, generation: Path) -> Path:
+    """A folder for the spill files of this process's readers of ``generation``: under
+    ``cache/``, never inside a published generation (DuckDB's default for a database file is a
+    folder beside it). One per process and generation, because every connection of a process to
+    one DuckDB file must be opened with the same configuration. DuckDB creates it when it first
+    spills and removes it on close."""
     parent = warehouse.cache / QUERY_SPILL_DIR
     with contextlib.suppress(OSError):  # a reader without write access spills nowhere
         parent.mkdir(parents=True, exist_ok=True)
-    return parent / f"{os.getpid()}-{uuid.uuid4().hex}"
+    return parent / f"{os.getpid()}-{generation.name}"
 
 
 # Attempts to open the current generation: a build can publish a newer one and remove this
@@ -662,7 +663,8 @@ OPEN_ATTEMPTS = 5
 
 
 def _open_reader(
-    warehouse: Warehouse, config: dict[str, str | bool | int | float | list[str]]
+    warehouse: Warehouse,
+    config_of: Callable[[Path], dict[str, str | bool | int | float | list[str]]],
 ) -> tuple[duckdb.DuckDBPyConnection, Path]:
     import duckdb
 
@@ -673,7 +675,7 @@ def _open_reader(
         if not reader.exists():  # built by an older tracehouse: views in the published file
             reader = generation / DUCKDB_FILE
         try:
-            connection = duckdb.connect(str(reader), read_only=True, config=config)
+            connection = duckdb.connect(str(reader), read_only=True, config=config_of(generation))
         except duckdb.IOException:
             # Removed by a build (or being removed: it holds the lock) since we read `current`.
             attempt += 1
@@ -696,14 +698,18 @@ def connect_read_only(
     lift its memory limit). What does not fit in ``memory_limit_mb`` spills to
     ``query_spill_dir``.
     """
-    config: dict[str, str | bool | int | float | list[str]] = {
-        "autoinstall_known_extensions": False,
-        "autoload_known_extensions": False,
-        "temp_directory": str(query_spill_dir(warehouse)),
-    }
-    if memory_limit_mb is not None:
-        config["memory_limit"] = f"{memory_limit_mb}MiB"
-    connection, generation = _open_reader(warehouse, config)
+
+    def config_of(generation: Path) -> dict[str, str | bool | int | float | list[str]]:
+        config: dict[str, str | bool | int | float | list[str]] = {
+            "autoinstall_known_extensions": False,
+            "autoload_known_extensions": False,
+            "temp_directory": str(query_spill_dir(warehouse, generation)),
+        }
+        if memory_limit_mb is not None:
+            config["memory_limit"] = f"{memory_limit_mb}MiB"
+        return config
+
+    connection, generation = _open_reader(warehouse, config_of)
     interrupts.watch_connection(connection)  # Ctrl-C cancels a long query
     # Temporary views over this folder's files shadow the stored ones, whose absolute paths
     # would break once the warehouse folder is moved or restored elsewhere.

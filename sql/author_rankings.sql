@@ -1,5 +1,5 @@
 -- FlashInfer-Bench's author ranking, TraceSet.rank_authors("baseline", op_type | definition_name)
--- as `flashinfer-bench report summary` prints it (fib-metrics.md §3), per scope and hardware
+-- as `flashinfer-bench report summary` prints it (fib-metrics.md §3), per source scope, scope and hardware
 -- (`all` = FlashInfer-Bench's own GPU-mixed figure; a GPU string = the per-GPU variant).
 --   outcome ranked  one row per author: the best-scoring solution per definition (ties: the
 --                   first in load order), then unweighted means over those definitions; rank by
@@ -9,19 +9,22 @@
 --                   `reason` lists every error kind found in the scope (which one FlashInfer-Bench
 --                   names depends on Python's set order), `detail` the definitions.
 WITH scopes AS (
-    SELECT h.hardware, s.scope_kind, s.scope, s.definition
-    FROM fib_hardware_scopes AS h CROSS JOIN fib_ranking_scopes AS s
+    SELECT h.source, h.hardware, s.scope_kind, s.scope, s.definition
+    FROM fib_hardware_scopes AS h JOIN fib_ranking_scopes AS s USING (source)
 ),
 scope_list AS (
-    SELECT DISTINCT hardware, scope_kind, scope FROM scopes
+    SELECT DISTINCT source, hardware, scope_kind, scope FROM scopes
 ),
 in_scope AS (
-    SELECT s.hardware, s.scope_kind, s.scope, x.*  EXCLUDE (hardware, definition), x.definition
+    SELECT s.source, s.hardware, s.scope_kind, s.scope, x.*  EXCLUDE (source, hardware, definition),
+        x.definition
     FROM scopes AS s
-    JOIN fib_solution_scores AS x ON x.hardware = s.hardware AND x.definition = s.definition
+    JOIN fib_solution_scores AS x
+        ON x.source = s.source AND x.hardware = s.hardware AND x.definition = s.definition
 ),
 errors AS (
     SELECT
+        source,
         hardware,
         scope_kind,
         scope,
@@ -36,12 +39,13 @@ best_per_definition AS (
     FROM in_scope
     WHERE outcome = 'score'
     QUALIFY row_number() OVER (
-        PARTITION BY hardware, scope_kind, scope, author, definition
+        PARTITION BY source, hardware, scope_kind, scope, author, definition
         ORDER BY avg_speedup DESC, load_order
     ) = 1
 ),
 authors AS (
     SELECT
+        source,
         hardware,
         scope_kind,
         scope,
@@ -64,15 +68,16 @@ ranked AS (
     SELECT
         a.*,
         row_number() OVER (
-            PARTITION BY hardware, scope_kind, scope ORDER BY avg_speedup DESC, author
+            PARTITION BY source, hardware, scope_kind, scope ORDER BY avg_speedup DESC, author
         ) AS rank
     FROM authors AS a
     WHERE NOT EXISTS (
         SELECT 1 FROM errors AS e
-        WHERE e.hardware = a.hardware AND e.scope_kind = a.scope_kind AND e.scope = a.scope
+        WHERE e.source = a.source AND e.hardware = a.hardware AND e.scope_kind = a.scope_kind AND e.scope = a.scope
     )
 )
 SELECT
+    l.source,
     l.hardware,
     l.scope_kind,
     l.scope,
@@ -90,5 +95,5 @@ SELECT
     r.definitions,
     r.best_solutions
 FROM scope_list AS l
-LEFT JOIN errors AS e USING (hardware, scope_kind, scope)
-LEFT JOIN ranked AS r USING (hardware, scope_kind, scope)
+LEFT JOIN errors AS e USING (source, hardware, scope_kind, scope)
+LEFT JOIN ranked AS r USING (source, hardware, scope_kind, scope)

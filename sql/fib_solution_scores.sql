@@ -1,5 +1,5 @@
 -- FlashInfer-Bench's own per-solution score, TraceSet.get_solution_score(S, "baseline")
--- (fib-metrics.md §2), for every loaded solution, per hardware scope (`all` = FlashInfer-Bench's
+-- (fib-metrics.md §2), for every loaded solution, per source scope (fib_source_scopes) and hardware scope (`all` = FlashInfer-Bench's
 -- figure; a GPU string = the same rule on that GPU's trace lines only).
 -- The first rule that applies decides (outcome / reason):
 --   error no_baseline            the definition has no solution of author `baseline` (FIB raises)
@@ -12,16 +12,18 @@
 -- Runs are matched by solution name across definition files and GPUs, as FlashInfer-Bench does.
 WITH baselines AS (
     SELECT
+        source,
         definition,
         count(*) AS baseline_count,
         min(solution) AS baseline_solution,
         list(solution ORDER BY solution) AS baseline_names
     FROM fib_solutions
     WHERE author = 'baseline'
-    GROUP BY definition
+    GROUP BY source, definition
 ),
 per_workload AS (
     SELECT
+        source,
         scope_hardware,
         solution,
         workload_uuid,
@@ -31,6 +33,7 @@ per_workload AS (
 ),
 per_solution AS (
     SELECT
+        source,
         scope_hardware,
         solution,
         bool_or(NOT passed) AS has_failure,
@@ -40,6 +43,7 @@ per_solution AS (
 ),
 candidates AS (
     SELECT
+        h.source,
         h.hardware,
         s.definition,
         s.solution,
@@ -49,11 +53,12 @@ candidates AS (
         CASE WHEN b.baseline_count = 1 THEN b.baseline_solution END AS baseline_solution,
         b.baseline_names
     FROM fib_hardware_scopes AS h
-    CROSS JOIN fib_solutions AS s
-    LEFT JOIN baselines AS b USING (definition)
+    JOIN fib_solutions AS s ON s.source = h.source
+    LEFT JOIN baselines AS b ON b.source = s.source AND b.definition = s.definition
 ),
 ratios AS (
     SELECT
+        c.source,
         c.hardware,
         c.solution,
         bw.best_ms / sw.best_ms AS ratio,
@@ -61,13 +66,15 @@ ratios AS (
         sw.workload_uuid
     FROM candidates AS c
     JOIN per_workload AS sw
-        ON sw.scope_hardware = c.hardware AND sw.solution = c.solution
+        ON sw.source = c.source AND sw.scope_hardware = c.hardware AND sw.solution = c.solution
     JOIN per_workload AS bw
-        ON bw.scope_hardware = c.hardware AND bw.solution = c.baseline_solution
+        ON bw.source = c.source AND bw.scope_hardware = c.hardware
+        AND bw.solution = c.baseline_solution
         AND bw.workload_uuid IS NOT DISTINCT FROM sw.workload_uuid AND bw.best_ms IS NOT NULL
 ),
 compared AS (
     SELECT
+        source,
         hardware,
         solution,
         count(*) AS workloads,
@@ -96,12 +103,16 @@ decided AS (
             WHEN m.workloads IS NULL THEN 'no_comparable_workload'
         END AS reason
     FROM candidates AS c
-    LEFT JOIN per_solution AS ps ON ps.scope_hardware = c.hardware AND ps.solution = c.solution
+    LEFT JOIN per_solution AS ps
+        ON ps.source = c.source AND ps.scope_hardware = c.hardware AND ps.solution = c.solution
     LEFT JOIN per_solution AS bs
-        ON bs.scope_hardware = c.hardware AND bs.solution = c.baseline_solution
-    LEFT JOIN compared AS m ON m.hardware = c.hardware AND m.solution = c.solution
+        ON bs.source = c.source AND bs.scope_hardware = c.hardware
+        AND bs.solution = c.baseline_solution
+    LEFT JOIN compared AS m
+        ON m.source = c.source AND m.hardware = c.hardware AND m.solution = c.solution
 )
 SELECT
+    source,
     hardware,
     definition,
     solution,

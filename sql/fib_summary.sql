@@ -1,20 +1,24 @@
 -- FlashInfer-Bench's TraceSet.summary() / `flashinfer-bench report summary` (fib-metrics.md §4),
--- per scope and hardware. The counts ignore the scope, as FlashInfer-Bench's do: every loaded
+-- per source scope, scope and hardware. The counts ignore the scope, as FlashInfer-Bench's do: every loaded
 -- trace line of the (hardware-filtered) set, `failed` = not PASSED, so an `"evaluation": null`
 -- line is a failure of scope `all` and of no GPU. With no trace line at all FlashInfer-Bench
 -- returns zeros without ranking; otherwise a ranking that raises leaves no counts at all
 -- (outcome error, counts NULL, reason from author_rankings).
 WITH counts AS (
     SELECT
+        h.source,
         h.hardware,
         count(t.source_file) AS total,
         count(t.source_file) FILTER (WHERE t.has_evaluation AND t.status = 'PASSED') AS passed
     FROM fib_hardware_scopes AS h
-    LEFT JOIN trace_lines AS t ON h.hardware = 'all' OR (t.has_evaluation AND t.hardware = h.hardware)
-    GROUP BY h.hardware
+    LEFT JOIN fib_trace_lines AS t
+        ON t.source = h.source
+        AND (h.hardware = 'all' OR (t.has_evaluation AND t.hardware = h.hardware))
+    GROUP BY h.source, h.hardware
 ),
 rankings AS (
     SELECT
+        source,
         hardware,
         scope_kind,
         scope,
@@ -28,6 +32,7 @@ rankings AS (
     GROUP BY ALL
 )
 SELECT
+    r.source,
     r.hardware,
     r.scope_kind,
     r.scope,
@@ -44,4 +49,4 @@ SELECT
         WHEN r.ranking_outcome <> 'error' THEN coalesce(r.rankings, [])
     END AS rankings
 FROM rankings AS r
-JOIN counts AS c USING (hardware)
+JOIN counts AS c USING (source, hardware)

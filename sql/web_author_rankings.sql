@@ -9,17 +9,17 @@ WITH scored AS (
         s.*,
         d.web_order,
         s.list_order = min(s.list_order) OVER (
-            PARTITION BY s.baseline_map, s.hardware, s.author, s.definition
+            PARTITION BY s.source, s.baseline_map, s.hardware, s.author, s.definition
         ) AS first_scored
     FROM web_solution_scores AS s
-    JOIN web_definition_stats AS d USING (baseline_map, hardware, definition)
+    JOIN web_definition_stats AS d USING (source, baseline_map, hardware, definition)
     WHERE s.outcome = 'score' AND d.on_leaderboard AND s.author IS NOT NULL
 ),
 best AS (
     SELECT *
     FROM scored
     QUALIFY row_number() OVER (
-        PARTITION BY baseline_map, hardware, author, definition
+        PARTITION BY source, baseline_map, hardware, author, definition
         ORDER BY
             -- the first scored solution when it is NaN, else the largest non-NaN, first on ties
             CASE WHEN first_scored AND isnan(avg_speedup) THEN 0 ELSE 1 END,
@@ -29,6 +29,7 @@ best AS (
 ),
 authors AS (
     SELECT
+        source,
         baseline_map,
         hardware,
         author,
@@ -47,10 +48,11 @@ authors AS (
     GROUP BY ALL
 )
 SELECT
+    source,
     baseline_map,
     hardware,
     row_number() OVER (
-        PARTITION BY baseline_map, hardware ORDER BY avg_speedup DESC, author COLLATE en, author
+        PARTITION BY source, baseline_map, hardware ORDER BY avg_speedup DESC, author COLLATE en, author
     ) AS rank,
     author,
     avg_speedup,

@@ -1,3 +1,3 @@
 -- Per map and definition, every solution name the map gives (default and device entries):
 -- such a solution never gets a curve or a score of its own on the site.
-SELECT DISTINCT baseline_map, definition, solution FROM web_baseline_maps
+SELECT DISTINCT source, baseline_map, definition, solution FROM web_baseline_maps

@@ -6,7 +6,7 @@
 -- c not PASSED → incorrect; b or c without a latency (or c's = 0) → slower with no ratio
 -- (slower_no_ratio); else faster when b/c >= p, otherwise slower.
 WITH page_baselines AS (
-    SELECT baseline_map, definition, arg_min(solution, CASE WHEN device = 'default' THEN -1 ELSE position END) AS baseline_solution
+    SELECT source, baseline_map, definition, arg_min(solution, CASE WHEN device = 'default' THEN -1 ELSE position END) AS baseline_solution
     FROM web_baseline_maps
     GROUP BY ALL
 ),
@@ -15,6 +15,7 @@ evaluated AS (
 ),
 firsts AS (
     SELECT
+        source,
         hardware,
         definition,
         workload_group,
@@ -27,6 +28,7 @@ firsts AS (
 ),
 classified AS (
     SELECT
+        b.source,
         b.baseline_map,
         c.hardware,
         c.definition,
@@ -38,12 +40,14 @@ classified AS (
         c.status = 'PASSED' AND coalesce(base.latency_ms, 0) <> 0 AND coalesce(c.latency_ms, 0) <> 0
             AS has_ratio
     FROM page_baselines AS b
-    JOIN firsts AS c ON c.definition = b.definition AND c.solution <> b.baseline_solution
+    JOIN firsts AS c
+        ON c.source = b.source AND c.definition = b.definition AND c.solution <> b.baseline_solution
     LEFT JOIN firsts AS base
-        ON base.hardware = c.hardware AND base.definition = c.definition
+        ON base.source = c.source AND base.hardware = c.hardware AND base.definition = c.definition
         AND base.workload_group = c.workload_group AND base.solution = b.baseline_solution
 )
 SELECT
+    b.source,
     b.baseline_map,
     h.hardware,
     s.definition,
@@ -59,10 +63,11 @@ SELECT
     count(c.solution) FILTER (WHERE c.status = 'PASSED' AND NOT c.has_ratio) AS slower_no_ratio,
     count(c.solution) FILTER (WHERE c.status IS DISTINCT FROM 'PASSED') AS incorrect
 FROM page_baselines AS b
-JOIN web_solutions AS s ON s.definition = b.definition AND s.solution <> b.baseline_solution
-CROSS JOIN web_hardware_scopes AS h
+JOIN web_solutions AS s
+    ON s.source = b.source AND s.definition = b.definition AND s.solution <> b.baseline_solution
+JOIN web_hardware_scopes AS h ON h.source = b.source
 CROSS JOIN fast_p_thresholds AS t
 LEFT JOIN classified AS c
-    ON c.baseline_map = b.baseline_map AND c.hardware = h.hardware
+    ON c.source = b.source AND c.baseline_map = b.baseline_map AND c.hardware = h.hardware
     AND c.definition = s.definition AND c.solution = s.solution
 GROUP BY ALL

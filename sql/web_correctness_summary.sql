@@ -8,6 +8,7 @@
 -- Lines of solutions missing from the definition's list are counted nowhere, as on the site.
 WITH per_solution AS (
     SELECT
+        h.source,
         h.hardware,
         s.definition,
         s.solution,
@@ -22,20 +23,20 @@ WITH per_solution AS (
             WHERE t.has_evaluation AND t.status IN ('RUNTIME_ERROR', 'COMPILE_ERROR', 'TIMEOUT')
         ) AS runtime_error
     FROM web_hardware_scopes AS h
-    CROSS JOIN web_solutions AS s
+    JOIN web_solutions AS s ON s.source = h.source
     LEFT JOIN web_scoped_traces AS t
-        ON t.hardware = h.hardware AND t.definition = s.definition AND t.solution = s.solution
+        ON t.source = h.source AND t.hardware = h.hardware AND t.definition = s.definition AND t.solution = s.solution
     GROUP BY ALL
 ),
 solution_rows AS (
     SELECT
-        hardware, 'solution' AS level, definition, solution, author,
+        source, hardware, 'solution' AS level, definition, solution, author,
         total, passed, incorrect, runtime_error, total - passed - incorrect - runtime_error AS other
     FROM per_solution
 ),
 author_rows AS (
     SELECT
-        r.hardware, 'author' AS level, '*' AS definition, NULL AS solution,
+        r.source, r.hardware, 'author' AS level, '*' AS definition, NULL AS solution,
         coalesce(r.author, 'unknown') AS author,
         sum(r.total) AS total,
         sum(r.passed) AS passed,
@@ -43,8 +44,9 @@ author_rows AS (
         sum(r.runtime_error) AS runtime_error,
         sum(r.other) AS other
     FROM solution_rows AS r
-    JOIN (SELECT DISTINCT hardware, definition FROM web_definition_stats WHERE on_leaderboard) AS d
-        USING (hardware, definition)
+    JOIN (
+        SELECT DISTINCT source, hardware, definition FROM web_definition_stats WHERE on_leaderboard
+    ) AS d USING (source, hardware, definition)
     GROUP BY ALL
 )
 SELECT * FROM solution_rows
@@ -52,9 +54,9 @@ UNION ALL
 SELECT * FROM author_rows
 UNION ALL
 SELECT
-    h.hardware, 'totals', '*', NULL, NULL,
+    h.source, h.hardware, 'totals', '*', NULL, NULL,
     coalesce(sum(a.total), 0), coalesce(sum(a.passed), 0), coalesce(sum(a.incorrect), 0),
     coalesce(sum(a.runtime_error), 0), coalesce(sum(a.other), 0)
 FROM web_hardware_scopes AS h
-LEFT JOIN author_rows AS a USING (hardware)
-GROUP BY h.hardware
+LEFT JOIN author_rows AS a USING (source, hardware)
+GROUP BY h.source, h.hardware

@@ -10,6 +10,7 @@ WITH leaderboard AS (
 ),
 per_definition AS (
     SELECT
+        c.source,
         c.baseline_map,
         d.hardware,
         c.definition,
@@ -18,19 +19,20 @@ per_definition AS (
         count(*) * any_value(d.n_workloads) AS total,
         any_value(d.n_workloads) AS n_workloads
     FROM web_candidates AS c
-    JOIN leaderboard AS d USING (baseline_map, definition)
+    JOIN leaderboard AS d USING (source, baseline_map, definition)
     WHERE NOT c.is_baseline AND c.author IS NOT NULL
     GROUP BY ALL
 ),
 attempts AS (
-    SELECT e.baseline_map, e.hardware, e.definition, c.author, count(*) AS attempted
+    SELECT e.source, e.baseline_map, e.hardware, e.definition, c.author, count(*) AS attempted
     FROM web_ratio_entries AS e
-    JOIN web_candidates AS c USING (baseline_map, definition, solution)
+    JOIN web_candidates AS c USING (source, baseline_map, definition, solution)
     WHERE NOT c.is_baseline AND c.author IS NOT NULL
     GROUP BY ALL
 ),
 by_definition AS (
     SELECT
+        p.source,
         p.baseline_map,
         p.hardware,
         'author_definition' AS level,
@@ -41,10 +43,11 @@ by_definition AS (
         p.n_workloads AS total_workloads,
         p.ui_hidden
     FROM per_definition AS p
-    LEFT JOIN attempts AS a USING (baseline_map, hardware, definition, author)
+    LEFT JOIN attempts AS a USING (source, baseline_map, hardware, definition, author)
 ),
 overall AS (
     SELECT
+        source,
         baseline_map,
         hardware,
         'author_all' AS level,
@@ -58,7 +61,7 @@ overall AS (
     GROUP BY ALL
 ),
 workloads_all AS (
-    SELECT baseline_map, hardware, sum(n_workloads) AS total_workloads
+    SELECT source, baseline_map, hardware, sum(n_workloads) AS total_workloads
     FROM leaderboard
     GROUP BY ALL
 ),
@@ -67,9 +70,10 @@ combined AS (
     UNION ALL
     SELECT o.* REPLACE (w.total_workloads AS total_workloads)
     FROM overall AS o
-    JOIN workloads_all AS w USING (baseline_map, hardware)
+    JOIN workloads_all AS w USING (source, baseline_map, hardware)
 )
 SELECT
+    source,
     baseline_map,
     hardware,
     level,
@@ -79,7 +83,7 @@ SELECT
     total::BIGINT AS total,
     CASE WHEN total > 0 THEN (attempted / total) * 100 ELSE 0.0 END AS percent,
     attempted::BIGINT AS comparison_count,
-    (sum(attempted) OVER (PARTITION BY baseline_map, hardware, level, definition))::BIGINT
+    (sum(attempted) OVER (PARTITION BY source, baseline_map, hardware, level, definition))::BIGINT
         AS total_comparisons,
     total_workloads::BIGINT AS total_workloads,
     ui_hidden

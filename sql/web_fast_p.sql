@@ -13,42 +13,42 @@ WITH leaderboard AS (
 ),
 curves AS (
     SELECT
-        c.baseline_map, d.hardware, 'solution' AS level, c.definition, c.solution, c.author,
+        c.source, c.baseline_map, d.hardware, 'solution' AS level, c.definition, c.solution, c.author,
         NULL::BOOLEAN AS ui_hidden, d.n_workloads, d.max_ratio
     FROM web_candidates AS c
-    JOIN web_definition_stats AS d USING (baseline_map, definition)
+    JOIN web_definition_stats AS d USING (source, baseline_map, definition)
     WHERE NOT c.is_baseline
     UNION ALL
     SELECT DISTINCT
-        c.baseline_map, d.hardware, 'author_definition', c.definition, NULL, c.author,
+        c.source, c.baseline_map, d.hardware, 'author_definition', c.definition, NULL, c.author,
         c.ui_hidden, d.n_workloads, d.max_ratio
     FROM web_candidates AS c
-    JOIN leaderboard AS d USING (baseline_map, definition)
+    JOIN leaderboard AS d USING (source, baseline_map, definition)
     JOIN web_ratio_entries AS e
-        ON e.baseline_map = c.baseline_map AND e.hardware = d.hardware
+        ON e.source = c.source AND e.baseline_map = c.baseline_map AND e.hardware = d.hardware
         AND e.definition = c.definition AND e.solution = c.solution
     WHERE NOT c.is_baseline AND c.author IS NOT NULL
     UNION ALL
     SELECT
-        c.baseline_map, d.hardware, 'author_all', '*', NULL, c.author, any_value(c.ui_hidden),
+        c.source, c.baseline_map, d.hardware, 'author_all', '*', NULL, c.author, any_value(c.ui_hidden),
         any_value(t.n_workloads), any_value(t.max_ratio)
     FROM web_candidates AS c
-    JOIN leaderboard AS d USING (baseline_map, definition)
+    JOIN leaderboard AS d USING (source, baseline_map, definition)
     JOIN web_ratio_entries AS e
-        ON e.baseline_map = c.baseline_map AND e.hardware = d.hardware
+        ON e.source = c.source AND e.baseline_map = c.baseline_map AND e.hardware = d.hardware
         AND e.definition = c.definition AND e.solution = c.solution
     JOIN (
-        SELECT baseline_map, hardware, sum(n_workloads) AS n_workloads, max(max_ratio) AS max_ratio
+        SELECT source, baseline_map, hardware, sum(n_workloads) AS n_workloads, max(max_ratio) AS max_ratio
         FROM leaderboard GROUP BY ALL
-    ) AS t ON t.baseline_map = c.baseline_map AND t.hardware = d.hardware
+    ) AS t ON t.source = c.source AND t.baseline_map = c.baseline_map AND t.hardware = d.hardware
     WHERE NOT c.is_baseline AND c.author IS NOT NULL
     GROUP BY ALL
 ),
 entries AS (
     SELECT e.*, c.is_baseline, l.on_leaderboard
     FROM web_ratio_entries AS e
-    JOIN web_candidates AS c USING (baseline_map, definition, solution)
-    JOIN web_definition_stats AS l USING (baseline_map, hardware, definition)
+    JOIN web_candidates AS c USING (source, baseline_map, definition, solution)
+    JOIN web_definition_stats AS l USING (source, baseline_map, hardware, definition)
     WHERE NOT c.is_baseline
 ),
 numbered AS (
@@ -84,13 +84,14 @@ counted AS (
         count(e.ratio) FILTER (WHERE e.ratio >= s.web_sample_p) AS n_at_least_sample
     FROM sampled AS s
     LEFT JOIN entries AS e
-        ON e.baseline_map = s.baseline_map AND e.hardware = s.hardware
+        ON e.source = s.source AND e.baseline_map = s.baseline_map AND e.hardware = s.hardware
         AND (e.definition = s.definition OR (s.level = 'author_all' AND e.on_leaderboard))
         AND (s.level = 'solution' AND e.solution = s.solution
              OR s.level <> 'solution' AND e.author = s.author)
     GROUP BY ALL
 )
 SELECT
+    s.source,
     s.baseline_map,
     s.hardware,
     s.level,

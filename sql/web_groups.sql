@@ -1,4 +1,4 @@
--- The web's workload groups (fib-metrics.md §6.2): per map, hardware scope and definition, the
+-- The web's workload groups (fib-metrics.md §6.2): per source scope, map, hardware scope and definition, the
 -- evaluated lines of each uuid, in first-appearance order. The device of the group's FIRST
 -- line (whoever ran it) picks the baseline name: the map's entry for that device, else its
 -- default. fast_p uses the latency of the baseline's FIRST line in the group, whatever its
@@ -9,6 +9,7 @@ WITH evaluated AS (
 ),
 groups AS (
     SELECT
+        source,
         hardware,
         definition,
         workload_group,
@@ -29,14 +30,17 @@ named AS (
     FROM groups AS g
     CROSS JOIN web_map_names AS m
     LEFT JOIN web_baseline_maps AS by_device
-        ON by_device.baseline_map = m.baseline_map AND by_device.definition = g.definition
+        ON by_device.source = g.source AND by_device.baseline_map = m.baseline_map
+        AND by_device.definition = g.definition
         AND by_device.device = g.group_device AND by_device.device <> 'default'
     LEFT JOIN web_baseline_maps AS by_default
-        ON by_default.baseline_map = m.baseline_map AND by_default.definition = g.definition
+        ON by_default.source = g.source AND by_default.baseline_map = m.baseline_map
+        AND by_default.definition = g.definition
         AND by_default.device = 'default'
 ),
 baseline_runs AS (
     SELECT
+        n.source,
         n.baseline_map,
         n.hardware,
         n.definition,
@@ -45,7 +49,7 @@ baseline_runs AS (
         min(t.latency_ms) FILTER (WHERE t.status = 'PASSED' AND t.latency_ms > 0) AS min_latency_ms
     FROM named AS n
     JOIN evaluated AS t
-        ON t.hardware = n.hardware AND t.definition = n.definition
+        ON t.source = n.source AND t.hardware = n.hardware AND t.definition = n.definition
         AND t.workload_group = n.workload_group AND t.solution = n.baseline_solution
     GROUP BY ALL
 )
@@ -55,4 +59,4 @@ SELECT
     b.min_latency_ms AS baseline_min_latency_ms,
     coalesce(b.first_latency_ms > 0, false) AS usable
 FROM named AS n
-LEFT JOIN baseline_runs AS b USING (baseline_map, hardware, definition, workload_group)
+LEFT JOIN baseline_runs AS b USING (source, baseline_map, hardware, definition, workload_group)

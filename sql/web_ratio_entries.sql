@@ -4,6 +4,7 @@
 -- 0 (an attempt that never passed). `max_passing_ratio` also counts overwritten passes, as the
 -- web's maxRatio does. fast_p at any threshold p: the share of entries with ratio >= p.
 SELECT
+    g.source,
     g.baseline_map,
     g.hardware,
     g.definition,
@@ -22,8 +23,9 @@ SELECT
     bool_or(t.status = 'PASSED' AND t.latency_ms > 0) AS passed
 FROM web_groups AS g
 JOIN web_scoped_traces AS t
-    ON t.hardware = g.hardware AND t.definition = g.definition
+    ON t.source = g.source AND t.hardware = g.hardware AND t.definition = g.definition
     AND t.workload_group = g.workload_group AND t.has_evaluation
-JOIN web_solutions AS s ON s.definition = t.definition AND s.solution = t.solution
+JOIN web_solutions AS s
+    ON s.source = t.source AND s.definition = t.definition AND s.solution = t.solution
 WHERE g.usable AND t.solution <> g.baseline_solution
 GROUP BY ALL

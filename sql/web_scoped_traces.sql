@@ -2,4 +2,4 @@
 -- device, so it belongs to scope `all` only).
 SELECT h.hardware, t.*
 FROM web_hardware_scopes AS h
-JOIN web_traces AS t ON h.hardware = 'all' OR t.device = h.hardware
+JOIN web_traces AS t ON t.source = h.source AND (h.hardware = 'all' OR t.device = h.hardware)

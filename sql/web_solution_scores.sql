@@ -13,6 +13,7 @@ WITH evaluated AS (
 ),
 per_group AS (
     SELECT
+        c.source,
         c.baseline_map,
         t.hardware,
         c.definition,
@@ -21,7 +22,8 @@ per_group AS (
         min(t.latency_ms) FILTER (WHERE t.status = 'PASSED' AND t.latency_ms > 0) AS best_ms,
         bool_or(t.status IS DISTINCT FROM 'PASSED') AS failed
     FROM web_candidates AS c
-    JOIN evaluated AS t ON t.definition = c.definition AND t.solution = c.solution
+    JOIN evaluated AS t
+        ON t.source = c.source AND t.definition = c.definition AND t.solution = c.solution
     WHERE NOT c.is_baseline
     GROUP BY ALL
 ),
@@ -33,11 +35,12 @@ compared AS (
             AS ratio
     FROM per_group AS p
     JOIN web_groups AS g
-        USING (baseline_map, hardware, definition, workload_group)
+        USING (source, baseline_map, hardware, definition, workload_group)
     WHERE g.baseline_min_latency_ms IS NOT NULL
 ),
 per_solution AS (
     SELECT
+        source,
         baseline_map,
         hardware,
         definition,
@@ -48,6 +51,7 @@ per_solution AS (
 ),
 scored AS (
     SELECT
+        source,
         baseline_map,
         hardware,
         definition,
@@ -60,6 +64,7 @@ scored AS (
     GROUP BY ALL
 )
 SELECT
+    c.source,
     c.baseline_map,
     h.hardware,
     c.definition,
@@ -84,6 +89,6 @@ SELECT
     END AS win_rate,
     CASE WHEN NOT c.is_baseline THEN s.workloads END AS workloads
 FROM web_candidates AS c
-CROSS JOIN web_hardware_scopes AS h
-LEFT JOIN scored AS s USING (baseline_map, hardware, definition, solution)
-LEFT JOIN per_solution AS p USING (baseline_map, hardware, definition, solution)
+JOIN web_hardware_scopes AS h USING (source)
+LEFT JOIN scored AS s USING (source, baseline_map, hardware, definition, solution)
+LEFT JOIN per_solution AS p USING (source, baseline_map, hardware, definition, solution)

@@ -1,9 +1,10 @@
--- The trace lines FlashInfer-Bench's web app reads for a definition D: the lines of
+-- The trace lines FlashInfer-Bench's web app reads for a definition D, per source scope: the lines of
 -- traces/<author>/<type>/<D>.jsonl whose `definition` is D and that JSON.parse accepts, in its
 -- order (author folder, type folder, line). A missing or empty workload uuid is the group ''.
 -- `device` is environment.device, else environment.hardware, else 'unknown' (exact strings);
 -- `latency_ms` only when it is a JSON number, as the web's typeof test requires.
 SELECT
+    t.source,
     t.definition,
     t.solution,
     coalesce(t.workload_uuid, '') AS workload_group,
@@ -14,11 +15,11 @@ SELECT
         WHEN t.has_evaluation THEN coalesce(nullif(t.device, ''), nullif(t.hardware, ''), 'unknown')
     END AS device,
     row_number() OVER (
-        PARTITION BY t.definition
-        ORDER BY string_split(t.source_file, '/'), t.source_line, t.record_index
+        PARTITION BY t.source, t.definition
+        ORDER BY string_split(t.source_file, '/'), t.source_line, t.record_index, t.member_source
     ) AS trace_order
-FROM trace_lines AS t
-JOIN web_definitions AS d USING (definition)
+FROM fib_trace_lines AS t
+JOIN web_definitions AS d USING (source, definition)
 WHERE t.json_parse_ok
   AND len(string_split(t.source_file, '/')) = 4
   AND string_split(t.source_file, '/')[4] = t.definition || '.jsonl'

@@ -1,5 +1,5 @@
 -- FlashInfer-Bench's examples/win_at_p.py (fib-metrics.md §7) at each threshold of
--- fast_p_thresholds, for both of its author sources:
+-- fast_p_thresholds, per source scope (fib_source_scopes), for both of its author sources:
 --   name_prefix    its default: the text before the first `_` of the solution name
 --   solution_json  its --author-map, built from the solution files (else the name prefix)
 -- Groups are (definition, workload uuid) over every traces/**/*.jsonl line, GPUs mixed. Per
@@ -9,11 +9,14 @@
 -- baseline/author exists when both latencies are > 0. win@p = #{ratio > p} / n_total (strict).
 -- outcome: curve; empty (no author besides the baselines); no_input (no trace file);
 -- error (the script crashes on an `"evaluation": null` line, so no figure at all).
-WITH sources AS (
-    SELECT * FROM (VALUES ('name_prefix'), ('solution_json')) AS t(author_source)
+WITH author_sources AS (
+    SELECT sc.source, a.author_source
+    FROM (SELECT DISTINCT source FROM fib_source_scopes) AS sc
+    CROSS JOIN (VALUES ('name_prefix'), ('solution_json')) AS a(author_source)
 ),
 records AS (
     SELECT
+        s.source,
         s.author_source,
         t.definition,
         t.workload_uuid,
@@ -22,19 +25,20 @@ records AS (
             ELSE split_part(t.solution, '_', 1)
         END AS author,
         CASE WHEN t.status = 'PASSED' THEN t.latency_ms END AS latency_ms
-    FROM sources AS s
-    CROSS JOIN trace_lines AS t
-    LEFT JOIN fib_solutions AS f ON f.solution = t.solution
+    FROM author_sources AS s
+    JOIN fib_trace_lines AS t ON t.source = s.source
+    LEFT JOIN fib_solutions AS f ON f.source = t.source AND f.solution = t.solution
     WHERE t.has_evaluation AND t.solution IS NOT NULL AND t.definition IS NOT NULL
       AND t.workload_uuid IS NOT NULL AND t.status IS NOT NULL
 ),
 per_author AS (
-    SELECT author_source, definition, workload_uuid, author, min(latency_ms) AS latency_ms
+    SELECT source, author_source, definition, workload_uuid, author, min(latency_ms) AS latency_ms
     FROM records
     GROUP BY ALL
 ),
 baselines AS (
     SELECT
+        source,
         author_source,
         definition,
         workload_uuid,
@@ -48,31 +52,58 @@ baselines AS (
 ),
 compared AS (
     SELECT
+        a.source,
         a.author_source,
         a.author,
         CASE WHEN a.latency_ms > 0 AND b_lat.latency_ms > 0 THEN b_lat.latency_ms / a.latency_ms END
             AS ratio
     FROM per_author AS a
-    JOIN baselines AS b USING (author_source, definition, workload_uuid)
+    JOIN baselines AS b USING (source, author_source, definition, workload_uuid)
     JOIN per_author AS b_lat
-        ON b_lat.author_source = b.author_source AND b_lat.definition = b.definition
+        ON b_lat.source = b.source AND b_lat.author_source = b.author_source
+        AND b_lat.definition = b.definition
         AND b_lat.workload_uuid = b.workload_uuid AND b_lat.author = b.baseline_author
     WHERE a.author <> b.baseline_author
 ),
+inputs AS (
+    SELECT
+        sc.source,
+        bool_or(EXISTS (
+            SELECT 1 FROM fib_trace_lines AS t WHERE t.source = sc.source AND NOT t.has_evaluation
+        )) AS crashes,
+        bool_or(
+            EXISTS (SELECT 1 FROM fib_trace_lines AS t WHERE t.source = sc.source)
+            OR EXISTS (
+                SELECT 1 FROM workloads AS w
+                WHERE w.source = sc.member_source AND w.source_file LIKE 'traces/%'
+            )
+            OR EXISTS (
+                SELECT 1 FROM rejects AS r
+                WHERE r.source = sc.member_source AND r.file LIKE 'traces/%'
+            )
+        ) AS has_input
+    FROM fib_source_scopes AS sc
+    GROUP BY sc.source
+),
 status AS (
     SELECT
+        s.source,
         s.author_source,
         (SELECT count(*) FROM (SELECT DISTINCT definition, workload_uuid FROM records AS r
-                               WHERE r.author_source = s.author_source)) AS n_groups,
-        EXISTS (SELECT 1 FROM trace_lines WHERE NOT has_evaluation) AS crashes,
-        EXISTS (SELECT 1 FROM trace_lines)
-            OR EXISTS (SELECT 1 FROM workloads WHERE source_file LIKE 'traces/%')
-            OR EXISTS (SELECT 1 FROM rejects WHERE file LIKE 'traces/%') AS has_input,
-        EXISTS (SELECT 1 FROM compared AS c WHERE c.author_source = s.author_source) AS has_curve
-    FROM sources AS s
+                               WHERE r.source = s.source AND r.author_source = s.author_source))
+            AS n_groups,
+        i.crashes,
+        i.has_input,
+        EXISTS (
+            SELECT 1 FROM compared AS c
+            WHERE c.source = s.source AND c.author_source = s.author_source
+        ) AS has_curve
+    FROM author_sources AS s
+    JOIN inputs AS i USING (source)
 ),
 curves AS (
     SELECT
+        c.source,
         c.author_source,
         c.author,
         t.p,
@@ -84,6 +115,7 @@ curves AS (
     GROUP BY ALL
 )
 SELECT
+    s.source,
     s.author_source,
     CASE
         WHEN NOT s.has_input THEN 'no_input'
@@ -103,4 +135,5 @@ SELECT
     c.n_wins,
     c.n_wins / c.n_total AS win_ratio
 FROM status AS s
-LEFT JOIN curves AS c ON c.author_source = s.author_source AND s.has_input AND NOT s.crashes
+LEFT JOIN curves AS c
+    ON c.source = s.source AND c.author_source = s.author_source AND s.has_input AND NOT s.crashes

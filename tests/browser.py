@@ -99,6 +99,16 @@ class Chromium:
         )
         return self
 
+    def resize(self, width: int, height: int = 1000) -> None:
+        """The window as a person with a ``width``-pixel wide browser sees the page."""
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=width,
+            height=height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+
     def __exit__(self, *_: object) -> None:
         self.closing.close()
         self.process.terminate()

@@ -49,7 +49,9 @@ def fib_warehouses(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             if tree_sha256(source) != recorded_tree_sha256(DEMO_DATASET):
                 continue
         warehouse = root / dataset.name
-        build(source, warehouse, baselines_file=dataset.baselines_file)
+        # allow_shrink: a dataset whose every record tracehouse rejects (legacy_2025-07) is
+        # refused by default; its FlashInfer-Bench figures are part of the oracle all the same
+        build(source, warehouse, baselines_file=dataset.baselines_file, allow_shrink=True)
         built[dataset.name] = warehouse
     return built
 

@@ -40,7 +40,7 @@ def current(warehouse: Path) -> str:
 
 
 def listed(warehouse: Path) -> list[dict[str, Any]]:
-    table = run_cli("generations", "--warehouse", str(warehouse))
+    table = run_cli("generations", "--wide", "--warehouse", str(warehouse))  # one line per row
     assert table.returncode == 0, table.stderr
     assert table.stdout.split()[:4] == ["generation", "current", "built_at", "runs"]
     result = run_cli("generations", "--format", "json", "--warehouse", str(warehouse))

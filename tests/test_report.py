@@ -128,7 +128,7 @@ def check_numbers(warehouse: Path, tables: dict[str, Any]) -> None:
         sql_rows(
             warehouse,
             "SELECT * FROM author_rankings WHERE hardware = 'all' AND scope_kind = 'all' "
-            "ORDER BY rank NULLS FIRST",
+            "ORDER BY source, rank NULLS FIRST",
         ),
     )
     assert_table_equals_sql(
@@ -186,3 +186,169 @@ def test_report_refuses_a_file_as_out(demo_warehouse: Path, tmp_path: Path) -> N
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "--out" in result.stderr, result.stderr
     assert target.read_text() == "not a folder"
+
+
+# Per table: its width against the box it scrolls in, and whether the box scrolls; and the
+# page's own width against the window's (a page wider than the window cuts what is beyond).
+LAYOUT_JS = """
+({
+  window: window.innerWidth,
+  page: document.documentElement.scrollWidth,
+  tables: Array.from(document.querySelectorAll('table[id]')).map(table => {
+    const box = table.parentElement;
+    return {id: table.id, width: table.scrollWidth, box: box.clientWidth,
+            scrolls: ['auto', 'scroll'].includes(getComputedStyle(box).overflowX)};
+  }),
+  legend: Array.from(document.querySelectorAll('ul.legend li')).map(li => ({
+    status: li.dataset.status,
+    colour: getComputedStyle(li.querySelector('.swatch')).backgroundColor})),
+  sources: Array.from(document.querySelectorAll('#sources td[data-column=source]'))
+    .map(td => td.dataset.value),
+  first_heading: document.querySelector('h2').textContent,
+})
+"""
+
+
+def _two_source_warehouse(root: Path) -> Path:
+    """The golden corpus and a dataset of every status: one definition, three solutions, a
+    passed, a compile error, a wrong result, a skipped record and a workload never run."""
+    import json
+
+    from tests.hostile_corpus import definition_object, solution_object, trace_object
+    from tests.shared_data import GOLDEN_DIR
+
+    dataset = root / "statuses"
+    definition = "gemm_n4_k4"
+    (dataset / "definitions/gemm").mkdir(parents=True)
+    (dataset / "definitions/gemm" / f"{definition}.json").write_text(
+        json.dumps(definition_object(definition))
+    )
+    plan = {
+        "baseline_gemm": ("baseline", ["PASSED"] * 4),
+        "alice_gemm": ("alice", ["PASSED", "COMPILE_ERROR", "INCORRECT_NUMERICAL", None]),
+        # a name that would be a live link if Plotly read it as markup
+        '<a href="https://example.com">x</a>': ("mallory", ["RUNTIME_ERROR", "PASSED", None, None]),
+    }
+    for number, (name, (author, statuses)) in enumerate(plan.items()):
+        folder = dataset / "solutions" / f"a{number}" / "gemm" / definition
+        folder.mkdir(parents=True)
+        (folder / "s.json").write_text(json.dumps(solution_object(name, author, definition)))
+        lines = []
+        for workload, status in enumerate(statuses):
+            if status is None:
+                continue
+            lines.append(
+                json.dumps(
+                    trace_object(
+                        f"w{workload}", definition=definition, solution=name, status=status
+                    )
+                )
+            )
+        traces = dataset / "traces" / f"a{number}" / "gemm"
+        traces.mkdir(parents=True)
+        (traces / f"{definition}.jsonl").write_text("\n".join(lines) + "\n")
+    warehouse = root / "warehouse"
+    for name, source in (("golden", GOLDEN_DIR / "dataset"), ("statuses", dataset)):
+        built = run_cli(
+            "build", "--source", str(source), "--source-name", name, "--warehouse", str(warehouse)
+        )
+        assert built.returncode == 0, built.stderr
+    return warehouse
+
+
+def test_two_source_report_at_1400_and_800_pixels(tmp_path: Path) -> None:
+    from tests.shared_data import SHARED
+
+    if SHARED is None:
+        pytest.skip("../shared not found beside the checkout")
+    warehouse = _two_source_warehouse(tmp_path)
+    out = tmp_path / "report"
+    pages = render(warehouse, out)
+    statuses_page = current_pages_folder(out) / definition_page_name("gemm_n4_k4")
+    text = statuses_page.read_text()
+    assert '<a href=\\"https://example.com\\"' not in text and "&lt;a href" in text
+    with Chromium(tmp_path / "profile") as browser:
+        for width in (1400, 800):
+            browser.resize(width)
+            for page in (pages[0], statuses_page):
+                visit = browser.visit(page.resolve().as_uri(), ready=CHARTS_READY_JS)
+                assert visit.errors == [], visit.errors
+                layout = browser.evaluate(LAYOUT_JS)
+                # nothing is cut: the page fits the window, a wider table scrolls in its box
+                assert layout["page"] <= layout["window"], (page.name, width, layout["page"])
+                for table in layout["tables"]:
+                    assert table["width"] <= table["box"] or table["scrolls"], (width, table)
+                shot = browser.screenshot(tmp_path / f"{page.stem}-{width}.png", full_page=False)
+                not_blank(shot)
+                if page == pages[0]:
+                    assert layout["first_heading"] == "Who is fastest where"
+                    assert layout["sources"] == ["golden", "statuses"]
+                else:
+                    legend = {item["status"]: item["colour"] for item in layout["legend"]}
+                    assert set(legend) == {
+                        "PASSED",
+                        "COMPILE_ERROR",
+                        "INCORRECT_NUMERICAL",
+                        "RUNTIME_ERROR",
+                        "not run",
+                    }, legend
+                    assert len(set(legend.values())) == len(legend)  # each its own colour
+            # no link a dataset could plant: every anchor on the page is the report's own
+            anchors = browser.evaluate(
+                "Array.from(document.querySelectorAll('a')).map(a => a.getAttribute('href'))"
+            )
+            assert not [a for a in anchors if a and a.startswith("http")], anchors
+    print(f"screenshots in {tmp_path}")
+
+
+def test_a_large_definition_is_summarised_not_drawn_cell_by_cell(tmp_path: Path) -> None:
+    """Above COVERAGE_MAP_MAX_WORKLOADS workloads the coverage is status counts per solution
+    (issue 16: a 40,000-workload-wide heat map helps nobody), and the page still loads."""
+    import json
+
+    from pipelines.report import COVERAGE_MAP_MAX_WORKLOADS
+    from tests.hostile_corpus import definition_object, solution_object, trace_object
+
+    dataset, definition = tmp_path / "large", "gemm_n4_k4"
+    (dataset / "definitions/gemm").mkdir(parents=True)
+    (dataset / "definitions/gemm" / f"{definition}.json").write_text(
+        json.dumps(definition_object(definition))
+    )
+    workloads = COVERAGE_MAP_MAX_WORKLOADS + 20
+    for number, (name, author) in enumerate((("base", "baseline"), ("alice_k", "alice"))):
+        folder = dataset / "solutions" / author / "gemm" / definition
+        folder.mkdir(parents=True)
+        (folder / f"{name}.json").write_text(json.dumps(solution_object(name, author, definition)))
+        lines = [
+            json.dumps(
+                trace_object(
+                    f"w{i}",
+                    definition=definition,
+                    solution=name,
+                    status="PASSED" if number == 0 or i % 3 else "COMPILE_ERROR",
+                )
+            )
+            for i in range(workloads)
+        ]
+        traces = dataset / "traces" / author / "gemm"
+        traces.mkdir(parents=True)
+        (traces / f"{definition}.jsonl").write_text("\n".join(lines) + "\n")
+    built = run_cli("build", "--source", str(dataset), "--warehouse", str(tmp_path / "w"))
+    assert built.returncode == 0, built.stderr
+    out = tmp_path / "report"
+    pages = render(tmp_path / "w", out)
+    page = current_pages_folder(out) / definition_page_name(definition)
+    text = page.read_text()
+    assert f"Coverage: {workloads:,} workloads, counted per solution and status" in text
+    with Chromium(tmp_path / "profile") as browser:
+        visit = browser.visit(page.resolve().as_uri(), ready=CHARTS_READY_JS)
+        assert visit.errors == [], visit.errors
+        legend = browser.evaluate(
+            "Array.from(document.querySelectorAll('ul.legend li')).map(li => li.dataset.status)"
+        )
+        assert legend == ["PASSED", "COMPILE_ERROR"]
+        kinds = browser.evaluate(
+            "document.getElementById('coverage-0').data.map(trace => trace.type)"
+        )
+        assert kinds == ["bar", "bar"], kinds  # one bar per status, no cell map
+    assert page in pages

@@ -101,12 +101,12 @@ def _snapshot_row(
         total += source_file.size
     file_list_digest = "sha256:" + listing.hexdigest()
     snapshot_id = hashlib.sha256(
-        f"{resolved.name}\0{resolved.source}\0{resolved.resolved_sha}\0{file_list_digest}".encode()
+        f"{resolved.name}\0{resolved.uri}\0{resolved.resolved_sha}\0{file_list_digest}".encode()
     ).hexdigest()[:32]
     return {
         "snapshot_id": snapshot_id,
         "source": resolved.name,
-        "uri": resolved.source,
+        "uri": resolved.uri,
         "requested_revision": resolved.requested_revision,
         "resolved_sha": resolved.resolved_sha,
         "built_at": _now_ms(),
@@ -204,8 +204,8 @@ def _write_parts(
     source_name: str,
 ) -> dict[str, list[Path]]:
     """The resolved part of every group for each parted table: reused when it exists, else
-    assembled by SQL — one statement per table for all the groups that need it, split into
-    one part folder per group by DuckDB's partitioned write.
+    assembled by SQL — one statement per table for each batch of the groups that need it
+    (_write_batches), split into one part folder per group by DuckDB's partitioned write.
 
     A part is a folder (cache/parts/<table>/<name>/) because a partitioned write may cut one
     group into several files; it is complete once renamed into place. Part names are keyed by
@@ -228,12 +228,40 @@ def _write_parts(
         missing = [
             g for g in groups if not (warehouse.parts / table / names_of[g.key][table]).is_dir()
         ]
-        if missing:
-            _write_missing_parts(connection, warehouse, table, missing, names_of, source_name)
+        for batch in _write_batches(table, missing):
+            _write_missing_parts(connection, warehouse, table, batch, names_of, source_name)
     return {
         table: [warehouse.parts / table / names_of[g.key][table] for g in groups]
         for table in GROUP_PARTED_TABLES
     }
+
+
+# At most about this much staged data (uncompressed) per partitioned write. One statement
+# over every group held the resolved rows' hash joins (the workload cache, comparison keys)
+# and the write's per-thread partition buffers at once, and at 1M runs that outgrew
+# FINALIZE_MEMORY_LIMIT with no operator left to spill (issue 16); a batch of groups bounds
+# all three, and the comparison keys of a batch are only its own.
+PARTED_WRITE_BATCH_BYTES = 256 * 1024 * 1024
+
+
+def _write_batches(table: str, groups: list[_Group]) -> list[list[_Group]]:
+    """``groups`` in order, cut into batches of about PARTED_WRITE_BATCH_BYTES of staged
+    ``table`` rows (by the parts' Parquet footers; a bigger group is a batch of its own)."""
+    batches: list[list[_Group]] = []
+    size = 0
+    for group in groups:
+        group_size = 0
+        for path in group.parts.get(table, []):
+            metadata = pq.read_metadata(path)
+            group_size += sum(
+                metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups)
+            )
+        if not batches or size + group_size > PARTED_WRITE_BATCH_BYTES:
+            batches.append([])
+            size = 0
+        batches[-1].append(group)
+        size += group_size
+    return batches
 
 
 def _write_missing_parts(
@@ -589,13 +617,15 @@ def _write_history(
             / f"{source.snapshot_number:06d}-{generation.name}.parquet"
         )
         columns = ", ".join(f'"{c}"' for c in schemas.stored_columns(table))  # own names
-        relation = connection.sql(
+        # Written by DuckDB, never held as one Arrow table: on a cold build every run appeared
+        # (1M rows at issue 16's scale), beyond what the process may hold beside DuckDB.
+        connection.sql(
             f"SELECT {columns} FROM ({sql_text(f'assemble/{table}')}) s "  # noqa: S608
             f"ORDER BY {schemas.slice_order(table)}",
             params=parameters,
-        ).to_arrow_table()
-        if relation.num_rows:
-            pq.write_table(relation, target, compression="zstd")
+        ).write_parquet(str(target), compression="zstd")
+        if pq.read_metadata(target).num_rows == 0:
+            target.unlink()
 
 
 def _table_counts(connection: duckdb.DuckDBPyConnection) -> dict[str, int]:
