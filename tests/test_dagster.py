@@ -309,11 +309,11 @@ def test_automation_is_declared_on_the_assets() -> None:
         assert asset_graph.get(asset_key(mart)).freshness_policy == assets.MART_FRESHNESS
 
 
-def test_the_automation_sensor_and_the_readme_that_starts_it() -> None:
+def test_the_automation_sensor_and_the_docs_page_that_starts_it() -> None:
     assert tracehouse_automation.default_status == dg.DefaultSensorStatus.STOPPED
     # It launches no runs itself: it only keeps a partition per source.
     assert source_partitions_sensor.default_status == dg.DefaultSensorStatus.RUNNING
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "dagster.md").read_text()
     assert "dagster sensor start tracehouse_automation -w workspace.yaml" in readme
     assert "Dagster has no primitive" in (
         sys.modules[source_partitions_sensor.__module__].__doc__ or ""

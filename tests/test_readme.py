@@ -1,4 +1,5 @@
-"""The README is a contract: its commands, paths and names exist and work (style rule 9)."""
+"""The README and the docs/ pages are a contract: their commands, paths and names exist and
+work (style rule 9). The README stays short and links every page; the pages hold the manual."""
 
 from __future__ import annotations
 
@@ -16,9 +17,21 @@ from pipelines.cli import build_parser
 from pipelines.rejects import REJECT_REASONS
 from pipelines.schemas import TABLES, VIEWS
 from pipelines.settings import DERIVED, ENV_PREFIX, Settings
+from tests import docs_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
+PAGES = sorted((ROOT / "docs").glob("*.md"))
+# Everything a reader is told: the README and every docs/ page.
+DOCS = {"README.md": README} | {f"docs/{p.name}": p.read_text() for p in PAGES}
+ALL_TEXT = "\n".join(DOCS.values())
+README_LIMIT = 10_000  # characters; the manual lives in docs/
+
+
+def test_the_readme_is_short_and_links_every_page() -> None:
+    assert len(README) <= README_LIMIT, len(README)
+    linked = set(re.findall(r"\]\(docs/([\w.-]+\.md)\)", README))
+    assert PAGES and {p.name for p in PAGES} <= linked, {p.name for p in PAGES} - linked
 
 
 def test_the_first_two_commands_are_demo_and_test() -> None:
@@ -32,39 +45,54 @@ def test_the_first_two_commands_are_demo_and_test() -> None:
 def test_every_subcommand_named_exists() -> None:
     parser = build_parser()
     choices = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
-    code = " ".join(block.split("```", 1)[0] for block in README.split("```sh")[1:])
-    named = set(re.findall(r"(?m)^tracehouse (\w[\w-]*)", code)) | set(
-        re.findall(r"`tracehouse (\w[\w-]*)", README)
-    )
+    named: set[str] = set()
+    for text in DOCS.values():
+        code = " ".join(block.split("```", 1)[0] for block in text.split("```sh")[1:])
+        named |= set(re.findall(r"(?m)^tracehouse (\w[\w-]*)", code))
+        named |= set(re.findall(r"`tracehouse (\w[\w-]*)", text))
     assert named <= set(choices), named - set(choices)
 
 
 def test_every_path_named_exists() -> None:
-    paths = set(re.findall(r"`((?:pipelines|sql|tests|docs|bench|data|\.ci)/[\w./-]*)`", README))
-    paths |= set(re.findall(r"\]\(((?:docs|bench)/[\w./-]+)\)", README))
-    missing = [p for p in paths if not (ROOT / p.split(" ")[0]).exists()]
-    assert paths and not missing, missing
+    missing: list[str] = []
+    named = 0
+    for name, text in DOCS.items():
+        paths = set(re.findall(r"`((?:pipelines|sql|tests|docs|bench|data|\.ci)/[\w./-]*)`", text))
+        links = set(re.findall(r"\]\(([\w./-]+)(?:#[\w-]*)?\)", text))
+        here = (ROOT / name).parent
+        named += len(paths) + len(links)
+        missing += [f"{name}: {p}" for p in paths if not (ROOT / p.split(" ")[0]).exists()]
+        missing += [f"{name}: {p}" for p in links if not (here / p).exists()]
+    assert named and not missing, missing
 
 
-def test_every_table_and_reject_reason_is_in_the_glossary() -> None:
+def test_the_tables_page_is_generated_from_the_schemas() -> None:
+    assert docs_tables.committed() == docs_tables.page(), (
+        "docs/tables.md is stale: run `.venv/bin/python -m tests.docs_tables > docs/tables.md`"
+    )
+
+
+def test_every_table_and_reject_reason_is_documented() -> None:
+    tables_page = (ROOT / "docs" / "tables.md").read_text()
     for table in TABLES:
-        assert f"| `{table}` |" in README, table
+        assert f"| `{table}` |" in tables_page, table
     for reason in REJECT_REASONS:
-        assert f"`{reason}`" in README, reason
+        assert f"`{reason}`" in ALL_TEXT, reason
     for view in VIEWS:
-        assert f"| `{view}` |" in README, view
+        assert f"| `{view}` |" in tables_page, view
 
 
 def test_every_setting_is_named() -> None:
     for name in Settings.__dataclass_fields__:
         if name in DERIVED:  # set from TRACEHOUSE_WAREHOUSE, not a variable of its own
             continue
-        assert re.search(rf"`{ENV_PREFIX}{name.upper()}[`=]", README), name
+        assert re.search(rf"`{ENV_PREFIX}{name.upper()}[`=]", ALL_TEXT), name
 
 
 def _dagster_block() -> str:
-    """The README's Dagster commands: the block that starts `dg dev`."""
-    code = [block.split("```", 1)[0] for block in README.split("```sh")[1:]]
+    """docs/dagster.md's Dagster commands: the block that starts `dg dev`."""
+    page = (ROOT / "docs" / "dagster.md").read_text()
+    code = [block.split("```", 1)[0] for block in page.split("```sh")[1:]]
     (block,) = [commands for commands in code if "dg dev" in commands]
     return block
 
@@ -97,7 +125,7 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-# The README's server, and the one it names beside it (`dagster dev`, loading workspace.yaml).
+# The docs' server, and the one they name beside it (`dagster dev`, loading workspace.yaml).
 SERVERS = {
     "dg dev": "dg dev -h 127.0.0.1 -p 3000",
     "dagster dev": "dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000",
@@ -108,7 +136,7 @@ SERVERS = {
 @pytest.mark.slow
 @pytest.mark.parametrize("server", sorted(SERVERS))
 def test_the_dagster_commands_act_on_the_ui_dg_dev_starts(server: str, tmp_path: Path) -> None:
-    """The README's Dagster block, run in order against the demo warehouse: `dg dev` serves the
+    """docs/dagster.md's Dagster block, run in order against the demo warehouse: `dg dev` serves the
     code location the other commands act on (its GraphQL shows the automation sensor RUNNING
     and both runs), no command prints a warning, and the demo keeps its revision and
     generation. Headless Chromium then shows the stages as asset groups and the report's
