@@ -48,6 +48,7 @@ from pipelines.warehouse import (
     Warehouse,
     connect_read_only,
     read_table,
+    record_generation_files,
     table_files,
 )
 from tests.hub_server import FakeHub
@@ -440,6 +441,7 @@ def test_every_check_passes_on_a_real_warehouse(which: str, request: pytest.Fixt
 def rewrite_table(warehouse: Path, table: str, select: str) -> None:
     """Replace one Parquet file of the current generation with ``select`` over its old rows
     (exposed as the view ``old``), keeping the column schema."""
+    generation = Warehouse(warehouse).require_current()
     path = Warehouse(warehouse).table_path(table)
     files = table_files(path.parent, table)
     temporary = path.with_name(f".{table}.corrupt.parquet")
@@ -454,6 +456,9 @@ def rewrite_table(warehouse: Path, table: str, select: str) -> None:
             part.unlink()
         path = files[0].parent / "corrupted.parquet"
     os.replace(temporary, path)
+    # a corruption of content, not of files: the generation's file list says what is there now,
+    # so the damage check lets the reads through and the asset checks have to catch it
+    record_generation_files(generation)
 
 
 CORRUPTIONS = {
