@@ -5,6 +5,7 @@ body and digest of a trace line's run.
 from __future__ import annotations
 
 import functools
+import math
 import hashlib
 import re
 from collections.abc import Mapping
@@ -155,6 +156,9 @@ def build_run_spec(
         latency_ms = js_number(performance["latency_ms"], "latency_ms")
         if not latency_ms > 0:
             raise IdentityError("nonpositive_latency", f"latency_ms = {latency_ms!r} is not > 0")
+        # a product past the largest double (1e308 ms) is infinity, which no integer holds
+        if not math.isfinite(latency_ms * 1e6):
+            raise IdentityError("integer_out_of_range", f"latency of {latency_ms!r} ms overflows")
         nanoseconds = latency_ns(latency_ms)
         if nanoseconds > MAX_SAFE_INTEGER:
             raise IdentityError("integer_out_of_range", f"latency of {latency_ms!r} ms overflows")

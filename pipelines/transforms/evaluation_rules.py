@@ -69,3 +69,21 @@ def read_latency(value: Any, field: str, *, required: bool) -> Latency:
     if number < 0 or (required and number == 0):
         raise LatencyProblem(f"{field} must be > 0, got {value}")
     return Latency(number, None)
+
+
+def latency_ns_problem(latency_ms: float) -> str | None:
+    """Why a finite positive ``latency_ms`` has no latency in whole nanoseconds, or None.
+
+    KernelIndex keeps latencies as integer nanoseconds (round-half-up of the IEEE product
+    ``latency_ms * 1e6``). A value so large that the product is infinite or beyond int64, or
+    so small that it rounds to 0 ns, cannot be stored or ranked: the line is rejected, naming
+    its file and line, instead of failing the build or a publish invariant for its whole source.
+    """
+    from pipelines.kernelindex.numbers import js_round
+
+    product = latency_ms * 1e6
+    if not math.isfinite(product) or product >= 2**63:
+        return f"latency_ms {latency_ms!r} is beyond the nanoseconds an int64 holds"
+    if js_round(product) < 1:
+        return f"latency_ms {latency_ms!r} rounds to 0 ns"
+    return None

@@ -24,7 +24,7 @@ from pipelines.rejects import (
     STATUSES,
     ReasonedError,
 )
-from pipelines.transforms.evaluation_rules import LatencyProblem, read_latency
+from pipelines.transforms.evaluation_rules import LatencyProblem, latency_ns_problem, read_latency
 
 LOG_TRUNCATED_SUFFIX = "[log truncated]"
 ERROR_WORDS = ("error", "exception", "traceback", "failed")
@@ -383,6 +383,8 @@ def normalize_trace(value: dict[str, Any]) -> Trace:
         latency_ms, latency_special = _latency(
             performance.get("latency_ms"), "latency_ms", required=True
         )
+        if latency_ms is not None and (problem := latency_ns_problem(latency_ms)) is not None:
+            raise RecordError("invalid_latency", problem)
         reference_ms, _ = _latency(
             performance.get("reference_latency_ms"), "reference_latency_ms", required=False
         )
