@@ -56,3 +56,30 @@ def test_extreme_latencies_are_rejected_per_line_and_the_rest_published(tmp_path
     ]
     assert all("latency_ms" in str(r["message"]) for r in rejects)
     assert rows("SELECT count(*) AS n FROM runs") == [{"n": len(good)}]
+
+
+def test_an_integer_timestamp_is_said_as_what_it_is(tmp_path: Path) -> None:
+    """Issue 16: an epoch-number timestamp was reported as "missing"."""
+    source = tmp_path / "dataset"
+    (source / "definitions" / "gemm").mkdir(parents=True)
+    (source / "definitions" / "gemm" / f"{DEFINITION}.json").write_text(
+        json.dumps(definition_object())
+    )
+    (source / "solutions").mkdir()
+    (source / "solutions" / "alice_gemm_v1.json").write_text(json.dumps(solution_object()))
+    (source / "traces").mkdir()
+    good = trace_object("00000000-0000-0000-0000-000000000001")
+    epoch = trace_object("00000000-0000-0000-0000-000000000002")
+    epoch["evaluation"]["timestamp"] = 1773757240
+    (source / "traces" / "t.jsonl").write_text(f"{json.dumps(good)}\n{json.dumps(epoch)}\n")
+    warehouse = tmp_path / "warehouse"
+    built = tracehouse("build", "--source", str(source), "--warehouse", str(warehouse))
+    assert built.returncode == 0, built.stderr
+    answer = tracehouse(
+        "query", "SELECT line, reason, message FROM rejects", "--format", "json",
+        "--warehouse", str(warehouse),
+    )  # fmt: skip
+    assert answer.returncode == 0, answer.stderr
+    (reject,) = json.loads(answer.stdout)
+    assert reject["line"] == 2 and reject["reason"] == "invalid_field"
+    assert "int '1773757240'" in reject["message"] and "missing" not in reject["message"]

@@ -347,8 +347,14 @@ def normalize_trace(value: dict[str, Any]) -> Trace:
     }
 
     timestamp = evaluation.get("timestamp")
-    if not isinstance(timestamp, str) or not timestamp:
+    if timestamp is None or timestamp == "":
         raise RecordError("missing_field", "evaluation.timestamp is missing")
+    if not isinstance(timestamp, str):  # an epoch number, say: said as what it is
+        raise RecordError(
+            "invalid_field",
+            f"evaluation.timestamp is {type(timestamp).__name__} {str(timestamp)[:40]!r}, "
+            "not an ISO 8601 string",
+        )
 
     log = evaluation.get("log")
     if log is None:
