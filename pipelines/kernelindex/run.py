@@ -5,8 +5,8 @@ body and digest of a trace line's run.
 from __future__ import annotations
 
 import functools
-import math
 import hashlib
+import math
 import re
 from collections.abc import Mapping
 from datetime import datetime, timedelta
