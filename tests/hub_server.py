@@ -145,6 +145,9 @@ class FakeHub:
         self._counter = 0
         self.body_transfers: Counter[str] = Counter()
         self._records: list[RequestRecord] = []
+        # Requests that arrived before the last reset_counters are not recorded after it: a
+        # request is recorded once its answer is sent, which may be after a reset.
+        self._counted_from = 0
         self._arrivals = 0
         self.on_request: Callable[[RequestRecord], None] | None = None
         self._server: ThreadingHTTPServer | None = None
@@ -216,6 +219,7 @@ class FakeHub:
         with self._lock:
             self.body_transfers.clear()
             self._records.clear()
+            self._counted_from = self._arrivals + 1
 
     @property
     def requests(self) -> list[RequestRecord]:
@@ -425,7 +429,8 @@ class _Handler(BaseHTTPRequestHandler):
                 fault=self._fault,
             )
             with hub._lock:
-                hub._records.append(record)
+                if seq >= hub._counted_from:
+                    hub._records.append(record)
             if hub.on_request is not None:
                 hub.on_request(record)
 
