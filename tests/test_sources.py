@@ -396,6 +396,7 @@ def test_a_warehouse_of_an_older_tracehouse_is_rebuilt_not_misread(tmp_path: Pat
     warehouse = tmp_path / "w"
     assert run_cli("build", "--source", str(dataset), "--warehouse", str(warehouse)).returncode == 0
     (warehouse / "current" / "sources.json").unlink()
+    (warehouse / "current" / "files.json").unlink()  # an older tracehouse wrote neither
     read = run_cli("query", "SELECT count(*) FROM runs", "--warehouse", str(warehouse))
     assert read.returncode == 2 and len(read.stderr.strip().splitlines()) == 1
     assert "built by an older tracehouse" in read.stderr
