@@ -18,7 +18,8 @@ pytestmark = pytest.mark.integration
 EXTREMES = ("1e308", "1e300", "9223372036854775808", "1e-7", "5e-324")
 
 
-def test_extreme_latencies_are_rejected_per_line_and_the_rest_published(tmp_path: Path) -> None:
+def dataset(tmp_path: Path, trace_lines: list[str]) -> Path:
+    """One definition, one solution, and ``trace_lines`` as traces/t.jsonl."""
     source = tmp_path / "dataset"
     (source / "definitions" / "gemm").mkdir(parents=True)
     (source / "definitions" / "gemm" / f"{DEFINITION}.json").write_text(
@@ -27,6 +28,11 @@ def test_extreme_latencies_are_rejected_per_line_and_the_rest_published(tmp_path
     (source / "solutions").mkdir()
     (source / "solutions" / "alice_gemm_v1.json").write_text(json.dumps(solution_object()))
     (source / "traces").mkdir()
+    (source / "traces" / "t.jsonl").write_text("\n".join(trace_lines) + "\n")
+    return source
+
+
+def test_extreme_latencies_are_rejected_per_line_and_the_rest_published(tmp_path: Path) -> None:
     good = [
         json.dumps(trace_object(f"00000000-0000-0000-0000-{i:012d}", latency=0.5 + i))
         for i in range(6)
@@ -38,7 +44,7 @@ def test_extreme_latencies_are_rejected_per_line_and_the_rest_published(tmp_path
         for i, value in enumerate(EXTREMES)
     ]
     assert all(value in line for value, line in zip(EXTREMES, extreme, strict=True))
-    (source / "traces" / "t.jsonl").write_text("\n".join(good[:3] + extreme + good[3:]) + "\n")
+    source = dataset(tmp_path, good[:3] + extreme + good[3:])
     warehouse = tmp_path / "warehouse"
 
     built = tracehouse("build", "--source", str(source), "--warehouse", str(warehouse))
@@ -60,18 +66,10 @@ def test_extreme_latencies_are_rejected_per_line_and_the_rest_published(tmp_path
 
 def test_an_integer_timestamp_is_said_as_what_it_is(tmp_path: Path) -> None:
     """Issue 16: an epoch-number timestamp was reported as "missing"."""
-    source = tmp_path / "dataset"
-    (source / "definitions" / "gemm").mkdir(parents=True)
-    (source / "definitions" / "gemm" / f"{DEFINITION}.json").write_text(
-        json.dumps(definition_object())
-    )
-    (source / "solutions").mkdir()
-    (source / "solutions" / "alice_gemm_v1.json").write_text(json.dumps(solution_object()))
-    (source / "traces").mkdir()
     good = trace_object("00000000-0000-0000-0000-000000000001")
     epoch = trace_object("00000000-0000-0000-0000-000000000002")
     epoch["evaluation"]["timestamp"] = 1773757240
-    (source / "traces" / "t.jsonl").write_text(f"{json.dumps(good)}\n{json.dumps(epoch)}\n")
+    source = dataset(tmp_path, [json.dumps(good), json.dumps(epoch)])
     warehouse = tmp_path / "warehouse"
     built = tracehouse("build", "--source", str(source), "--warehouse", str(warehouse))
     assert built.returncode == 0, built.stderr
