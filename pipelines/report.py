@@ -22,6 +22,7 @@ from typing import Any
 
 from pipelines import interrupts, rejects
 from pipelines.files import write_atomically
+from pipelines.output_folder import OutputKind, claimed
 from pipelines.report_changes import change_links_html, write_change_pages
 from pipelines.schemas import TABLES
 from pipelines.settings import Settings
@@ -329,20 +330,35 @@ def write_report(settings: Settings, out_dir: Path) -> ReportResult:
     """Write the report of the current warehouse into ``out_dir``, a folder the report owns.
 
     ``out_dir`` must be new, empty, or a report folder this function wrote before (it carries
-    ``REPORT_MARKER``); any other folder is refused, so a report never deletes or overwrites a
-    user's files. The pages of one report go into a folder of their own (``pages-<token>``)
-    and ``index.html``, written last and atomically, is the one switch: until it is replaced,
-    readers (and an interrupted report) see the previous index with all of its pages. Only then
-    are the previous reports' page folders removed.
+    ``REPORT_MARKER`` with its exact content); any other folder is refused, so a report never
+    deletes or overwrites a user's files. One report at a time writes into a folder (it holds
+    the marker's lock; the CLI and the Dagster asset both come here). The pages of one report
+    go into a folder of their own (``pages-<token>``) and ``index.html``, written last and
+    atomically, is the one switch: until it is replaced, readers (and an interrupted report)
+    see the previous index with all of its pages. Only then are the previous reports' page
+    folders removed.
     """
     # imported before the first page is written, so that nothing slow stands between the
     # pages and the switch (a Ctrl-C that arrives during an import waits for it to finish)
     import plotly.graph_objects
-    import plotly.offline
+    import plotly.offline  # noqa: F401
 
     warehouse = Warehouse(settings.warehouse)
     warehouse.require_current()
-    earlier_pages = _claim_report_folder(out_dir)
+    with claimed(REPORT_FOLDER, out_dir, settings.lock_timeout_s):
+        result, top_rows = _write_report_into(settings, warehouse, out_dir)
+    result.pages.insert(0, result.index)
+    result.overview_rows = top_rows
+    return result
+
+
+def _write_report_into(
+    settings: Settings, warehouse: Warehouse, out_dir: Path
+) -> tuple[ReportResult, list[dict[str, Any]]]:
+    """The report's pages, bundle and index, written into ``out_dir`` while holding it."""
+    import plotly.offline
+
+    earlier_pages = _earlier_pages(out_dir)
     pages_folder = f"{PAGES_PREFIX}{time.time_ns():x}"
     pages_dir = out_dir / pages_folder
     pages_dir.mkdir()
@@ -378,76 +394,40 @@ def write_report(settings: Settings, out_dir: Path) -> ReportResult:
         overview = overview.replace(
             "<body>", "<body>" + change_links_html(pages_folder, change_pages), 1
         )
+    except BaseException:
+        shutil.rmtree(pages_dir, ignore_errors=True)  # a page folder no index will link to
+        raise
     finally:
         reader.close()
     with interrupts.deferred():  # the switch: from here on readers see this report
         write_atomically(result.index, overview.encode())
     for earlier in earlier_pages:
-        if earlier.name != pages_folder:
-            shutil.rmtree(earlier, ignore_errors=True)
-    result.pages.insert(0, result.index)
-    result.overview_rows = top_rows
-    return result
+        shutil.rmtree(earlier, ignore_errors=True)
+    return result, top_rows
 
 
 # The marker that says a folder holds a report tracehouse wrote, and so is the report's to
-# replace; the page folders of one report each.
-REPORT_MARKER = ".tracehouse-report.json"
+# replace (and the lock one report at a time holds on it); the page folders of one report each.
+# A folder an older tracehouse wrote (index.html, definitions/*.html, no marker) is refused like
+# any other: it looks exactly like a folder of someone's own pages.
+REPORT_FOLDER = OutputKind(
+    command="tracehouse report",
+    flag="--out",
+    marker=".tracehouse-report.json",
+    marker_bytes=b'{"written_by": "tracehouse report"}\n',
+)
+REPORT_MARKER = REPORT_FOLDER.marker
 PAGES_PREFIX = "pages-"
-# What a report written before the marker existed left: the only unmarked non-empty folder
-# taken over (its pages are removed once the new index is in place).
-LEGACY_ENTRIES = frozenset({"index.html", PLOTLY_BUNDLE, "definitions"})
 
 
-def _mark_as_report_folder(out_dir: Path) -> None:
-    """Written before the first page, so that an interrupted first report still leaves a
-    folder the next report may replace."""
-    write_atomically(out_dir / REPORT_MARKER, b'{"written_by": "tracehouse report"}\n')
-
-
-def _claim_report_folder(out_dir: Path) -> list[Path]:
-    """Make sure ``out_dir`` is the report's to write; return the page folders of earlier
-    reports in it (removed once the new report is in place).
-
-    Raises ValueError (one line naming --out) for a path that is not a folder, or a non-empty
-    folder that holds anything but an earlier report.
-    """
-    if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
-        raise ValueError(f"--out {out_dir}: exists and is not a folder")
-    if not out_dir.exists():
-        out_dir.mkdir(parents=True)
-        _mark_as_report_folder(out_dir)
-        return []
-    entries = {entry.name: entry for entry in out_dir.iterdir()}
-    marker = entries.get(REPORT_MARKER)
-    if marker is not None and marker.is_file() and not marker.is_symlink():
-        # every page folder but the one the index links to is an earlier or interrupted report's
-        return [
-            entry
-            for name, entry in entries.items()
-            if name.startswith(PAGES_PREFIX) and entry.is_dir() and not entry.is_symlink()
-        ]
-    if not entries:
-        _mark_as_report_folder(out_dir)
-        return []
-    legacy_pages = entries.get("definitions")
-    if (
-        set(entries) <= LEGACY_ENTRIES
-        and "index.html" in entries
-        and legacy_pages is not None
-        and legacy_pages.is_dir()
-        and not legacy_pages.is_symlink()
-        and all(
-            page.is_file() and not page.is_symlink() and page.suffix == ".html"
-            for page in legacy_pages.iterdir()
-        )
-    ):
-        _mark_as_report_folder(out_dir)
-        return [legacy_pages]
-    raise ValueError(
-        f"--out {out_dir}: folder is not empty and holds no earlier tracehouse report; "
-        "name a new or empty folder"
-    )
+def _earlier_pages(out_dir: Path) -> list[Path]:
+    """The page folders of earlier (or interrupted) reports in ``out_dir``: every one there
+    while this report holds the folder, since only the report holding it writes pages."""
+    return [
+        entry
+        for entry in out_dir.iterdir()
+        if entry.name.startswith(PAGES_PREFIX) and entry.is_dir() and not entry.is_symlink()
+    ]
 
 
 def _overview_page(

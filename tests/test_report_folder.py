@@ -10,7 +10,9 @@ interrupted report leaves the earlier index with every page it links to.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.report import REPORT_MARKER
-from tests.conftest import build, run_cli
+from tests.conftest import build, one_error_line, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -81,18 +83,137 @@ def test_a_report_replaces_its_own_earlier_output(warehouse: Path, tmp_path: Pat
     )
 
 
-def test_a_report_of_the_earlier_layout_is_taken_over(warehouse: Path, tmp_path: Path) -> None:
-    """A folder an earlier tracehouse wrote (index.html, plotly.min.js, definitions/*.html and
-    no marker) is still the report's: the Dagster asset rewrites <warehouse>/report in place."""
-    out = tmp_path / "old-report"
+def test_a_folder_that_only_looks_like_a_report_is_refused(warehouse: Path, tmp_path: Path) -> None:
+    """index.html beside definitions/*.html is what an older tracehouse wrote, and what anyone's
+    own pages look like: without the report's own marker the folder is refused and untouched
+    (an older report's folder too: the line says to remove it or name another)."""
+    out = tmp_path / "my-pages"
     (out / "definitions").mkdir(parents=True)
-    (out / "definitions" / "gemm-0123abcd.html").write_text("<p>old</p>")
-    (out / "index.html").write_text("<p>old index</p>")
-    (out / "plotly.min.js").write_text("/* old */")
+    (out / "definitions" / "gemm-0123abcd.html").write_text("<p>my notes on gemm</p>")
+    (out / "index.html").write_text("<p>my index</p>")
+    (out / "plotly.min.js").write_text("/* mine */")
+    before = tree(out)
     result = run_cli("report", "--out", str(out), "--warehouse", str(warehouse))
-    assert result.returncode == 0, result.stderr
-    assert not (out / "definitions").exists()
-    assert all(page.is_file() for page in linked_pages(out))
+    line = one_error_line(result)
+    assert f"--out {out}" in line and "remove the folder or name another" in line, line
+    assert tree(out) == before
+
+
+def test_a_marker_of_other_content_is_not_the_reports(warehouse: Path, tmp_path: Path) -> None:
+    out = tmp_path / "marked"
+    out.mkdir()
+    (out / REPORT_MARKER).write_text('{"written_by": "someone else"}\n')
+    (out / "index.html").write_text("<p>mine</p>")
+    before = tree(out)
+    line = one_error_line(run_cli("report", "--out", str(out), "--warehouse", str(warehouse)))
+    assert f"--out {out}" in line and REPORT_MARKER in line, line
+    assert tree(out) == before
+
+
+def _stop_once_writing_pages(process: subprocess.Popen[str], out: Path, earlier: set[str]) -> None:
+    """SIGSTOP ``process`` once it has written a page of its own report but not its index."""
+    index_before = (out / "index.html").read_bytes()
+    deadline = time.monotonic() + 300
+    while process.poll() is None and time.monotonic() < deadline:
+        mine = [p for p in out.glob("pages-*") if p.name not in earlier]
+        if mine and any(mine[0].glob("*.html")):
+            process.send_signal(signal.SIGSTOP)
+            break
+        time.sleep(0.002)
+    assert process.poll() is None, "the report ended before it could be stopped"
+    assert (out / "index.html").read_bytes() == index_before, "stopped after its index"
+
+
+def _report_process(out: Path, warehouse: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "pipelines.cli", "report", "--out", str(out)]
+        + ["--warehouse", str(warehouse)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("TRACEHOUSE_")},
+    )
+
+
+def _second_report_while_the_first_is_stopped(
+    first: subprocess.Popen[str], out: Path, warehouse: Path
+) -> None:
+    """With the first report stopped in the middle of its pages, a second one into the same
+    folder (not waiting) is refused in one line; the first, continued, finishes whole."""
+    earlier = {p.name for p in out.iterdir()}
+    try:
+        _stop_once_writing_pages(first, out, earlier)
+        second = run_cli(
+            "report", "--out", str(out), "--warehouse", str(warehouse),
+            env={"TRACEHOUSE_LOCK_TIMEOUT_S": "0"},
+        )  # fmt: skip
+        line = one_error_line(second)
+        assert f"--out {out}" in line and "another tracehouse report" in line, line
+    finally:
+        first.send_signal(signal.SIGCONT)
+    _, stderr = first.communicate(timeout=300)
+    assert first.returncode == 0, stderr
+    pages = linked_pages(out)
+    assert pages and all(page.is_file() for page in pages)
+    assert len(list(out.glob("pages-*"))) == 1
+
+
+def test_a_second_report_into_the_same_folder_does_not_sweep_the_first_ones_pages(
+    warehouse: Path, tmp_path: Path
+) -> None:
+    """Two `report --out R` at once: before, the second swept the page folder the first was
+    writing and the first then published an index linking to deleted pages (exit 0 both)."""
+    out = tmp_path / "report"
+    assert run_cli("report", "--out", str(out), "--warehouse", str(warehouse)).returncode == 0
+    _second_report_while_the_first_is_stopped(_report_process(out, warehouse), out, warehouse)
+
+
+DAGSTER_REPORT = """
+import sys
+import dagster as dg
+from pipelines.defs import assets
+from pipelines.defs.resources import WarehouseResource
+result = dg.materialize(
+    [assets.report], resources={"warehouse": WarehouseResource(warehouse=sys.argv[1])}
+)
+sys.exit(0 if result.success else 1)
+"""
+
+
+@pytest.mark.slow
+def test_a_dagster_report_and_a_cli_report_take_turns(warehouse: Path, tmp_path: Path) -> None:
+    """The Dagster report asset writes <warehouse>/report through the same code as the CLI:
+    a CLI report into that folder while a materialization writes it is refused (or waits),
+    and the materialization's index links only to pages that exist."""
+    copy = tmp_path / "warehouse"
+    shutil.copytree(warehouse, copy, symlinks=True)
+    out = copy / "report"
+    assert run_cli("report", "--out", str(out), "--warehouse", str(copy)).returncode == 0
+    materialization = subprocess.Popen(
+        [sys.executable, "-c", DAGSTER_REPORT, str(copy)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("TRACEHOUSE_")},
+    )
+    _second_report_while_the_first_is_stopped(materialization, out, copy)
+
+
+@pytest.mark.slow
+def test_reports_started_together_leave_an_index_whose_every_link_resolves(
+    warehouse: Path, tmp_path: Path
+) -> None:
+    """Unstopped: two reports into one folder, started at once, several times; both wait their
+    turn and succeed, and every link of the index left resolves."""
+    out = tmp_path / "report"
+    for _ in range(3):
+        both = [_report_process(out, warehouse) for _ in range(2)]
+        for process in both:
+            _, stderr = process.communicate(timeout=600)
+            assert process.returncode == 0, stderr
+        pages = linked_pages(out)
+        assert pages and all(page.is_file() for page in pages)
+        assert len(list(out.glob("pages-*"))) == 1
 
 
 def test_an_interrupted_report_leaves_the_earlier_one_whole(
