@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import re
 import shutil
 import sys
 from dataclasses import dataclass
@@ -17,6 +19,7 @@ from typing import Any
 from pipelines import IMPORTER_VERSION, kernelindex
 from pipelines.files import replace_atomically, sha256_file, write_atomically
 from pipelines.kernelindex import canonical_json, manifest_digest
+from pipelines.output_folder import OutputKind, claimed
 from pipelines.settings import Settings
 from pipelines.warehouse import Warehouse, connect_read_only, table_view_sql
 
@@ -389,35 +392,54 @@ def _write_sorted(generation: Path, table: str, target: Path) -> None:
             f"SELECT * FROM ({table_view_sql(generation, table)}) s "  # noqa: S608  (own names)
             f"ORDER BY {TABLE_ORDER[table]}"
         ).write_parquet(str(target), compression="zstd")
+    except duckdb.IOException as error:
+        # DuckDB says why in JSON naming the temporary file; the OS error it carries is the
+        # reason (a full disk, the file size limit), and replace_atomically names the file.
+        found = re.search(r'"errno":\s*"([0-9]+)"', str(error))
+        if found is None:
+            raise
+        code = int(found.group(1))
+        raise OSError(code, os.strerror(code)) from error
     finally:
         connection.close()
 
 
+# What marks a folder as a snapshot `export --snapshot` wrote (and holds its lock while it
+# writes): an export replaces same-named files only in a folder it made or found empty.
+SNAPSHOT_FOLDER = OutputKind(
+    command="tracehouse export --snapshot",
+    flag="--snapshot",
+    marker=".tracehouse-export.json",
+    marker_bytes=b'{"written_by": "tracehouse export --snapshot"}\n',
+)
+
+
 def export_snapshot(settings: Settings, out: Path) -> dict[str, Any]:
     """Every table as Parquet plus manifest.json (rows, bytes, sha256). Byte-identical for an
-    unchanged warehouse: files are copied as they are and the manifest holds no export time."""
+    unchanged warehouse: files are copied as they are and the manifest holds no export time.
+    ``out`` must be new, empty or a snapshot folder written before (``SNAPSHOT_FOLDER``)."""
     import pyarrow.parquet as pq
 
     from pipelines.schemas import TABLES  # Arrow declarations: only this export needs them
 
     generation = Warehouse(settings.warehouse).require_current()
-    out.mkdir(parents=True, exist_ok=True)
     tables: dict[str, Any] = {}
-    for name in TABLES:
-        source = generation / f"{name}.parquet"
-        target = out / f"{name}.parquet"
-        if source.is_dir():
-            replace_atomically(target, functools.partial(_write_sorted, generation, name))
-        else:
-            replace_atomically(target, functools.partial(shutil.copyfile, source))
-        tables[name] = {
-            "file": target.name,
-            "rows": pq.ParquetFile(target).metadata.num_rows,
-            "bytes": target.stat().st_size,
-            "sha256": sha256_file(target),
-        }
-    manifest = {"importer_version": IMPORTER_VERSION, "tables": tables}
-    write_atomically(
-        out / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True).encode() + b"\n"
-    )
+    with claimed(SNAPSHOT_FOLDER, out, settings.lock_timeout_s):
+        for name in TABLES:
+            source = generation / f"{name}.parquet"
+            target = out / f"{name}.parquet"
+            if source.is_dir():
+                replace_atomically(target, functools.partial(_write_sorted, generation, name))
+            else:
+                replace_atomically(target, functools.partial(shutil.copyfile, source))
+            tables[name] = {
+                "file": target.name,
+                "rows": pq.ParquetFile(target).metadata.num_rows,
+                "bytes": target.stat().st_size,
+                "sha256": sha256_file(target),
+            }
+        manifest = {"importer_version": IMPORTER_VERSION, "tables": tables}
+        write_atomically(
+            out / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True).encode() + b"\n"
+        )
     return manifest

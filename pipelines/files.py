@@ -37,10 +37,24 @@ def replace_atomically(
     try:
         result = write(temporary)
         os.replace(temporary, path)
+    except OSError as error:
+        _remove(temporary)
+        named = naming_the_path(path, error)
+        if named is error:
+            raise
+        raise named from error
     except BaseException:
         _remove(temporary)
         raise
     return result
+
+
+def naming_the_path(path: Path, error: OSError) -> OSError:
+    """``error``, naming the file it was about: a write that runs out of space (ENOSPC) or past
+    the file size limit (EFBIG) says only "No space left on device", not where."""
+    if error.filename is not None or error.errno is None:
+        return error
+    return OSError(error.errno, error.strerror or str(error), str(path))
 
 
 def _remove(path: Path) -> None:

@@ -362,10 +362,9 @@ def _write_report_into(
     pages_folder = f"{PAGES_PREFIX}{time.time_ns():x}"
     pages_dir = out_dir / pages_folder
     pages_dir.mkdir()
-    write_atomically(out_dir / PLOTLY_BUNDLE, plotly.offline.get_plotlyjs().encode())
-
     reader = _Reader(warehouse)
     try:
+        write_atomically(out_dir / PLOTLY_BUNDLE, plotly.offline.get_plotlyjs().encode())
         result = ReportResult(out_dir)
         definitions = reader.rows(DEFINITIONS_SQL)
         # each view is read once and split by definition: one query per page would recompute

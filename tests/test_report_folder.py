@@ -251,3 +251,94 @@ def test_an_interrupted_report_leaves_the_earlier_one_whole(
         assert process.returncode == 0, stderr
         before = tree(out)
     assert interrupted == 1, "no try was interrupted before the new index was in place"
+
+
+# --------------------------------------------------------------------------------------------
+# export --snapshot DIR: the same rule as report --out
+
+
+def test_export_refuses_a_non_empty_folder_it_did_not_write(
+    warehouse: Path, tmp_path: Path
+) -> None:
+    """A folder of the user's own Parquet files named like the tables: once overwritten in
+    silence, now refused in one line and left as it was."""
+    mine = tmp_path / "my-data"
+    mine.mkdir()
+    (mine / "runs.parquet").write_bytes(b"PAR1 my own runs PAR1")
+    (mine / "manifest.json").write_text('{"mine": true}\n')
+    before = tree(mine)
+    line = one_error_line(run_cli("export", "--snapshot", str(mine), "--warehouse", str(warehouse)))
+    assert f"--snapshot {mine}" in line and "not empty" in line, line
+    assert tree(mine) == before
+
+
+def test_export_replaces_its_own_earlier_snapshot_and_nothing_else(
+    warehouse: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "snapshot"
+    for _ in range(2):
+        exported = run_cli("export", "--snapshot", str(out), "--warehouse", str(warehouse))
+        assert exported.returncode == 0, exported.stderr
+    assert (out / "manifest.json").is_file() and (out / "runs.parquet").is_file()
+    # a report folder is not a snapshot folder, nor the other way round
+    line = one_error_line(run_cli("report", "--out", str(out), "--warehouse", str(warehouse)))
+    assert f"--out {out}" in line, line
+
+
+# --------------------------------------------------------------------------------------------
+# a write that fails (a full disk, the file size limit): one line naming the file, exit 2
+
+FILE_SIZE_LIMIT = 4096  # bytes: the marker fits, the Plotly bundle and the tables do not
+
+
+def run_cli_with_file_size_limit(*args: str) -> subprocess.CompletedProcess[str]:
+    """The real command with RLIMIT_FSIZE set, so that a write beyond it fails with EFBIG,
+    the OS error a full disk (ENOSPC) also is: a real failed write, not a mock. Python ignores
+    SIGXFSZ, so the write returns the error instead of the signal ending the process."""
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+
+    return subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", *args],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("TRACEHOUSE_")},
+        preexec_fn=limit,
+        timeout=600,
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "written"),
+    [
+        (("report", "--out", "{out}"), "{out}/plotly\\.min\\.js"),
+        # the first table larger than the limit; the file the user asked for, not a temporary
+        (("export", "--snapshot", "{out}"), "{out}/[a-z_]+\\.parquet"),
+        (("export", "--kernelindex", "{definition}", "{out}/runs.json"), "{out}/runs\\.json"),
+    ],
+    ids=["report", "export-snapshot", "export-kernelindex"],
+)
+def test_a_failed_write_is_one_line_naming_the_file(
+    warehouse: Path, tmp_path: Path, command: tuple[str, ...], written: str
+) -> None:
+    import duckdb
+
+    connection = duckdb.connect(str(warehouse / "tracehouse.duckdb"), read_only=True)
+    try:
+        ((definition,),) = connection.execute(
+            "SELECT definition FROM runs GROUP BY 1 ORDER BY count(*) DESC LIMIT 1"
+        ).fetchall()
+    finally:
+        connection.close()
+    out = tmp_path / "out"
+    if command[0] == "export" and command[1] == "--kernelindex":
+        out.mkdir()
+    fill = {"out": re.escape(str(out)), "definition": definition}
+    args = [part.format(out=out, definition=definition) for part in command]
+    line = one_error_line(run_cli_with_file_size_limit(*args, "--warehouse", str(warehouse)))
+    assert re.fullmatch(
+        f"tracehouse {command[0]}: \\[Errno 27\\] File too large: '{written.format(**fill)}'", line
+    ), line
+    assert not list(out.rglob("*.tmp")), "a temporary file was left behind"
