@@ -42,7 +42,8 @@ class OutputKind:
     def refusal(self, folder: Path, why: str) -> ValueError:
         return ValueError(
             f"{self.flag} {folder}: {why}; {self.command} writes only into a new or empty folder "
-            f"or one it wrote before (it holds {self.marker}); remove the folder or name another"
+            f"or one it wrote before (it holds {self.marker}): name another folder, or remove "
+            "this one yourself if it is an older tracehouse's output (which has no marker)"
         )
 
 

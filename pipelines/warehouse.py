@@ -29,7 +29,8 @@ A generation some connection still has open is never removed under it: every Duc
 holds DuckDB's lock on one of the generation's two DuckDB files, and a build removes a stale
 generation only after taking a write lock on both itself (``claim_generation``); one it cannot
 lock stays until a later build finds it closed. tracehouse's readers never open the published
-``tracehouse.duckdb``, so a client holding it read-write locks nobody out.
+``tracehouse.duckdb``, so no client holding it locks them out; it is read-only to clients
+(``PUBLISHED_FILE_MODE``).
 """
 
 from __future__ import annotations
@@ -55,6 +56,12 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 DUCKDB_FILE = "tracehouse.duckdb"  # the published, self-contained file users open
+# The published file is read-only (mode 0444) to every client: a `duckdb.connect` that would
+# open it read-write (DuckDB's and DBeaver's default) is refused, so a stray DROP VIEW cannot
+# change what everyone else reads. tracehouse never writes a published file (a build writes a
+# new generation's; the Dagster view assets replace it with one rename), and one's own tables
+# go into one's own file that ATTACHes it READ_ONLY (docs/using.md).
+PUBLISHED_FILE_MODE = 0o444
 READER_DUCKDB_FILE = "reader.duckdb"  # views over the Parquet files, for tracehouse's readers
 DUCKDB_SPILL_DIR = "duckdb_tmp"  # finalize's DuckDB temp_directory, below cache/
 # Completed generations kept by default (the current one included): readers still using the
@@ -291,6 +298,25 @@ class Warehouse:
             handle.close()
 
 
+def seal_published_file(path: Path) -> None:
+    """Make a just-written published DuckDB file read-only (``PUBLISHED_FILE_MODE``)."""
+    os.chmod(path, PUBLISHED_FILE_MODE)
+
+
+def _open_for_write_lock(path: Path) -> int:
+    """A descriptor open for writing (a write lock needs one), also on a sealed published file:
+    made writable for the one ``open``. Only a generation about to be removed is claimed, so
+    nobody opens that file read-write meanwhile (clients open the current one)."""
+    try:
+        return os.open(path, os.O_RDWR)
+    except PermissionError:
+        os.chmod(path, PUBLISHED_FILE_MODE | 0o200)
+        try:
+            return os.open(path, os.O_RDWR)
+        finally:
+            os.chmod(path, PUBLISHED_FILE_MODE)
+
+
 @contextlib.contextmanager
 def claim_generation(folder: Path) -> Iterator[bool]:
     """True, holding a write lock on each DuckDB file of ``folder`` for the ``with`` block, when
@@ -304,7 +330,7 @@ def claim_generation(folder: Path) -> Iterator[bool]:
     try:
         for name in (DUCKDB_FILE, READER_DUCKDB_FILE):
             try:
-                handle = os.open(folder / name, os.O_RDWR)
+                handle = _open_for_write_lock(folder / name)
             except FileNotFoundError:
                 continue
             handles.append(handle)

@@ -17,6 +17,7 @@ Tiers 2-4 build real warehouses and are marked ``integration``.
 
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -704,6 +705,8 @@ def test_a_view_asset_recreates_its_view_in_the_published_file(
     instance = dg.DagsterInstance.ephemeral()
     assert build_in_dagster(instance, resource(warehouse, demo_source), "dataset").success
     published = Warehouse(warehouse).require_current() / "tracehouse.duckdb"
+    assert stat.S_IMODE(published.stat().st_mode) == 0o444  # read-only to clients
+    published.chmod(0o644)  # damage it, as its owner could on purpose
     connection = duckdb.connect(str(published))
     try:
         connection.execute("DROP VIEW regressions")
@@ -736,6 +739,7 @@ def test_a_view_asset_recreates_its_view_in_the_published_file(
         ).required_multi_asset_neighbors(),
     )
     assert alone.success
+    assert stat.S_IMODE(published.stat().st_mode) == 0o444  # the new file is sealed again
     # The reader neither blocked the recreation nor lost its file (it sees the old views).
     reader.stdin.write("go\n")
     reader.stdin.close()

@@ -95,7 +95,7 @@ def test_a_folder_that_only_looks_like_a_report_is_refused(warehouse: Path, tmp_
     before = tree(out)
     result = run_cli("report", "--out", str(out), "--warehouse", str(warehouse))
     line = one_error_line(result)
-    assert f"--out {out}" in line and "remove the folder or name another" in line, line
+    assert f"--out {out}" in line and "name another folder, or remove this one" in line, line
     assert tree(out) == before
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import duckdb
 import pytest
 
+from pipelines.export import SNAPSHOT_FOLDER
 from pipelines.schemas import TABLES
 from pipelines.transforms import finalize
 from pipelines.warehouse import Warehouse, read_table, table_files, table_row_count
@@ -248,7 +249,9 @@ def test_building_twice_gives_identical_tables_and_exports(tmp_path: Path) -> No
         == 0
     )
     names = sorted(p.name for p in (tmp_path / "e1").iterdir())
-    assert names == sorted([*(f"{t}.parquet" for t in TABLES), "manifest.json"])
+    assert names == sorted(
+        [*(f"{t}.parquet" for t in TABLES), "manifest.json", SNAPSHOT_FOLDER.marker]
+    )
     for name in names:
         assert (tmp_path / "e1" / name).read_bytes() == (tmp_path / "e2" / name).read_bytes(), name
     manifest = json.loads((tmp_path / "e1" / "manifest.json").read_text())

@@ -412,7 +412,7 @@ def recreate_views(settings: Settings) -> Path:
 
     from pipelines.files import replace_atomically
     from pipelines.transforms.finalize import create_sql_views
-    from pipelines.warehouse import record_generation_files
+    from pipelines.warehouse import record_generation_files, seal_published_file
 
     read = _reading(settings)
     warehouse = Warehouse(read.warehouse, read.keep_generations)
@@ -429,6 +429,7 @@ def recreate_views(settings: Settings) -> Path:
             finally:
                 connection.close()
             Path(f"{copy}.wal").unlink(missing_ok=True)  # checkpointed: nothing left in it
+            seal_published_file(copy)  # read-only to clients, as the build published it
 
         replace_atomically(published, rewrite)
         record_generation_files(generation)  # the file's new size, for the damage check

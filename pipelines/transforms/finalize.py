@@ -46,6 +46,7 @@ from pipelines.warehouse import (
     create_table_views,
     generation_sources,
     holds_sources,
+    seal_published_file,
     sql_literal,
     table_files,
     write_generation_sources,
@@ -758,6 +759,7 @@ def _write_published_duckdb_file(generation: Path, reader: Path, settings: Setti
         connection.execute("CHECKPOINT")
     finally:
         connection.close()
+    seal_published_file(path)
 
 
 def _comment(connection: duckdb.DuckDBPyConnection, kind: str, target: str, text: str) -> None:
