@@ -466,7 +466,12 @@ def _latency(ns: float | None) -> str:
 
 
 def fit(text: str, width: int = WIDTH) -> str:
-    """``text`` in ``width`` columns: the middle elided (names keep their start and end)."""
+    """``text`` in ``width`` columns: the middle elided (names keep their start and end), its
+    control characters (a name from the dataset, a source folder's name) escaped first
+    (``render.safe``), so what is measured is what prints."""
+    from pipelines import render
+
+    text = render.safe(text)
     if len(text) <= width:
         return text
     keep = width - 1

@@ -337,9 +337,11 @@ def cmd_changes(args: argparse.Namespace) -> int:
     finally:
         connection.close()
     if args.format == "table":
-        print(changes.report_text(report))
+        _print_lines([changes.report_text(report)])
     elif args.format == "json":
-        print(changes.report_json(report))
+        from pipelines import render
+
+        print(render.json_safe(changes.report_json(report)))
     else:
         _row_writer(args.format)(
             sys.stdout, list(changes.CSV_COLUMNS), [changes.report_rows(report)]
@@ -347,7 +349,7 @@ def cmd_changes(args: argparse.Namespace) -> int:
     failure = changes.regression_failure_line(report)
     if args.fail_on_regression and failure is not None:
         sys.stdout.flush()
-        print(f"tracehouse changes: {failure}", file=sys.stderr)
+        _print_error(f"tracehouse changes: {failure}")
         return changes.EXIT_REGRESSIONS_FOUND
     return 0
 
@@ -536,7 +538,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     with warehouse.build_lock(settings.lock_timeout_s):
         target = warehouse.find_generation(args.generation)
         if target == warehouse.current_generation():
-            print(f"generation {target.name} is already current")
+            _print_lines([f"generation {target.name} is already current"])
             return 0
         warehouse.rollback(target)
     _print_lines(
@@ -725,10 +727,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(handler=cmd_demo)
 
-    tables = sub.add_parser(
+    # The schema is the same in every warehouse; --warehouse is taken (and not needed) so a
+    # script can pass it to every command alike.
+    tables = add(
         "tables",
-        help="Describe every table and view (or one), column by column.",
-        description="Describe every table and view (or one), column by column.",
+        "Describe every table and view (or one), column by column (the same in every warehouse).",
     )
     tables.add_argument("name", nargs="?", help="only this table or view")
     tables.add_argument("--wide", action="store_true", help="lines not wrapped to the terminal")
@@ -776,7 +779,16 @@ def _non_negative_int(text: str) -> int:
 
 
 def _one_line(error: BaseException) -> str:
-    return " ".join(str(error).split()) or type(error).__name__
+    from pipelines import render
+
+    return render.message(str(error)) or type(error).__name__
+
+
+def _print_error(line: str) -> None:
+    """One line on stderr, whatever file name, typed value or SQL it quotes (render.message)."""
+    from pipelines import render
+
+    print(render.message(line), file=sys.stderr)
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -847,19 +859,18 @@ def _run(argv: Sequence[str] | None) -> int:
         if isinstance(error, SystemExit | KeyboardInterrupt):
             raise
         if isinstance(error, UsageError):
-            print(_one_line(error), file=sys.stderr)
+            _print_error(str(error))
             return 2
         if isinstance(error, _user_errors()) or type(error).__module__.startswith(
             ("duckdb", "_duckdb")  # a database error from user SQL is a message
         ):
-            print(f"{command}: {_one_line(error)}", file=sys.stderr)
+            _print_error(f"{command}: {_one_line(error)}")
             return 2
         if os.environ.get("TRACEHOUSE_DEBUG"):
             raise
-        print(
+        _print_error(
             f"{command}: internal error: {type(error).__name__}: {_one_line(error)} "
-            "(TRACEHOUSE_DEBUG=1 shows the traceback)",
-            file=sys.stderr,
+            "(TRACEHOUSE_DEBUG=1 shows the traceback)"
         )
         return 1
 

@@ -12,8 +12,10 @@ Polars nor pyarrow (they start in a fraction of a second):
   JSON values in JSON; timestamps in ISO 8601; NaN and Infinity spelled out.
 
 Values come from datasets anyone can write: a control character (a screen clear, a window
-title, an OSC-8 link) or a bidirectional override never reaches the terminal raw (``safe``), and
-a CSV cell a spreadsheet would run as a formula (``=HYPERLINK(…)``) is written as text.
+title, an OSC-8 link) or a bidirectional override never reaches the terminal raw (``safe``, the
+one escaping every line a person reads goes through; ``message`` for an error or a note, which
+quotes file names, typed values and SQL), and a CSV cell a spreadsheet would run as a formula
+(``=HYPERLINK(…)``) is written as text.
 """
 
 from __future__ import annotations
@@ -74,6 +76,19 @@ def safe(value: str) -> str:
     """``value`` with every terminal control character and bidi override written as an escape
     (``\\x1b``, ``\\u202e``, ``\\n``): one printed line, shown as it is, acting on nothing."""
     return _UNSAFE.sub(_escape, value)
+
+
+# The line breaks a message is laid out with (DuckDB's have several lines, the last one
+# indented under a caret), with the blanks around them: one space when it is printed as one
+# line. Every other control character is data, escaped.
+_MESSAGE_BREAKS = re.compile(r"[ \t]*(?:\r?\n[ \t]*)+")
+
+
+def message(text: str) -> str:
+    """An error or note as one printed line: its line breaks one space each, every control
+    character left written as an escape (``safe``), whatever file name, typed value or echoed
+    SQL it quotes."""
+    return safe(_MESSAGE_BREAKS.sub(" ", text).strip(" "))
 
 
 def fit_lines(lines: Iterable[str], width: int, indent: str = "    ") -> list[str]:

@@ -483,8 +483,16 @@ def load_settings(
     env = os.environ if environ is None else environ
     values: dict[str, Any] = {}
     where: dict[str, str] = {}
+    given = {name for name, _ in _given(overrides)}
     for spec in SETTINGS:
         text = env.get(env_name(spec.name))
+        empty = text is not None and not text.strip()
+        if empty and spec.metadata["kind"] is Path and spec.name not in given:
+            # As for a flag: Path("") is the current folder, and a default would be a guess
+            # (`TRACEHOUSE_WAREHOUSE=$UNSET_VARIABLE` building ./warehouse).
+            raise SettingsError(
+                f"{env_name(spec.name)}={text!r}: must not be empty (unset it for the default)"
+            )
         if text is None or (text.strip() == "" and spec.metadata["kind"] is not bool):
             continue
         if spec.name == "warehouse" and uri_scheme(text.strip()) is not None:

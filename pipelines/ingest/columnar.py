@@ -34,7 +34,7 @@ import pyarrow as pa
 from pipelines import kernelindex
 from pipelines.kernelindex import canonical_number
 from pipelines.rejects import FORBIDS_CORRECTNESS
-from pipelines.transforms.evaluation_rules import was_evaluated
+from pipelines.transforms.evaluation_rules import not_evaluated, was_evaluated
 from pipelines.transforms.fib_lines import fib_trace_line
 from pipelines.transforms.records import Record
 
@@ -336,7 +336,7 @@ class ColumnarBatch:
         """A workload-only record (no evaluation): one workloads row per (definition, key) and
         file, derived once per distinct workload like a trace's entities."""
         value = record.value
-        if type(value) is not dict or value.get("evaluation") not in (None, {}):
+        if type(value) is not dict or not not_evaluated(value.get("evaluation")):
             return False
         definition = value.get("definition")
         workload = value.get("workload")

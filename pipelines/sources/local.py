@@ -2,8 +2,10 @@
 
 Only the four top-level folders the format defines are searched (``definitions/``,
 ``solutions/``, ``workloads/``, ``traces/``, legacy ``traces/workloads/`` included) plus
-``*.jsonl`` at the root (the July 2025 single ``traces.jsonl``). What a record *is* is decided
-later by its content; the path is only an audit column. Symbolic links are followed only when
+``*.jsonl`` at the root (the July 2025 single ``traces.jsonl``), leaving out any folder that is
+a tracehouse warehouse (one built inside its own source would otherwise read its own cache and
+manifests as records, and never be up to date). What a record *is* is decided later by its
+content; the path is only an audit column. Symbolic links are followed only when
 they stay inside the folder (or, for a Hub snapshot, inside its cache's ``blobs/``, where
 huggingface_hub's snapshot links lead).
 """
@@ -20,6 +22,17 @@ from pipelines.kernelindex import is_commit_sha
 from pipelines.transforms.records import Reject
 
 DATA_FOLDERS = ("definitions", "solutions", "workloads", "traces")
+# What marks a tracehouse warehouse folder (pipelines/warehouse.py's layout): the build lock every
+# build takes before it reads its source, beside the generations or the cache it writes.
+WAREHOUSE_LOCK = ".build.lock"
+WAREHOUSE_FOLDERS = ("generations", "cache")
+
+
+def is_warehouse_folder(folder: Path) -> bool:
+    """Whether ``folder`` is a tracehouse warehouse (this build's or any other): never data."""
+    return (folder / WAREHOUSE_LOCK).is_file() and any(
+        (folder / name).is_dir() for name in WAREHOUSE_FOLDERS
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +110,8 @@ def discover(root: Path, links_within: Path | None = None) -> tuple[list[SourceF
                         )
                     continue
             if entry.is_dir():
+                if is_warehouse_folder(path):
+                    continue
                 if data_like:
                     rejects.append(
                         Reject(
@@ -129,7 +144,7 @@ def discover(root: Path, links_within: Path | None = None) -> tuple[list[SourceF
                     None,
                 )
             )
-        elif folder.is_dir():
+        elif folder.is_dir() and not is_warehouse_folder(folder):
             walk(folder, name)
     for entry in sorted(os.scandir(root), key=lambda e: e.name):
         if not entry.name.endswith(".jsonl") or not entry.is_file(follow_symlinks=False):

@@ -193,6 +193,8 @@ def read_baseline_map(path: Path | None) -> dict[str, dict[str, str]]:
         ) from None
     except ValueError as error:  # invalid JSON or invalid UTF-8
         raise ValueError(f"baselines file {path}: not JSON ({error})") from None
+    except RecursionError:  # a map is two levels deep; this is not one
+        raise ValueError(f"baselines file {path}: JSON nesting is too deep to parse") from None
     if not isinstance(data, dict):
         raise ValueError(
             f"baselines file {path}: must be a JSON object "

@@ -1,5 +1,7 @@
 """Which trace records are real measurements: rules shared by every ingest path.
 
+* ``not_evaluated``: a line whose ``evaluation`` is absent, null or ``{}`` is a workload-only
+  record; any other value that is not an object is a trace with an invalid evaluation.
 * ``was_evaluated``: FlashInfer-Bench's runner gives up on a solution after repeated build
   failures and then writes one record per remaining workload *without running it*: status
   ``COMPILE_ERROR`` and a log that starts ``Solution skipped after <N> failures.``
@@ -29,6 +31,15 @@ NON_FINITE_TEXT = {
     "-Infinity": "-Infinity",
     "-inf": "-Infinity",
 }
+
+
+def not_evaluated(evaluation: Any) -> bool:
+    """Whether a trace line's ``evaluation`` (None when absent) makes it a workload-only record:
+    absent or null, or ``{}`` as the HF v0 layout wrote one (flashinfer-trace-format.md §3 and
+    its note 3 on missing evaluations). Every ingest path asks this; any other value that is not
+    an object (``"x"``, ``true``, ``[1]``, ``0``) is a trace with an invalid evaluation, rejected
+    by ``normalize.normalize_trace``, never a workload."""
+    return evaluation is None or (type(evaluation) is dict and not evaluation)
 
 
 def was_evaluated(status: str, log: str) -> bool:

@@ -24,7 +24,12 @@ from pipelines.rejects import (
     STATUSES,
     ReasonedError,
 )
-from pipelines.transforms.evaluation_rules import LatencyProblem, latency_ns_problem, read_latency
+from pipelines.transforms.evaluation_rules import (
+    LatencyProblem,
+    latency_ns_problem,
+    not_evaluated,
+    read_latency,
+)
 
 LOG_TRUNCATED_SUFFIX = "[log truncated]"
 ERROR_WORDS = ("error", "exception", "traceback", "failed")
@@ -67,8 +72,7 @@ def classify(value: Any) -> str | None:
     if not isinstance(value, dict):
         return None
     if "workload" in value and "definition" in value:
-        evaluation = value.get("evaluation")
-        return "trace" if isinstance(evaluation, dict) and evaluation else "workload"
+        return "workload" if not_evaluated(value.get("evaluation")) else "trace"
     if "sources" in value or ("spec" in value and "definition" in value):
         return "solution"
     if "axes" in value and ("inputs" in value or "outputs" in value):
@@ -316,8 +320,14 @@ def normalize_trace(value: dict[str, Any]) -> Trace:
         raise RecordError("invalid_field", "solution is not a string")
     workload, variants = normalize_workload(value.get("workload"))
     evaluation = value.get("evaluation")
+    if evaluation is None:
+        raise RecordError("missing_field", "evaluation is missing")
     if not isinstance(evaluation, dict):
-        raise RecordError("missing_field", "evaluation is missing or not an object")
+        raise RecordError(
+            "invalid_field",
+            f"evaluation is {type(evaluation).__name__} {to_json(evaluation)[:40]}, not an object "
+            "(null, absent or {} for a workload-only record)",
+        )
     status_raw = evaluation.get("status")
     if not isinstance(status_raw, str) or not status_raw:
         raise RecordError("missing_field", "evaluation.status is missing")
