@@ -770,7 +770,11 @@ def test_a_view_asset_recreates_its_view_in_the_published_file(
 def test_dagster_automation_builds_what_changed(demo_source: Path, tmp_path: Path) -> None:
     """The automation conditions, evaluated by Dagster: nothing before the source is observed;
     then the new source's partition (and with it every table); nothing once it is built; its
-    partition again once its folder changes and the cron observation saw it."""
+    partition again once its folder changes and the cron observation saw it.
+
+    Every evaluation has its time pinned: the first ones a minute after a quarter-hour tick of
+    OBSERVE_CRON, the last ones past the next tick. At the true time, a run that crossed a quarter
+    hour saw the cron fire between two evaluations, and failed (issue 25)."""
     from datetime import UTC, datetime, timedelta
 
     source = tmp_path / "dataset"
@@ -790,9 +794,18 @@ def test_dagster_automation_builds_what_changed(demo_source: Path, tmp_path: Pat
             request.partitions_def_name, list(request.partition_keys or [])
         )
 
-    def requested(cursor: Any, **when: Any) -> tuple[dict[str, set[str | None]], Any]:
+    # A minute after the next tick (so after every event this test records), then a second
+    # per evaluation: all before the tick after it, 15 minutes on.
+    now = datetime.now(UTC)
+    tick = now.replace(minute=now.minute - now.minute % 15, second=0, microsecond=0)
+    start = tick + timedelta(minutes=16)
+    clock = iter(start + timedelta(seconds=n) for n in range(60))
+
+    def requested(
+        cursor: Any, at: datetime | None = None
+    ) -> tuple[dict[str, set[str | None]], Any]:
         evaluated = dg.evaluate_automation_conditions(
-            defs=definitions, instance=instance, cursor=cursor, **when
+            defs=definitions, instance=instance, cursor=cursor, evaluation_time=at or next(clock)
         )
         found = {
             name(key): set(evaluated.get_requested_partitions(key))
@@ -817,11 +830,11 @@ def test_dagster_automation_builds_what_changed(demo_source: Path, tmp_path: Pat
 
     trace = next((source / "traces").rglob("*.jsonl"))
     trace.write_text(trace.read_text() + "\n")
-    later = datetime.now(UTC) + timedelta(minutes=16)  # past the next cron tick
-    ticked, cursor = requested(cursor, evaluation_time=later)
+    later = start + timedelta(minutes=15)  # past the next cron tick
+    ticked, cursor = requested(cursor, later)
     assert ticked.get(SOURCE_ASSET) == {"dataset"}  # observe on the cron
     observe([assets.source_dataset], instance=instance, resources={"warehouse": warehouse})
-    moved, _ = requested(cursor, evaluation_time=later)
+    moved, _ = requested(cursor, later + timedelta(seconds=1))
     assert {table: p for table, p in moved.items() if table in schemas.TABLES} == one_build
 
 
