@@ -145,6 +145,7 @@ def _dg(*arguments: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_dg_check_defs_accepts_the_project() -> None:
     checked = _dg("check", "defs")
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -152,6 +153,7 @@ def test_dg_check_defs_accepts_the_project() -> None:
     assert "Warning" not in checked.stdout + checked.stderr
 
 
+@pytest.mark.slow
 def test_dg_list_defs_lists_the_code_location() -> None:
     import json
 
@@ -346,6 +348,7 @@ def test_resource_reads_tracehouse_environment(
     assert WarehouseResource(source="data/other").settings().source == "data/other"
 
 
+@pytest.mark.slow
 def test_the_asset_graph_does_not_depend_on_the_environment(tmp_path: Path) -> None:
     """Sources are dynamic partitions: the code location reads no source at import."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TRACEHOUSE_")}
@@ -482,9 +485,13 @@ CORRUPTIONS = {
 
 
 @pytest.fixture
-def demo_copy(demo_source: Path, tmp_path: Path) -> Path:
-    """A fresh warehouse to corrupt (generations hold absolute paths, so it is rebuilt, not copied)."""
-    return _built(demo_source, tmp_path / "warehouse", REVISION)
+def demo_copy(demo_warehouse: Path, tmp_path: Path) -> Path:
+    """A copy of the demo warehouse to corrupt. A copy reads its own files: ``current`` is a
+    relative link and read connections make their views over the folder they open (a rebuild
+    per corruption cost a demo build each)."""
+    copy = tmp_path / "warehouse"
+    shutil.copytree(demo_warehouse, copy, symlinks=True)
+    return copy
 
 
 @pytest.mark.integration
@@ -933,6 +940,7 @@ def test_an_hf_source_is_observed_at_its_commit(fake_hub: FakeHub, tmp_path: Pat
     assert observed_version() == second != first
 
 
+@pytest.mark.slow
 @requires_shared
 def test_environment_check_recomputes_ids_of_environments_with_extra_keys(tmp_path: Path) -> None:
     """The Intel fork's traces carry environment.hardware_id, which enters environment_id."""
