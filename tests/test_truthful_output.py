@@ -148,6 +148,7 @@ def test_the_leaderboard_table_fits_80_columns_and_tells_names_apart(warehouse: 
     assert "1.000" in baseline_line and "100%" in baseline_line and "baseline" in baseline_line
 
 
+@pytest.mark.slow
 def test_every_command_fits_80_columns(warehouse: Path, tmp_path: Path) -> None:
     run_id = json.loads(
         cli(warehouse, "query", "SELECT run_id FROM runs LIMIT 1", "--format", "json").stdout

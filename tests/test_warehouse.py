@@ -99,6 +99,7 @@ def count(warehouse: Path, table: str) -> int:
     return table_row_count(Warehouse(warehouse).require_current(), table)
 
 
+@pytest.mark.slow
 @requires_shared
 @pytest.mark.parametrize("folder", sorted(SAMPLE_COUNTS))
 def test_every_sample_layout_builds_with_exact_counts(folder: str, tmp_path: Path) -> None:
@@ -191,6 +192,7 @@ def test_golden_runs_match_kernelindex_keys_and_ranks(golden_warehouse: Path) ->
     assert mismatches == []
 
 
+@pytest.mark.slow
 @requires_shared
 def test_seed_record_matches_the_identity_document(golden_warehouse: Path) -> None:
     external_id = "trace/flashinfer_wrapper_ea3787/892d1b8f-f6fe-40ad-aa3f-b6d391753bd3"
@@ -228,6 +230,7 @@ def test_seed_record_matches_the_identity_document(golden_warehouse: Path) -> No
     assert ours_run == published["run"]
 
 
+@pytest.mark.slow
 @requires_shared
 def test_building_twice_gives_identical_tables_and_exports(tmp_path: Path) -> None:
     source = GOLDEN_DIR / "dataset"
@@ -255,6 +258,7 @@ def test_building_twice_gives_identical_tables_and_exports(tmp_path: Path) -> No
     assert manifest["tables"]["runs"]["rows"] == 1490
 
 
+@pytest.mark.slow
 @requires_shared
 def test_parted_tables_written_in_batches_of_groups_equal_one_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -288,6 +292,7 @@ def ranking_parts(warehouse: Path) -> set[str]:
     }
 
 
+@pytest.mark.slow
 @requires_shared
 def test_incremental_build_reparses_only_the_changed_file_and_equals_a_full_build(
     tmp_path: Path,
@@ -327,6 +332,7 @@ def test_incremental_build_reparses_only_the_changed_file_and_equals_a_full_buil
     assert count(tmp_path / "w", "runs") == 1489
 
 
+@pytest.mark.slow
 @requires_shared
 def test_query_runs_from_a_second_process_and_refuses_writes(golden_warehouse: Path) -> None:
     result = run_cli(
@@ -376,6 +382,7 @@ def test_run_summary_has_the_documented_columns(golden_warehouse: Path) -> None:
         assert name in columns
 
 
+@pytest.mark.slow
 @requires_shared
 def test_leaderboard_and_kernelindex_export(golden_warehouse: Path, tmp_path: Path) -> None:
     board = run_cli(
@@ -410,6 +417,7 @@ def test_leaderboard_and_kernelindex_export(golden_warehouse: Path, tmp_path: Pa
     )
 
 
+@pytest.mark.slow
 @requires_shared
 def test_files_written_in_small_chunks_give_the_same_tables(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -429,6 +437,7 @@ def test_files_written_in_small_chunks_give_the_same_tables(
         )
 
 
+@pytest.mark.slow
 @requires_shared
 def test_a_bare_nan_line_costs_the_file_its_kernelindex_identity_but_no_rows(
     tmp_path: Path,
@@ -454,6 +463,7 @@ def test_a_bare_nan_line_costs_the_file_its_kernelindex_identity_but_no_rows(
     assert {r["identity_error"] for r in others} == {None}
 
 
+@pytest.mark.slow
 def test_every_stored_run_digest_is_reproduced_from_the_warehouse_columns(tmp_path: Path) -> None:
     """The record command rebuilds run manifests from columns; for every run the rebuilt spec
     must hash to the digest the build spliced from identity's canonical template."""
@@ -500,6 +510,7 @@ def test_sql_eligibility_agrees_with_kernelindex_per_line_rule(golden_warehouse:
         assert list(reasons) == eligibility_reasons(ki_status, has_timing)
 
 
+@pytest.mark.slow
 @requires_shared
 def test_the_duckdb_command_opens_the_warehouse_file(golden_warehouse: Path) -> None:
     """`duckdb <warehouse>/tracehouse.duckdb` (the duckdb-cli package) answers ad-hoc SQL."""
