@@ -200,6 +200,7 @@ def test_time_travel_and_a_build_killed_mid_commit(s3_endpoint: str, tmp_path: P
     assert [row["revision"] for row in json.loads(listed)] == [REVISION_A, REVISION_B, REVISION_C]
 
 
+@pytest.mark.slow
 @requires_golden
 def test_folder_warehouse_with_a_catalog_inside_it(tmp_path: Path) -> None:
     """A folder warehouse reads as before; with --catalog it also publishes Iceberg tables into
@@ -256,6 +257,7 @@ def _table_metadata(catalog_file: Path) -> dict[str, str]:
     return dict(rows)
 
 
+@pytest.mark.slow
 def test_object_store_settings_errors_are_one_line(tmp_path: Path) -> None:
     cases = [
         (("build", "--source", str(tmp_path), "--warehouse", "s3://bucket/wh"), "needs a catalog"),
