@@ -232,21 +232,23 @@ def test_seed_record_matches_the_identity_document(golden_warehouse: Path) -> No
 
 @pytest.mark.slow
 @requires_shared
-def test_building_twice_gives_identical_tables_and_exports(tmp_path: Path) -> None:
+def test_building_twice_gives_identical_tables_and_exports(
+    golden_warehouse: Path, tmp_path: Path
+) -> None:
+    """The first build is the session's golden warehouse (built with the same arguments)."""
     source = GOLDEN_DIR / "dataset"
-    build(source, tmp_path / "a", revision=GOLDEN_REVISION)
     build(source, tmp_path / "b", revision=GOLDEN_REVISION, workers=1)
     for table in TABLES:
-        assert table_rows(tmp_path / "a", table) == table_rows(tmp_path / "b", table), table
+        assert table_rows(golden_warehouse, table) == table_rows(tmp_path / "b", table), table
     assert (
         run_cli(
-            "export", "--snapshot", str(tmp_path / "e1"), "--warehouse", str(tmp_path / "a")
+            "export", "--snapshot", str(tmp_path / "e1"), "--warehouse", str(golden_warehouse)
         ).returncode
         == 0
     )
     assert (
         run_cli(
-            "export", "--snapshot", str(tmp_path / "e2"), "--warehouse", str(tmp_path / "a")
+            "export", "--snapshot", str(tmp_path / "e2"), "--warehouse", str(golden_warehouse)
         ).returncode
         == 0
     )
@@ -261,12 +263,12 @@ def test_building_twice_gives_identical_tables_and_exports(tmp_path: Path) -> No
 @pytest.mark.slow
 @requires_shared
 def test_parted_tables_written_in_batches_of_groups_equal_one_write(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    golden_warehouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Finalize writes the groups' parts in batches bounded by staged size (issue 16: one
-    write over 1M runs outgrew its memory limit); a batch per group gives the same tables."""
+    write over 1M runs outgrew its memory limit); a batch per group gives the same tables
+    as the golden warehouse, built by default."""
     source = GOLDEN_DIR / "dataset"
-    build(source, tmp_path / "one", revision=GOLDEN_REVISION)
     batches: list[tuple[str, int]] = []
     write = finalize._write_missing_parts
 
@@ -281,7 +283,7 @@ def test_parted_tables_written_in_batches_of_groups_equal_one_write(
     # One write per group with staged runs (groups without any may share a write).
     assert len(runs_batches) > 10 and max(runs_batches) < 10
     for table in TABLES:
-        assert table_rows(tmp_path / "one", table) == table_rows(tmp_path / "many", table), table
+        assert table_rows(golden_warehouse, table) == table_rows(tmp_path / "many", table), table
 
 
 def ranking_parts(warehouse: Path) -> set[str]:
@@ -420,21 +422,19 @@ def test_leaderboard_and_kernelindex_export(golden_warehouse: Path, tmp_path: Pa
 @pytest.mark.slow
 @requires_shared
 def test_files_written_in_small_chunks_give_the_same_tables(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    golden_warehouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Against the golden warehouse, built in whole chunks."""
     from pipelines.transforms import ingest
 
     source = GOLDEN_DIR / "dataset"
-    build(source, tmp_path / "whole", revision=GOLDEN_REVISION)
     monkeypatch.setattr(ingest, "CHUNK_ROWS", 7)  # read when the build makes its tasks
     build(source, tmp_path / "chunked", revision=GOLDEN_REVISION)
     assert any(
         ".runs.3.parquet" in p.name for p in (tmp_path / "chunked" / "cache" / "staging").iterdir()
     )
     for table in TABLES:
-        assert table_rows(tmp_path / "whole", table) == table_rows(tmp_path / "chunked", table), (
-            table
-        )
+        assert table_rows(golden_warehouse, table) == table_rows(tmp_path / "chunked", table), table
 
 
 @pytest.mark.slow
