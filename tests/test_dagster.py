@@ -52,12 +52,11 @@ from pipelines.warehouse import (
     table_files,
 )
 from tests.hub_server import FakeHub
-from tests.shared_data import GOLDEN_DIR, SAMPLES_DIR, SHARED, requires_shared
+from tests.shared_data import SAMPLES_DIR, requires_shared
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = Path(__file__).parent / "__snapshots__" / "asset_keys.txt"
 REVISION = "0123456789abcdef0123456789abcdef01234567"
-GOLDEN_REVISION = "da915083d4c7c5e61aa3005e3d17ae488e0fc71c"
 REPO = "flashinfer-ai/flashinfer-trace"
 HUB_URI = f"hf://datasets/{REPO}"
 VIEWS = {"run_summary", "leaderboard", "record_events", "latency_history", "regressions"}
@@ -405,13 +404,7 @@ def demo_warehouse(demo_source: Path, tmp_path_factory: pytest.TempPathFactory) 
     return _built(demo_source, tmp_path_factory.mktemp("demo_wh") / "warehouse", REVISION)
 
 
-@pytest.fixture(scope="session")
-def golden_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if SHARED is None:
-        pytest.skip("../shared not found beside the checkout")
-    return _built(
-        GOLDEN_DIR / "dataset", tmp_path_factory.mktemp("golden_wh") / "warehouse", GOLDEN_REVISION
-    )
+# golden_warehouse is the session's one (tests/conftest.py): the same build, made once.
 
 
 # The checks that read the tables (the publish guards compare table counts instead).
