@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PYTHON ?= $(BIN)/python
 REPEAT ?= 3
 
-.PHONY: install demo test lint typecheck unit bench bench-large bench-1m clean
+.PHONY: install demo test test-fast lint typecheck unit bench bench-large bench-1m clean
 
 $(BIN)/uv:
 	python3 -m venv $(VENV)
@@ -33,10 +33,16 @@ lint: install
 typecheck: install
 	$(BIN)/pyright
 
+# Every test; the 20 slowest are listed at the end, to see where the time goes.
 unit: install
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=20
 
 test: lint typecheck unit
+
+# The quick tier to run while working: unit and SQL-level tests. Tests marked `slow` (over 10 s)
+# or `integration` (servers, a headless browser, Dagster end to end, big builds) are left out.
+test-fast: install
+	$(BIN)/pytest -q -m "not slow and not integration" --durations=20
 
 # Benchmarks of issue 9 (bench/run.py). Each leg runs as its own process, side by side in one
 # run, medians of $(REPEAT); datasets are generated once into data/bench/<lines> and reused;

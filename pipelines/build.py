@@ -842,7 +842,12 @@ def _run_tasks(
         initargs=(_WORKER_CONTEXT,),
     )
     try:
-        futures = {pool.submit(_ingest_task, task): index for index, task in enumerate(tasks)}
+        # Starting a worker must not be cut in half: a worker the fork server has forked but
+        # this process has not yet noted escapes stop_children, and once the pool below is
+        # dropped it finds its queues' semaphores gone and prints a traceback after our line.
+        # An interrupt meanwhile is held until every worker is started (and known).
+        with interrupts.deferred():
+            futures = {pool.submit(_ingest_task, task): i for i, task in enumerate(tasks)}
         for future in as_completed(futures):
             index = futures[future]
             gathered[index] = future.result()

@@ -12,6 +12,8 @@ interrupt anywhere else leaves the published warehouse as it was. The publish it
 
 Parser workers ignore SIGINT (a terminal sends it to the whole process group; the parent
 decides) and die on SIGTERM; the parent kills its remaining children with ``stop_children``.
+Starting the workers runs ``deferred()`` too, so that every worker that exists is one the
+parent knows of and kills.
 """
 
 from __future__ import annotations
@@ -183,8 +185,8 @@ def note_published(generation: str | None) -> None:
 
 @contextlib.contextmanager
 def deferred() -> Iterator[None]:
-    """Run a block that must not be cut in half (an atomic switch); a signal meanwhile is
-    raised at its end. A switch is not begun once a signal has come: one that arrived while
+    """Run a block that must not be cut in half (an atomic switch, starting parser workers); a
+    signal meanwhile is raised at its end. A switch is not begun once a signal has come: one that arrived while
     a module was being imported was only noted (see ``_handler``), and the command, still
     running until the watchdog ends it, must not publish what the user asked to stop."""
     global _deferred_depth, _pending

@@ -72,7 +72,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def full_run(base: Path) -> str:
-    """Every leg once at the 1x size."""
+    """Every leg once at the 1x size (minutes of builds: its tests are marked integration)."""
     return _harness(base, BASE_LINES)
 
 
@@ -82,6 +82,7 @@ def scaled_run(base: Path, full_run: str) -> str:
     return _harness(base, LARGE_LINES, "--only", "cold")
 
 
+@pytest.mark.integration
 def test_results_json_has_every_leg_and_field(base: Path, full_run: str) -> None:
     report = _report(base, BASE_LINES)
     assert (base / "out" / f"bench_{BASE_LINES}.md").read_text().startswith("# Benchmark")
@@ -117,6 +118,7 @@ def test_results_json_has_every_leg_and_field(base: Path, full_run: str) -> None
             assert leg["child_result"] == {"rows": dataset["trace_lines"]}, name
 
 
+@pytest.mark.integration
 def test_every_check_has_its_rule_and_value(base: Path, full_run: str) -> None:
     report = _report(base, BASE_LINES)
     checks = {c["check"]: c for c in report["checks"]}
@@ -163,6 +165,7 @@ def test_every_check_has_its_rule_and_value(base: Path, full_run: str) -> None:
     assert [row["lines"] for row in report["scaling"]["rows"]] == [BASE_LINES]
 
 
+@pytest.mark.integration
 def test_every_ratio_and_check_is_printed(base: Path, full_run: str) -> None:
     report = _report(base, BASE_LINES)
     assert "x DuckDB" in full_run and "x Polars" in full_run and "x cold" in full_run
@@ -176,6 +179,7 @@ def test_every_ratio_and_check_is_printed(base: Path, full_run: str) -> None:
     assert "machine: " in full_run and "python " in full_run
 
 
+@pytest.mark.integration
 def test_scaling_compares_sizes_in_the_results_folder(base: Path, scaled_run: str) -> None:
     small, large = _report(base, BASE_LINES), _report(base, LARGE_LINES)
     assert list(large["legs"]) == ["cold"]
@@ -265,6 +269,7 @@ def test_a_descendant_outliving_the_leg_is_killed_and_reaped(tmp_path: Path) -> 
     assert not Path(f"/proc/{daemon}").exists()  # killed and reaped: not even a zombie
 
 
+@pytest.mark.integration
 def test_polars_glob_scan_cannot_take_the_bench_files(base: Path, full_run: str) -> None:
     """Why the polars leg reads each file on its own (see bench.run's docstring)."""
     import polars as pl
@@ -277,6 +282,7 @@ def test_polars_glob_scan_cannot_take_the_bench_files(base: Path, full_run: str)
     assert _report(base, BASE_LINES)["legs"]["polars"]["ok"]
 
 
+@pytest.mark.integration
 def test_second_run_reuses_the_dataset(base: Path, full_run: str) -> None:
     out = base / "out-reuse"
     assert (
@@ -330,6 +336,7 @@ def test_measure_reports_a_failing_child() -> None:
     assert sample.stdout_tail.strip() == "x"
 
 
+@pytest.mark.integration
 def test_file_change_is_undone_exactly(base: Path, full_run: str) -> None:
     source = base / "data" / str(BASE_LINES)
     change = FileChange.prepare(source)
@@ -344,6 +351,7 @@ def test_file_change_is_undone_exactly(base: Path, full_run: str) -> None:
     assert os.stat(change.path).st_mtime_ns == mtime
 
 
+@pytest.mark.integration
 def test_storage_growth_of_a_revision_is_measured(base: Path, full_run: str) -> None:
     """bench/storage.py: two revisions differing in one trace file, with one and with three
     generations kept; the retained growth is run_history's rows, the file's share the yardstick."""

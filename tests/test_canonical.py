@@ -162,6 +162,7 @@ json_values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=1500, deadline=None)
 @given(json_values)
 @example(-0.0)

@@ -103,6 +103,7 @@ def demo_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "warehouse"
 
 
+@pytest.mark.slow
 def test_record_events_follow_the_rule_on_the_demo_data(demo_warehouse: Path) -> None:
     """The demo holds many solutions per comparison key, so records change hands often."""
     eligible = rows(
@@ -133,6 +134,7 @@ def test_record_events_follow_the_rule_on_the_demo_data(demo_warehouse: Path) ->
             assert earlier["held_until"] == later["at"] == later["observed_at"]
 
 
+@pytest.mark.slow
 def test_record_events_take_eligibility_from_run_rankings(demo_warehouse: Path) -> None:
     """Only runs run_rankings calls eligible hold records, and every eligible cohort has one."""
     ineligible_holders = rows(
@@ -152,6 +154,7 @@ def test_record_events_take_eligibility_from_run_rankings(demo_warehouse: Path) 
         assert "ki_status" not in text and "'passed'" not in text
 
 
+@pytest.mark.slow
 @requires_shared
 def test_record_page_shows_the_record_history(golden_warehouse: Path) -> None:
     """For a run that took a record (KernelIndex's own event), the page says since when and from
@@ -326,6 +329,7 @@ def test_the_limits_are_settings(series_warehouse: Path) -> None:
         assert got == want, env
 
 
+@pytest.mark.slow
 def test_changes_command_lists_the_regression_and_fails_only_when_asked(
     series_warehouse: Path,
 ) -> None:
@@ -379,6 +383,7 @@ def test_changes_command_lists_the_regression_and_fails_only_when_asked(
     assert "of 1 earlier, too few for a z-score" in text
 
 
+@pytest.mark.slow
 def test_changes_since_a_date_and_a_revision(series_warehouse: Path) -> None:
     """--since names an earlier state: a date, each source's last build at or before it (a
     date before the first build compares with nothing); a revision, the snapshot that read it
@@ -430,6 +435,7 @@ def test_changes_refuses_bad_arguments_in_one_line(series_warehouse: Path, tmp_p
     assert missing.returncode == 2 and "no warehouse at" in missing.stderr
 
 
+@pytest.mark.slow
 def test_changes_since_an_earlier_snapshot_compares_with_it(tmp_path: Path) -> None:
     """Two builds of a changing folder: `--since` the first snapshot (its id's prefix) is the
     default comparison here, and names what the second build removed."""
@@ -469,6 +475,7 @@ def test_changes_since_an_earlier_snapshot_compares_with_it(tmp_path: Path) -> N
     assert same_source.returncode == 0, same_source.stderr
 
 
+@pytest.mark.slow
 def test_the_dagster_check_warns_on_a_regression_without_blocking(
     series_warehouse: Path,
 ) -> None:

@@ -253,6 +253,7 @@ def assert_same_rows(exact: dict[str, pl.DataFrame], columnar: dict[str, pl.Data
 COLUMNAR_SEEN = {"lines": 0, "columnar": 0}
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(st.lists(trace_lines(), min_size=1, max_size=8), st.booleans())
 def test_both_paths_give_identical_rows(

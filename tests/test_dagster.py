@@ -53,12 +53,11 @@ from pipelines.warehouse import (
     table_files,
 )
 from tests.hub_server import FakeHub
-from tests.shared_data import GOLDEN_DIR, SAMPLES_DIR, SHARED, requires_shared
+from tests.shared_data import SAMPLES_DIR, requires_shared
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = Path(__file__).parent / "__snapshots__" / "asset_keys.txt"
 REVISION = "0123456789abcdef0123456789abcdef01234567"
-GOLDEN_REVISION = "da915083d4c7c5e61aa3005e3d17ae488e0fc71c"
 REPO = "flashinfer-ai/flashinfer-trace"
 HUB_URI = f"hf://datasets/{REPO}"
 VIEWS = {"run_summary", "leaderboard", "record_events", "latency_history", "regressions"}
@@ -146,6 +145,7 @@ def _dg(*arguments: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_dg_check_defs_accepts_the_project() -> None:
     checked = _dg("check", "defs")
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -153,6 +153,7 @@ def test_dg_check_defs_accepts_the_project() -> None:
     assert "Warning" not in checked.stdout + checked.stderr
 
 
+@pytest.mark.slow
 def test_dg_list_defs_lists_the_code_location() -> None:
     import json
 
@@ -347,6 +348,7 @@ def test_resource_reads_tracehouse_environment(
     assert WarehouseResource(source="data/other").settings().source == "data/other"
 
 
+@pytest.mark.slow
 def test_the_asset_graph_does_not_depend_on_the_environment(tmp_path: Path) -> None:
     """Sources are dynamic partitions: the code location reads no source at import."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TRACEHOUSE_")}
@@ -403,13 +405,7 @@ def demo_warehouse(demo_source: Path, tmp_path_factory: pytest.TempPathFactory) 
     return _built(demo_source, tmp_path_factory.mktemp("demo_wh") / "warehouse", REVISION)
 
 
-@pytest.fixture(scope="session")
-def golden_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if SHARED is None:
-        pytest.skip("../shared not found beside the checkout")
-    return _built(
-        GOLDEN_DIR / "dataset", tmp_path_factory.mktemp("golden_wh") / "warehouse", GOLDEN_REVISION
-    )
+# golden_warehouse is the session's one (tests/conftest.py): the same build, made once.
 
 
 # The checks that read the tables (the publish guards compare table counts instead).
@@ -483,9 +479,13 @@ CORRUPTIONS = {
 
 
 @pytest.fixture
-def demo_copy(demo_source: Path, tmp_path: Path) -> Path:
-    """A fresh warehouse to corrupt (generations hold absolute paths, so it is rebuilt, not copied)."""
-    return _built(demo_source, tmp_path / "warehouse", REVISION)
+def demo_copy(demo_warehouse: Path, tmp_path: Path) -> Path:
+    """A copy of the demo warehouse to corrupt. A copy reads its own files: ``current`` is a
+    relative link and read connections make their views over the folder they open (a rebuild
+    per corruption cost a demo build each)."""
+    copy = tmp_path / "warehouse"
+    shutil.copytree(demo_warehouse, copy, symlinks=True)
+    return copy
 
 
 @pytest.mark.integration
@@ -774,7 +774,11 @@ def test_a_view_asset_recreates_its_view_in_the_published_file(
 def test_dagster_automation_builds_what_changed(demo_source: Path, tmp_path: Path) -> None:
     """The automation conditions, evaluated by Dagster: nothing before the source is observed;
     then the new source's partition (and with it every table); nothing once it is built; its
-    partition again once its folder changes and the cron observation saw it."""
+    partition again once its folder changes and the cron observation saw it.
+
+    Every evaluation has its time pinned: the first ones a minute after a quarter-hour tick of
+    OBSERVE_CRON, the last ones past the next tick. At the true time, a run that crossed a quarter
+    hour saw the cron fire between two evaluations, and failed (issue 25)."""
     from datetime import UTC, datetime, timedelta
 
     source = tmp_path / "dataset"
@@ -794,9 +798,18 @@ def test_dagster_automation_builds_what_changed(demo_source: Path, tmp_path: Pat
             request.partitions_def_name, list(request.partition_keys or [])
         )
 
-    def requested(cursor: Any, **when: Any) -> tuple[dict[str, set[str | None]], Any]:
+    # A minute after the next tick (so after every event this test records), then a second
+    # per evaluation: all before the tick after it, 15 minutes on.
+    now = datetime.now(UTC)
+    tick = now.replace(minute=now.minute - now.minute % 15, second=0, microsecond=0)
+    start = tick + timedelta(minutes=16)
+    clock = iter(start + timedelta(seconds=n) for n in range(60))
+
+    def requested(
+        cursor: Any, at: datetime | None = None
+    ) -> tuple[dict[str, set[str | None]], Any]:
         evaluated = dg.evaluate_automation_conditions(
-            defs=definitions, instance=instance, cursor=cursor, **when
+            defs=definitions, instance=instance, cursor=cursor, evaluation_time=at or next(clock)
         )
         found = {
             name(key): set(evaluated.get_requested_partitions(key))
@@ -821,11 +834,11 @@ def test_dagster_automation_builds_what_changed(demo_source: Path, tmp_path: Pat
 
     trace = next((source / "traces").rglob("*.jsonl"))
     trace.write_text(trace.read_text() + "\n")
-    later = datetime.now(UTC) + timedelta(minutes=16)  # past the next cron tick
-    ticked, cursor = requested(cursor, evaluation_time=later)
+    later = start + timedelta(minutes=15)  # past the next cron tick
+    ticked, cursor = requested(cursor, later)
     assert ticked.get(SOURCE_ASSET) == {"dataset"}  # observe on the cron
     observe([assets.source_dataset], instance=instance, resources={"warehouse": warehouse})
-    moved, _ = requested(cursor, evaluation_time=later)
+    moved, _ = requested(cursor, later + timedelta(seconds=1))
     assert {table: p for table, p in moved.items() if table in schemas.TABLES} == one_build
 
 
@@ -924,6 +937,7 @@ def test_an_hf_source_is_observed_at_its_commit(fake_hub: FakeHub, tmp_path: Pat
     assert observed_version() == second != first
 
 
+@pytest.mark.slow
 @requires_shared
 def test_environment_check_recomputes_ids_of_environments_with_extra_keys(tmp_path: Path) -> None:
     """The Intel fork's traces carry environment.hardware_id, which enters environment_id."""

@@ -230,6 +230,7 @@ def test_refuses_to_write_over_an_existing_dataset(tmp_path: Path) -> None:
     assert len(list((tmp_path / "x" / "definitions").rglob("*.json"))) == again.definitions == 3
 
 
+@pytest.mark.slow
 def test_tracehouse_demo_is_the_one_command_line(tmp_path: Path) -> None:
     result = run_cli(
         "demo",

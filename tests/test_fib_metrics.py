@@ -29,6 +29,9 @@ from tests.fib_golden import (
     tree_sha256,
 )
 
+# Every test reads fib_warehouses: ten builds, one per golden dataset, before the first.
+pytestmark = pytest.mark.slow
+
 DATASETS = golden_datasets()
 DATASET_NAMES = [d.name for d in DATASETS] or ["(no ../shared)"]
 

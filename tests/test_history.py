@@ -30,7 +30,10 @@ from pipelines.warehouse import Warehouse, connect_read_only
 from tests.conftest import run_cli
 from tests.hostile_corpus import definition_object, solution_object, trace_object
 
-pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+pytestmark = [  # the tests read a series of four CLI builds, or build their own
+    pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed"),
+    pytest.mark.slow,
+]
 
 DEFINITION = "gemm_n4_k4"
 WORKLOADS = [f"w-{i:02d}" for i in range(4)]

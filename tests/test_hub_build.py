@@ -19,6 +19,9 @@ from tests.conftest import build, files_outside, one_error_line, run_cli
 from tests.hub_server import FakeHub, Fault
 from tests.shared_data import GOLDEN_DIR, requires_shared
 
+# `tracehouse build` against the fake Hub server, with its faults and deadlines.
+pytestmark = pytest.mark.integration
+
 URI = "hf://datasets/flashinfer-ai/flashinfer-trace@main"
 HUB_NAME = "flashinfer-ai/flashinfer-trace"  # the source name a build of URI gets
 COMPARED = (

@@ -93,6 +93,7 @@ def _corpus(folder: Path, drop_traces: int) -> Path:
     return folder
 
 
+@pytest.mark.integration
 @requires_golden
 def test_golden_build_on_s3_exports_exactly_the_local_build(
     s3_endpoint: str, golden_warehouse: Path, tmp_path: Path
@@ -156,6 +157,7 @@ def test_golden_build_on_s3_exports_exactly_the_local_build(
     assert current.summary[PROPERTY_SNAPSHOT] == snapshot_id
 
 
+@pytest.mark.integration
 @requires_golden
 def test_time_travel_and_a_build_killed_mid_commit(s3_endpoint: str, tmp_path: Path) -> None:
     env = _aws_env(s3_endpoint, tmp_path / "staging")
@@ -198,6 +200,7 @@ def test_time_travel_and_a_build_killed_mid_commit(s3_endpoint: str, tmp_path: P
     assert [row["revision"] for row in json.loads(listed)] == [REVISION_A, REVISION_B, REVISION_C]
 
 
+@pytest.mark.slow
 @requires_golden
 def test_folder_warehouse_with_a_catalog_inside_it(tmp_path: Path) -> None:
     """A folder warehouse reads as before; with --catalog it also publishes Iceberg tables into
@@ -254,6 +257,7 @@ def _table_metadata(catalog_file: Path) -> dict[str, str]:
     return dict(rows)
 
 
+@pytest.mark.slow
 def test_object_store_settings_errors_are_one_line(tmp_path: Path) -> None:
     cases = [
         (("build", "--source", str(tmp_path), "--warehouse", "s3://bucket/wh"), "needs a catalog"),
@@ -329,6 +333,7 @@ print(retries)
 """
 
 
+@pytest.mark.integration
 def test_writers_of_different_sources_commit_concurrently(s3_endpoint: str, tmp_path: Path) -> None:
     """Two processes replace their own source's rows of one table at the same moment, many
     times: every commit lands (conflicts are retried), and neither removes the other's rows."""
@@ -414,6 +419,7 @@ def _same_but_build_times(ours: Path, theirs: Path) -> None:
     assert snapshots(ours) == snapshots(theirs)
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(SHARED is None, reason="../shared/samples not found beside the checkout")
 def test_builds_of_two_sources_at_once_equal_building_them_in_turn(
     s3_endpoint: str, tmp_path: Path

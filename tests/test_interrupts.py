@@ -83,6 +83,24 @@ def _group_members(group: int) -> list[int]:
     return members
 
 
+@dataclass
+class CommandStarted:
+    """The command's own code runs: it catches SIGTERM (``interrupts.install_early``, its first
+    line), which Python does not do by itself. Before that is the interpreter's own start-up,
+    the one moment not covered (docs/guarantees.md): on a busy machine a fixed delay such as
+    0.1 s could land there, and Python printed its KeyboardInterrupt traceback."""
+
+    pid: int = 0
+
+    def __call__(self, watch: Watch) -> bool:
+        try:
+            status = Path(f"/proc/{self.pid}/status").read_text()
+        except OSError:
+            return False
+        caught = next(line for line in status.splitlines() if line.startswith("SigCgt:"))
+        return bool(int(caught.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+
+
 def interrupt(
     command: list[str], trigger: Trigger, watch: Watch, signum: int, *, env: dict[str, str]
 ) -> Stopped | None:
@@ -96,6 +114,8 @@ def interrupt(
         start_new_session=True,
         env=env,
     )
+    if isinstance(trigger, CommandStarted):
+        trigger.pid = process.pid
     try:
         while process.poll() is None:
             if trigger(watch):
@@ -171,9 +191,10 @@ def _environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("TRACEHOUSE_")}
 
 
-def _plan(rng: random.Random, typical: float) -> list[tuple[str, Trigger]]:
-    plan: list[tuple[str, Trigger]] = [
-        ("process start (Python imports the command)", after(0.1)),
+def _plan(rng: random.Random, typical: float) -> list[tuple[str, Trigger | float]]:
+    """The moments: a trigger, or a delay in seconds after the start."""
+    plan: list[tuple[str, Trigger | float]] = [
+        ("process start (Python imports the command)", CommandStarted()),
         ("first staging part temporary file (workers writing)", staging_tmp()),
         ("first staging part", staging_parts(1)),
         ("a quarter of the staging parts", staging_parts(12)),
@@ -190,10 +211,13 @@ def _plan(rng: random.Random, typical: float) -> list[tuple[str, Trigger]]:
     ]
     for _ in range(6):
         delay = round(rng.uniform(0.1, typical * 0.9), 3)
-        plan.append((f"random delay {delay:.3f} s", after(delay)))
+        plan.append((f"random delay {delay:.3f} s", delay))
     return plan
 
 
+# Some thirty builds, each a few seconds of CPU: on a busy 2-core machine that is more than
+# the suite's 600 s per test (pyproject.toml), with no sign of a hang.
+@pytest.mark.timeout(1800)
 def test_interrupting_a_build_at_any_moment_is_clean(tmp_path: Path) -> None:
     rng = random.Random(SEED)
     source = tmp_path / "dataset"
@@ -217,9 +241,12 @@ def test_interrupting_a_build_at_any_moment_is_clean(tmp_path: Path) -> None:
     command += ["--workers", "2"]
     trials: list[tuple[str, str, str, float]] = []  # (moment, signal, outcome, seconds)
     missed: list[str] = []
-    for number, (name, trigger) in enumerate(_plan(rng, typical)):
+    for number, (name, moment) in enumerate(_plan(rng, typical)):
         signum = signal.SIGINT if number % 2 == 0 else signal.SIGTERM
-        for _attempt in range(5):  # a narrow moment may pass between two polls: try again
+        for attempt in range(5):  # a narrow moment may pass between two polls: try again
+            # A delay is halved at each try: where the load fell since the reference builds
+            # were timed, a build can end before it (a loaded run missed its 16 s and 18 s).
+            trigger = moment if callable(moment) else after(moment / 2**attempt)
             state = published_state(warehouse)
             stopped = interrupt(command, trigger, Watch.start(warehouse), signum, env=env)
             if stopped is not None:
@@ -445,3 +472,108 @@ def test_one_interrupt_prints_one_line_when_the_main_thread_is_slow_to_exit(
     )
     assert done.returncode == 130, (done.returncode, done.stderr)
     assert done.stderr == UNCHANGED + "\n"
+
+
+WORKER_START_PROBE = """
+import os, signal, sys, time
+from multiprocessing import forkserver
+
+if __name__ == "__mp_main__":  # a parser worker, importing this script as it starts: on a busy
+    time.sleep(1.0)  # machine it may get no CPU for that long
+
+read_pid = forkserver.read_signed
+
+def interrupted_as_a_worker_starts(fd):
+    forkserver.read_signed = read_pid  # the first worker only
+    pid = read_pid(fd)  # the fork server has forked the worker and sent its pid ...
+    os.kill(os.getpid(), signal.SIGINT)  # ... and Ctrl-C lands before this process noted it
+    return pid
+
+if __name__ == "__main__":
+    from pipelines import cli
+
+    forkserver.read_signed = interrupted_as_a_worker_starts
+    sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_while_a_worker_starts_prints_one_line(tmp_path: Path) -> None:
+    """Issue 25: a SIGINT 0.016 s into a build printed our line and then a worker's traceback
+    (FileNotFoundError in multiprocessing/synchronize.py). The fork server had forked a worker the
+    parent had not yet noted; it escaped stop_children and, slow to start, read its queue's
+    semaphore after the parent had dropped the pool. The probe is `tracehouse build` with the
+    signal sent at exactly that moment and that worker slow to start."""
+    dataset = tmp_path / "dataset"
+    write_plain_dataset(dataset, "A", files=6, lines=5)
+    probe = tmp_path / "probe.py"
+    probe.write_text(WORKER_START_PROBE)
+    warehouse = tmp_path / "warehouse"
+    command = [CLI[0], str(probe), "build", "--source", str(dataset), "--warehouse"]
+    command += [str(warehouse), "--workers", "2"]
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env=_environment(),
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    # Read to the end: a worker left behind holds the same stderr, and would write to it.
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, (process.returncode, stderr)
+    assert stderr == UNCHANGED + "\n"
+    assert not _group_members(process.pid), "processes left behind"
+    assert published_state(warehouse) == (None, [])
+
+
+def _is_fork_server_or_worker(pid: int) -> bool:
+    try:
+        return b"multiprocessing.forkserver" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def test_ctrl_c_very_early_in_a_build_prints_one_line(tmp_path: Path) -> None:
+    """Ctrl-C to the group at the moments workers come to life: as the fork server appears,
+    and 0, 5 and 20 ms after its first worker does. Each ends with exactly our one line."""
+    source = tmp_path / "dataset"
+    warehouse = tmp_path / "warehouse"
+    write_plain_dataset(source, "A", files=12, lines=20)
+    command = [*CLI, "build", "--source", str(source), "--warehouse", str(warehouse)]
+    command += ["--workers", "2", "--force"]
+    moments = [(1, 0.0), (2, 0.0), (2, 0.005), (2, 0.02)]  # (processes from the server, delay)
+    interrupted = 0
+    for processes, delay in moments:
+        process = subprocess.Popen(
+            command,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+            env=_environment(),
+        )
+        try:
+            while process.poll() is None:
+                members = _group_members(process.pid)
+                if sum(_is_fork_server_or_worker(pid) for pid in members) >= processes:
+                    time.sleep(delay)
+                    os.killpg(process.pid, signal.SIGINT)
+                    break
+                time.sleep(0.001)
+            _, stderr = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        if process.returncode == 0:  # the build won the race; the next moment is earlier
+            continue
+        assert "Traceback" not in stderr, (processes, delay, stderr)
+        assert process.returncode == 130, (processes, delay, process.returncode, stderr)
+        assert stderr.splitlines() == [UNCHANGED], (processes, delay, stderr)
+        assert not _group_members(process.pid), "processes left behind"
+        assert lock_is_free(warehouse)
+        interrupted += 1
+    print(f"\nvery early interrupts: {interrupted} of {len(moments)} landed before the end")
+    assert interrupted, "every build finished before its signal"

@@ -22,7 +22,7 @@ from pipelines.warehouse import Warehouse, connect_read_only
 from tests.conftest import run_cli
 from tests.shared_data import GOLDEN_DIR, SAMPLES_DIR, SHARED, requires_shared
 
-pytestmark = requires_shared
+pytestmark = [requires_shared, pytest.mark.slow]  # six builds of three sources
 
 UNION = "(all sources)"
 FIXTURE = (SHARED or Path("shared")) / "golden" / "fib-metrics" / "fixtures" / "fixture_main"

@@ -41,6 +41,7 @@ def _metadata(wheel: Path) -> email.message.Message:
         return email.message_from_bytes(archive.read(name))
 
 
+@pytest.mark.slow
 def test_dask_is_an_extra_not_a_dependency(wheel: Path) -> None:
     requirements = _metadata(wheel).get_all("Requires-Dist") or []
     base = [r for r in requirements if "extra ==" not in r]
@@ -53,6 +54,7 @@ def test_dask_is_an_extra_not_a_dependency(wheel: Path) -> None:
     assert "dask" in (_metadata(wheel).get_all("Provides-Extra") or [])
 
 
+@pytest.mark.slow
 def test_the_wheel_is_typed_and_versioned(wheel: Path) -> None:
     import pipelines
 
@@ -85,6 +87,7 @@ with dg.instance_for_test() as instance:
 """
 
 
+@pytest.mark.slow
 def test_without_the_dask_extra_the_definitions_load_and_the_dask_job_names_it() -> None:
     result = subprocess.run(
         [sys.executable, "-W", "ignore", "-c", WITHOUT_DASK],

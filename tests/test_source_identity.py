@@ -8,6 +8,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run_cli
 from tests.shared_data import SAMPLES_DIR, requires_shared
 
@@ -31,6 +33,7 @@ def _snapshots(warehouse: Path) -> list[tuple[str, str]]:
     return [(row["source"], row["uri"]) for row in json.loads(found.stdout)]
 
 
+@pytest.mark.slow
 @requires_shared
 def test_one_folder_spelled_three_ways_is_one_source_state(tmp_path: Path) -> None:
     data = tmp_path / "work" / "data" / "sample"

@@ -147,6 +147,7 @@ def eligible_runs(warehouse: Path) -> dict[str, set[str]]:
     return found
 
 
+@pytest.mark.slow
 @requires_shared
 def test_revisions_of_the_golden_corpus_are_remembered(tmp_path: Path) -> None:
     if shutil.which("git") is None:
@@ -240,6 +241,7 @@ def test_revisions_of_the_golden_corpus_are_remembered(tmp_path: Path) -> None:
         assert ours[name] == theirs[name], name
 
 
+@pytest.mark.slow
 @requires_shared
 def test_two_sources_rank_together_and_removing_one_restores_the_other(tmp_path: Path) -> None:
     demo = tmp_path / "demo"
@@ -326,6 +328,7 @@ def test_two_sources_rank_together_and_removing_one_restores_the_other(tmp_path:
     assert "the only source" in last.stderr
 
 
+@pytest.mark.slow
 def test_a_name_already_given_to_another_folder_is_refused(tmp_path: Path) -> None:
     first = tmp_path / "a" / "data"
     second = tmp_path / "b" / "data"
@@ -348,6 +351,7 @@ def test_a_name_already_given_to_another_folder_is_refused(tmp_path: Path) -> No
     assert rows(warehouse, "SELECT count(DISTINCT run_id) = count(*) AS ok FROM runs")[0]["ok"]
 
 
+@pytest.mark.integration
 @requires_shared
 def test_dagster_builds_one_partition_per_configured_source(tmp_path: Path) -> None:
     """TRACEHOUSE_SOURCES names the sources; observing them (`observe_sources_job`) makes each
@@ -388,6 +392,7 @@ def test_dagster_builds_one_partition_per_configured_source(tmp_path: Path) -> N
     assert all(h["runs"] > 0 for h in held)
 
 
+@pytest.mark.slow
 def test_a_warehouse_of_an_older_tracehouse_is_rebuilt_not_misread(tmp_path: Path) -> None:
     """A generation without sources.json (one source, the layout before several): reads say to
     rebuild, in one line, and a build starts afresh beside it."""

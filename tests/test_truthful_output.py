@@ -67,6 +67,7 @@ def write_dataset(root: Path) -> None:
         (traces / f"{DEFINITION}.jsonl").write_text("\n".join(lines) + "\n")
 
 
+# A CLI build, read by several CLI commands per test: the tests that use it are marked slow.
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("truthful")
@@ -89,6 +90,7 @@ def board_rows(warehouse: Path) -> list[dict[str, Any]]:
     return json.loads(result.stdout)
 
 
+@pytest.mark.slow
 def test_nothing_slower_than_the_baseline_ranks_above_it(warehouse: Path) -> None:
     rows = board_rows(warehouse)
     order = [row["solution"] for row in rows]
@@ -113,6 +115,7 @@ def test_nothing_slower_than_the_baseline_ranks_above_it(warehouse: Path) -> Non
     assert order.index(f"{LONG}_r1_high") < order.index("fastest_partial")
 
 
+@pytest.mark.slow
 def test_best_solution_is_the_baseline_when_nothing_beats_it(tmp_path: Path) -> None:
     write_dataset(tmp_path / "dataset")
     # only the baseline and the slow kernel remain
@@ -132,6 +135,7 @@ def test_best_solution_is_the_baseline_when_nothing_beats_it(tmp_path: Path) -> 
     assert rows[0]["rank"] == 1 and rows[1]["geomean_speedup"] == pytest.approx(1 / 12, abs=1e-3)
 
 
+@pytest.mark.slow
 def test_the_leaderboard_table_fits_80_columns_and_tells_names_apart(warehouse: Path) -> None:
     board = cli(warehouse, "leaderboard", DEFINITION)
     assert board.returncode == 0, board.stderr
@@ -148,6 +152,7 @@ def test_the_leaderboard_table_fits_80_columns_and_tells_names_apart(warehouse: 
     assert "1.000" in baseline_line and "100%" in baseline_line and "baseline" in baseline_line
 
 
+@pytest.mark.slow
 def test_every_command_fits_80_columns(warehouse: Path, tmp_path: Path) -> None:
     run_id = json.loads(
         cli(warehouse, "query", "SELECT run_id FROM runs LIMIT 1", "--format", "json").stdout
@@ -190,6 +195,7 @@ def test_help_matches_the_command() -> None:
     assert tables.returncode == 2 and "did you mean runs?" in tables.stderr
 
 
+@pytest.mark.slow
 def test_hardware_is_case_insensitive_and_typos_get_a_suggestion(warehouse: Path) -> None:
     found = cli(warehouse, "leaderboard", DEFINITION, "--hardware", "b200")
     assert found.returncode == 0 and found.stdout.startswith("B200: baseline torch_gemm_baseline")
@@ -200,6 +206,7 @@ def test_hardware_is_case_insensitive_and_typos_get_a_suggestion(warehouse: Path
     assert other.returncode == 2 and "it ran on B200" in other.stderr
 
 
+@pytest.mark.slow
 def test_data_never_reaches_the_terminal_raw(warehouse: Path) -> None:
     outputs = [
         cli(warehouse, "leaderboard", DEFINITION).stdout,
@@ -222,6 +229,7 @@ def test_data_never_reaches_the_terminal_raw(warehouse: Path) -> None:
     assert not any(cell.startswith(("=", "+", "-", "@")) for cell in cells)
 
 
+@pytest.mark.slow
 def test_a_source_whose_every_record_is_rejected_is_refused(tmp_path: Path) -> None:
     dataset = tmp_path / "dataset"
     (dataset / "definitions/gemm").mkdir(parents=True)
@@ -250,6 +258,7 @@ def test_a_source_whose_every_record_is_rejected_is_refused(tmp_path: Path) -> N
     assert forced.returncode == 0, forced.stderr
 
 
+@pytest.mark.slow
 def test_export_says_what_has_no_manifest(warehouse: Path, tmp_path: Path) -> None:
     exported = cli(warehouse, "export", "--kernelindex", DEFINITION, str(tmp_path / "k.json"))
     assert exported.returncode == 0, exported.stderr

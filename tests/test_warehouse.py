@@ -100,6 +100,7 @@ def count(warehouse: Path, table: str) -> int:
     return table_row_count(Warehouse(warehouse).require_current(), table)
 
 
+@pytest.mark.slow
 @requires_shared
 @pytest.mark.parametrize("folder", sorted(SAMPLE_COUNTS))
 def test_every_sample_layout_builds_with_exact_counts(folder: str, tmp_path: Path) -> None:
@@ -192,6 +193,7 @@ def test_golden_runs_match_kernelindex_keys_and_ranks(golden_warehouse: Path) ->
     assert mismatches == []
 
 
+@pytest.mark.slow
 @requires_shared
 def test_seed_record_matches_the_identity_document(golden_warehouse: Path) -> None:
     external_id = "trace/flashinfer_wrapper_ea3787/892d1b8f-f6fe-40ad-aa3f-b6d391753bd3"
@@ -229,22 +231,25 @@ def test_seed_record_matches_the_identity_document(golden_warehouse: Path) -> No
     assert ours_run == published["run"]
 
 
+@pytest.mark.slow
 @requires_shared
-def test_building_twice_gives_identical_tables_and_exports(tmp_path: Path) -> None:
+def test_building_twice_gives_identical_tables_and_exports(
+    golden_warehouse: Path, tmp_path: Path
+) -> None:
+    """The first build is the session's golden warehouse (built with the same arguments)."""
     source = GOLDEN_DIR / "dataset"
-    build(source, tmp_path / "a", revision=GOLDEN_REVISION)
     build(source, tmp_path / "b", revision=GOLDEN_REVISION, workers=1)
     for table in TABLES:
-        assert table_rows(tmp_path / "a", table) == table_rows(tmp_path / "b", table), table
+        assert table_rows(golden_warehouse, table) == table_rows(tmp_path / "b", table), table
     assert (
         run_cli(
-            "export", "--snapshot", str(tmp_path / "e1"), "--warehouse", str(tmp_path / "a")
+            "export", "--snapshot", str(tmp_path / "e1"), "--warehouse", str(golden_warehouse)
         ).returncode
         == 0
     )
     assert (
         run_cli(
-            "export", "--snapshot", str(tmp_path / "e2"), "--warehouse", str(tmp_path / "a")
+            "export", "--snapshot", str(tmp_path / "e2"), "--warehouse", str(golden_warehouse)
         ).returncode
         == 0
     )
@@ -258,14 +263,15 @@ def test_building_twice_gives_identical_tables_and_exports(tmp_path: Path) -> No
     assert manifest["tables"]["runs"]["rows"] == 1490
 
 
+@pytest.mark.slow
 @requires_shared
 def test_parted_tables_written_in_batches_of_groups_equal_one_write(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    golden_warehouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Finalize writes the groups' parts in batches bounded by staged size (issue 16: one
-    write over 1M runs outgrew its memory limit); a batch per group gives the same tables."""
+    write over 1M runs outgrew its memory limit); a batch per group gives the same tables
+    as the golden warehouse, built by default."""
     source = GOLDEN_DIR / "dataset"
-    build(source, tmp_path / "one", revision=GOLDEN_REVISION)
     batches: list[tuple[str, int]] = []
     write = finalize._write_missing_parts
 
@@ -280,7 +286,7 @@ def test_parted_tables_written_in_batches_of_groups_equal_one_write(
     # One write per group with staged runs (groups without any may share a write).
     assert len(runs_batches) > 10 and max(runs_batches) < 10
     for table in TABLES:
-        assert table_rows(tmp_path / "one", table) == table_rows(tmp_path / "many", table), table
+        assert table_rows(golden_warehouse, table) == table_rows(tmp_path / "many", table), table
 
 
 def ranking_parts(warehouse: Path) -> set[str]:
@@ -291,6 +297,7 @@ def ranking_parts(warehouse: Path) -> set[str]:
     }
 
 
+@pytest.mark.slow
 @requires_shared
 def test_incremental_build_reparses_only_the_changed_file_and_equals_a_full_build(
     tmp_path: Path,
@@ -330,6 +337,7 @@ def test_incremental_build_reparses_only_the_changed_file_and_equals_a_full_buil
     assert count(tmp_path / "w", "runs") == 1489
 
 
+@pytest.mark.slow
 @requires_shared
 def test_query_runs_from_a_second_process_and_refuses_writes(golden_warehouse: Path) -> None:
     result = run_cli(
@@ -379,6 +387,7 @@ def test_run_summary_has_the_documented_columns(golden_warehouse: Path) -> None:
         assert name in columns
 
 
+@pytest.mark.slow
 @requires_shared
 def test_leaderboard_and_kernelindex_export(golden_warehouse: Path, tmp_path: Path) -> None:
     board = run_cli(
@@ -413,25 +422,25 @@ def test_leaderboard_and_kernelindex_export(golden_warehouse: Path, tmp_path: Pa
     )
 
 
+@pytest.mark.slow
 @requires_shared
 def test_files_written_in_small_chunks_give_the_same_tables(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    golden_warehouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Against the golden warehouse, built in whole chunks."""
     from pipelines.transforms import ingest
 
     source = GOLDEN_DIR / "dataset"
-    build(source, tmp_path / "whole", revision=GOLDEN_REVISION)
     monkeypatch.setattr(ingest, "CHUNK_ROWS", 7)  # read when the build makes its tasks
     build(source, tmp_path / "chunked", revision=GOLDEN_REVISION)
     assert any(
         ".runs.3.parquet" in p.name for p in (tmp_path / "chunked" / "cache" / "staging").iterdir()
     )
     for table in TABLES:
-        assert table_rows(tmp_path / "whole", table) == table_rows(tmp_path / "chunked", table), (
-            table
-        )
+        assert table_rows(golden_warehouse, table) == table_rows(tmp_path / "chunked", table), table
 
 
+@pytest.mark.slow
 @requires_shared
 def test_a_bare_nan_line_costs_the_file_its_kernelindex_identity_but_no_rows(
     tmp_path: Path,
@@ -457,6 +466,7 @@ def test_a_bare_nan_line_costs_the_file_its_kernelindex_identity_but_no_rows(
     assert {r["identity_error"] for r in others} == {None}
 
 
+@pytest.mark.slow
 def test_every_stored_run_digest_is_reproduced_from_the_warehouse_columns(tmp_path: Path) -> None:
     """The record command rebuilds run manifests from columns; for every run the rebuilt spec
     must hash to the digest the build spliced from identity's canonical template."""
@@ -503,6 +513,7 @@ def test_sql_eligibility_agrees_with_kernelindex_per_line_rule(golden_warehouse:
         assert list(reasons) == eligibility_reasons(ki_status, has_timing)
 
 
+@pytest.mark.slow
 @requires_shared
 def test_the_duckdb_command_opens_the_warehouse_file(golden_warehouse: Path) -> None:
     """`duckdb <warehouse>/tracehouse.duckdb` (the duckdb-cli package) answers ad-hoc SQL."""
