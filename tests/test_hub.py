@@ -613,9 +613,11 @@ def test_persistent_wrong_etag_fails_the_file(hub: FakeHub, tmp_path: Path) -> N
 def test_trickling_body_hits_the_file_deadline(hub: FakeHub, tmp_path: Path) -> None:
     hub.commit(small_dataset())
     hub.inject(Fault("slow", pattern=BIG_TRACE, pieces=20, delay_s=0.15, times=None))
-    policy = fast_policy(deadline_s=1.0, min_bytes_per_s=1e12, read_timeout_s=2.0)
+    # Each attempt has 1 s; every one trickles past it (and is resumed where it stopped).
+    policy = fast_policy(deadline_s=1.0, min_bytes_per_s=1e12, read_timeout_s=2.0, max_attempts=3)
     snap = fetch_dataset(URI, tmp_path / "cache", retry=policy)
     assert [(f.path, f.reason) for f in snap.failed] == [(BIG_TRACE, "timeout")]
+    assert hub.body_transfers[BIG_TRACE] == 3  # counted as each answer starts
 
 
 def test_listing_that_never_recovers_raises(hub: FakeHub, tmp_path: Path) -> None:
