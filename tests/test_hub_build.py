@@ -198,6 +198,37 @@ def test_a_body_that_stalls_once_is_resumed_and_the_build_succeeds(
     assert len(rows(warehouse, "runs")) == 1490
 
 
+@requires_shared
+@pytest.mark.slow
+def test_a_failed_build_into_a_new_folder_leaves_no_folder(hub: FakeHub, tmp_path: Path) -> None:
+    """A failed build used to leave the folder it had created behind, holding `.build.lock`."""
+    env = {"HF_ENDPOINT": hub.endpoint, "TRACEHOUSE_HUB_TIMEOUT_S": "5"}
+    new = tmp_path / "new" / "warehouse"  # its parent is created by the build too
+    missing = run_cli("build", "--source", f"{URI}-nope", "--warehouse", str(new), env=env)
+    assert "RevisionNotFound" in one_error_line(missing)
+    assert list(tmp_path.iterdir()) == []
+
+    existing = tmp_path / "existing"  # a folder that was there before stays
+    existing.mkdir()
+    refused = run_cli("build", "--source", f"{URI}-nope", "--warehouse", str(existing), env=env)
+    one_error_line(refused)
+    assert existing.is_dir() and Warehouse(existing).current_generation() is None
+
+    # Files already fetched are kept for the next build, as the error line says: the folder
+    # then holds them (and nothing published).
+    broken = "traces/baseline/rmsnorm/rmsnorm_h128.jsonl"
+    hub.inject(Fault("status", endpoint="body", pattern=broken, status=404, times=None))
+    failed = run_cli("build", "--source", URI, "--warehouse", str(new), env=env)
+    assert "files already fetched stay cached" in one_error_line(failed)
+    assert Warehouse(new).current_generation() is None
+    assert any((new / "cache" / "hub" / "blobs").iterdir())
+    hub.clear_faults()
+    hub.reset_counters()
+    built = run_cli("build", "--source", URI, "--warehouse", str(new), env=env)
+    assert built.returncode == 0, built.stderr
+    assert dict(hub.body_transfers) == {broken: 1}
+
+
 def hostile_build(hub: FakeHub, tmp_path: Path, **env: str) -> tuple[str, float]:
     """A first build from a misbehaving Hub: the one line it ends with and how long it took,
     after checking that nothing was published and nothing outside the warehouse changed."""
