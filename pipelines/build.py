@@ -305,6 +305,11 @@ def build_warehouse(
     with _build_lock(warehouse, settings.lock_timeout_s):
         published_before = interrupts.published()
         try:
+            discarded = None
+            if settings.object_store is not None:
+                from pipelines.publish.iceberg import discard_stale_staging
+
+                discarded = discard_stale_staging(settings, warehouse)
             result = _build_locked(
                 settings,
                 warehouse,
@@ -315,6 +320,7 @@ def build_warehouse(
                 started,
                 parse or run_tasks,
             )
+            result.repaired = discarded or result.repaired
             if settings.catalog is not None:  # the published form: Iceberg tables in a catalog
                 from pipelines.publish.iceberg import publish_generation
 
