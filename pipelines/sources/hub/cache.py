@@ -171,17 +171,21 @@ def _write_own_entries(cache_dir: Path, sha: str, paths: set[str], tmp_dir: Path
     )
 
 
-def _in_the_way(snapshots: Path, dest: Path) -> str | None:
+def _in_the_way(snapshots: Path, dest: Path, folders_ok: set[Path]) -> str | None:
     """What stops ``dest`` from being written inside the snapshot without deleting something
     that is not ours: a folder on the way that is a link (it could lead anywhere) or a file,
-    or a folder where the file goes. None when nothing does."""
+    or a folder where the file goes. None when nothing does. ``folders_ok`` remembers the
+    folders found fine (or absent, to be created) so each is looked at once."""
     rel = dest.relative_to(snapshots)
     for depth in range(1, len(rel.parts)):
         folder = snapshots.joinpath(*rel.parts[:depth])
+        if folder in folders_ok:
+            continue
         if folder.is_symlink():
             return f"{folder} is a link, which tracehouse neither follows nor removes"
         if folder.exists() and not folder.is_dir():
             return f"{folder} is a file where a folder belongs; tracehouse leaves it as it is"
+        folders_ok.add(folder)
     if dest.is_dir() and not dest.is_symlink():
         return f"{dest} is a folder where a file belongs; tracehouse leaves it as it is"
     return None
@@ -355,11 +359,12 @@ def _link_snapshot(
     with _snapshot_lock(cache_dir, sha):
         owned = _read_own_entries(cache_dir, sha)
         writes: list[tuple[RemoteFile, Path]] = []
+        folders_ok: set[Path] = set()
         for f in files:
             if f.path in failed_paths:
                 continue
             dest = safe_join(root, f.path)
-            problem = _in_the_way(root.parent, dest)
+            problem = _in_the_way(root.parent, dest, folders_ok)
             if problem is not None:
                 failed.append(RejectedRemoteFile(f.path, "io_error", f"{f.path}: {problem}"))
                 failed_paths.add(f.path)
