@@ -9,6 +9,7 @@ exactly the tables of a from-scratch one.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -16,7 +17,7 @@ import os
 import pickle
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,6 +28,7 @@ from pipelines.files import replace_atomically, sha256_file, write_atomically
 from pipelines.manifest import FileEntry, Manifest, SourceManifest, read_manifest, write_manifest
 from pipelines.settings import Settings, SettingsError
 from pipelines.sources.local import SourceFile, discover, git_revision, require_dataset
+from pipelines.storage import create_folder, remove_created_folder
 from pipelines.warehouse import Warehouse, generation_sources, holds_sources, source_key
 
 # Written into each generation before it is published: the outcome of every invariant and
@@ -299,9 +301,15 @@ def build_warehouse(
 
         read_baseline_map(settings.baselines_file)
     warehouse = Warehouse(settings.warehouse, settings.keep_generations)
-    with warehouse.build_lock(settings.lock_timeout_s):
+    created = create_folder(warehouse.root)
+    with _build_lock(warehouse, settings.lock_timeout_s):
         published_before = interrupts.published()
         try:
+            discarded = None
+            if settings.object_store is not None:
+                from pipelines.publish.iceberg import discard_stale_staging
+
+                discarded = discard_stale_staging(settings, warehouse)
             result = _build_locked(
                 settings,
                 warehouse,
@@ -312,6 +320,7 @@ def build_warehouse(
                 started,
                 parse or run_tasks,
             )
+            result.repaired = discarded or result.repaired
             if settings.catalog is not None:  # the published form: Iceberg tables in a catalog
                 from pipelines.publish.iceberg import publish_generation
 
@@ -332,10 +341,35 @@ def build_warehouse(
             # now (the published one is untouched), unless this build's switch happened.
             if interrupts.published() == published_before:
                 warehouse.remove_stale_generations()
+                if created is not None and not _keeps_fetched_files(warehouse, settings):
+                    remove_created_folder(warehouse.root, created)
             full = _device_full(error, warehouse.root)
             if full is not None:
                 raise full from None
             raise
+
+
+@contextlib.contextmanager
+def _build_lock(warehouse: Warehouse, timeout_s: float) -> Iterator[None]:
+    """The warehouse's build lock, on the folder as it is once the lock is held: the build that
+    held it before may have removed the folder it created (and the lock file with it) when it
+    failed, and then the lock is taken again, on the folder made anew."""
+    while True:
+        with warehouse.build_lock(timeout_s):
+            if warehouse.root.is_dir():
+                yield
+                return
+
+
+def _keeps_fetched_files(warehouse: Warehouse, settings: Settings) -> bool:
+    """True when a failed build's new folder holds what must outlive it: nothing published,
+    but the Hub files it fetched, which its error line promises the next build."""
+    if warehouse.current_generation() is not None:
+        return True
+    blobs = settings.hub_cache_dir / "blobs"
+    if not blobs.resolve().is_relative_to(warehouse.root.resolve()):
+        return False
+    return blobs.is_dir() and any(blobs.iterdir())
 
 
 def _device_full(error: BaseException, warehouse: Path) -> OSError | None:

@@ -92,7 +92,8 @@ HUB_FAILURE_REASONS: dict[str, str] = {
     "http_error": "the Hub answered with a status that is not worth retrying (403, 404, ...)",
     "bad_redirect": "a redirect to something other than http(s), to an invalid URL, or in a loop",
     "retries_exhausted": "timeouts, resets, 429 or 5xx persisted beyond the retry budget",
-    "timeout": "the per-file time budget ran out while the body was arriving",
+    "timeout": "the body stalled or trickled on every attempt, or was still arriving when the "
+    "whole fetch's time ran out",
     "io_error": "the local cache could not be written",
 }
 

@@ -93,3 +93,34 @@ def file_io_properties(environ: Mapping[str, str] | None = None) -> dict[str, st
     if region:
         properties["s3.region"] = region
     return properties
+
+
+def create_folder(folder: Path) -> Path | None:
+    """Create ``folder`` and whatever parents it lacks; the topmost folder this created (what
+    ``remove_created_folder`` removes again), or None when ``folder`` was already there."""
+    top = None
+    for candidate in (folder, *folder.parents):
+        if candidate.exists() or candidate.is_symlink():
+            break
+        top = candidate
+    try:
+        folder.mkdir(parents=True)
+    except FileExistsError:  # another process made it meanwhile: not ours to remove
+        return None
+    return top
+
+
+def remove_created_folder(folder: Path, top: Path) -> None:
+    """Remove ``folder`` with everything in it, then its parents up to ``top`` (as
+    ``create_folder`` returned it) that are left empty: a command that made them and then
+    failed leaves no trace of them."""
+    import shutil
+
+    shutil.rmtree(folder, ignore_errors=True)
+    for parent in folder.parents:
+        if not parent.is_relative_to(top):
+            break
+        try:
+            parent.rmdir()  # only when empty: what another process put there meanwhile stays
+        except OSError:
+            break

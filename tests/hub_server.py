@@ -57,7 +57,8 @@ class Fault:
     kind: ``status`` (answer ``status``, with ``retry_after`` as Retry-After if given),
     ``reset`` (send ``fraction`` of the body, then a TCP RST), ``truncate`` (announce the full
     length, send ``fraction``, close), ``wrong_etag`` (a different 40-hex ETag), ``slow`` (send
-    the body in ``pieces`` with ``delay_s`` before each), ``no_length`` (no Content-Length,
+    the body in ``pieces`` with ``delay_s`` before each), ``stall`` (send ``fraction`` of the
+    body, nothing for ``delay_s``, then the rest), ``no_length`` (no Content-Length,
     body delimited by closing the connection), ``trickle`` (no Content-Length, the body
     repeated one ``pieces``-th at a time every ``delay_s`` until the client leaves),
     ``redirect`` (a 302 to ``location``; empty: to the request's own URL).
@@ -542,7 +543,7 @@ class _Handler(BaseHTTPRequestHandler):
         if content is None:
             self._json(404, {"error": "no such object"})
             return
-        kinds = ("status", "reset", "truncate", "slow", "no_length")
+        kinds = ("status", "reset", "truncate", "slow", "stall", "no_length")
         fault = hub._pick_fault("body", path, kinds) if method == "GET" else None
         self._send_file(method, content, path, {"ETag": '"cdn-etag-not-a-hash"'}, fault)
 
@@ -629,6 +630,14 @@ class _Handler(BaseHTTPRequestHandler):
                     time.sleep(fault.delay_s)
                     self.wfile.write(body[i : i + step] or b" ")
                     self.wfile.flush()
+        if fault is not None and fault.kind == "stall":
+            cut = int(len(body) * fault.fraction)
+            self.wfile.write(body[:cut])
+            self.wfile.flush()
+            time.sleep(fault.delay_s)
+            self.wfile.write(body[cut:])  # fails when the client gave up meanwhile
+            self.wfile.flush()
+            return
         if fault is not None and fault.kind == "slow":
             step = max(1, -(-len(body) // max(1, fault.pieces)))
             for i in range(0, max(len(body), 1), step):

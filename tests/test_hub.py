@@ -384,6 +384,28 @@ def test_include_blobs_uses_lfs_redirect_and_prunes_when_dropped(
     assert without.transferred_files == []
 
 
+def test_a_link_to_a_folder_in_the_snapshot_is_neither_followed_nor_removed(
+    hub: FakeHub, tmp_path: Path
+) -> None:
+    """The snapshot folder may be another tool's: a link it holds where tracehouse would write
+    a folder is left as it is, and the files below it fail instead of being written through it
+    (they used to be written after the link was removed)."""
+    files = small_dataset()
+    sha = hub.commit(files)
+    cache, outside = tmp_path / "cache", tmp_path / "outside"
+    outside.mkdir()
+    link = cache / "snapshots" / sha / "workloads"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(outside, target_is_directory=True)
+    snap = fetch_dataset(URI, cache, retry=fast_policy())
+    assert [(f.path, f.reason) for f in snap.failed] == [
+        ("workloads/gemm/gemm_big.jsonl", "io_error")
+    ]
+    assert "is a link" in snap.failed[0].message
+    assert link.is_symlink() and list(outside.iterdir()) == []
+    assert (snap.root / BIG_TRACE).read_bytes() == files[BIG_TRACE]  # the others are there
+
+
 def test_caller_supplied_client_follows_the_lfs_redirect(hub: FakeHub, tmp_path: Path) -> None:
     files = small_dataset()
     hub.commit(files)
@@ -591,9 +613,11 @@ def test_persistent_wrong_etag_fails_the_file(hub: FakeHub, tmp_path: Path) -> N
 def test_trickling_body_hits_the_file_deadline(hub: FakeHub, tmp_path: Path) -> None:
     hub.commit(small_dataset())
     hub.inject(Fault("slow", pattern=BIG_TRACE, pieces=20, delay_s=0.15, times=None))
-    policy = fast_policy(deadline_s=1.0, min_bytes_per_s=1e12, read_timeout_s=2.0)
+    # Each attempt has 1 s; every one trickles past it (and is resumed where it stopped).
+    policy = fast_policy(deadline_s=1.0, min_bytes_per_s=1e12, read_timeout_s=2.0, max_attempts=3)
     snap = fetch_dataset(URI, tmp_path / "cache", retry=policy)
     assert [(f.path, f.reason) for f in snap.failed] == [(BIG_TRACE, "timeout")]
+    assert hub.body_transfers[BIG_TRACE] == 3  # counted as each answer starts
 
 
 def test_listing_that_never_recovers_raises(hub: FakeHub, tmp_path: Path) -> None:

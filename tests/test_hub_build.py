@@ -179,6 +179,59 @@ def test_a_file_that_cannot_be_fetched_fails_the_build_and_publishes_nothing(
     assert len(gone) == 2  # exactly the two runs upstream dropped
 
 
+@requires_shared
+@pytest.mark.slow
+def test_a_body_that_stalls_once_is_resumed_and_the_build_succeeds(
+    hub: FakeHub, tmp_path: Path
+) -> None:
+    """A body that stopped arriving for 30 s used to fail the build: the file's one time
+    budget (10 s + size / 256 KiB) was spent, and no attempt followed."""
+    trace = "traces/baseline/rmsnorm/rmsnorm_h128.jsonl"
+    # Half the body, then nothing for far longer than an attempt's budget (5 s here), once.
+    hub.inject(Fault("stall", pattern=trace, fraction=0.5, delay_s=120))
+    warehouse = tmp_path / "w"
+    env = {"HF_ENDPOINT": hub.endpoint, "TRACEHOUSE_HUB_TIMEOUT_S": "5"}
+    started = time.monotonic()
+    result = run_cli("build", "--source", URI, "--warehouse", str(warehouse), env=env)
+    assert result.returncode == 0, result.stderr
+    assert time.monotonic() - started < 100  # it did not wait for the stalled answer
+    assert hub.body_transfers[trace] >= 2
+    resumed = [r for r in hub.requests if r.target == trace and r.range]
+    assert resumed and resumed[0].range.startswith("bytes="), hub.requests  # type: ignore[union-attr]
+    assert len(rows(warehouse, "runs")) == 1490
+
+
+@requires_shared
+@pytest.mark.slow
+def test_a_failed_build_into_a_new_folder_leaves_no_folder(hub: FakeHub, tmp_path: Path) -> None:
+    """A failed build used to leave the folder it had created behind, holding `.build.lock`."""
+    env = {"HF_ENDPOINT": hub.endpoint, "TRACEHOUSE_HUB_TIMEOUT_S": "5"}
+    new = tmp_path / "new" / "warehouse"  # its parent is created by the build too
+    missing = run_cli("build", "--source", f"{URI}-nope", "--warehouse", str(new), env=env)
+    assert "RevisionNotFound" in one_error_line(missing)
+    assert list(tmp_path.iterdir()) == []
+
+    existing = tmp_path / "existing"  # a folder that was there before stays
+    existing.mkdir()
+    refused = run_cli("build", "--source", f"{URI}-nope", "--warehouse", str(existing), env=env)
+    one_error_line(refused)
+    assert existing.is_dir() and Warehouse(existing).current_generation() is None
+
+    # Files already fetched are kept for the next build, as the error line says: the folder
+    # then holds them (and nothing published).
+    broken = "traces/baseline/rmsnorm/rmsnorm_h128.jsonl"
+    hub.inject(Fault("status", endpoint="body", pattern=broken, status=404, times=None))
+    failed = run_cli("build", "--source", URI, "--warehouse", str(new), env=env)
+    assert "files already fetched stay cached" in one_error_line(failed)
+    assert Warehouse(new).current_generation() is None
+    assert any((new / "cache" / "hub" / "blobs").iterdir())
+    hub.clear_faults()
+    hub.reset_counters()
+    built = run_cli("build", "--source", URI, "--warehouse", str(new), env=env)
+    assert built.returncode == 0, built.stderr
+    assert dict(hub.body_transfers) == {broken: 1}
+
+
 def hostile_build(hub: FakeHub, tmp_path: Path, **env: str) -> tuple[str, float]:
     """A first build from a misbehaving Hub: the one line it ends with and how long it took,
     after checking that nothing was published and nothing outside the warehouse changed."""

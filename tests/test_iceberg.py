@@ -473,3 +473,32 @@ def test_builds_of_two_sources_at_once_equal_building_them_in_turn(
         *where,
     )
     assert json.loads(mixed)[0]["n"] > 0
+
+
+@pytest.mark.slow
+def test_a_staging_built_for_another_catalog_is_rebuilt_with_one_note(
+    s3_endpoint: str, tmp_path: Path
+) -> None:
+    """The local staging outlived its catalog: with a new, empty catalog at the same warehouse
+    URI, a build of another folder under the same name was refused, because the staging said
+    the name belonged to the folder it had built for the old catalog."""
+    from pipelines.demo.generate import generate_dataset
+
+    env = _aws_env(s3_endpoint, tmp_path / "staging")
+    warehouse = f"s3://{BUCKET}/outlived"
+    first, second = tmp_path / "first" / "data", tmp_path / "second" / "data"
+    generate_dataset(first, seed=1, definitions=2, workloads_per_definition=2)
+    generate_dataset(second, seed=2, definitions=2, workloads_per_definition=2)
+    old = ("--warehouse", warehouse, "--catalog", f"sqlite:///{tmp_path}/old.db")
+    _ok(env, "build", "--source", str(first), "--revision", REVISION_A, *old)
+
+    new = ("--warehouse", warehouse, "--catalog", f"sqlite:///{tmp_path}/new.db")
+    built = _ok(env, "build", "--source", str(second), "--revision", REVISION_B, *new)
+    notes = [line for line in built.splitlines() if "local staging" in line]
+    assert len(notes) == 1, built
+    assert str(first) in notes[0] and "discarded" in notes[0], notes
+    held = json.loads(_ok(env, "sources", *new, "--format", "json"))
+    assert [(s["source"], s["revision"]) for s in held] == [("data", REVISION_B)], held
+
+    again = _ok(env, "build", "--source", str(second), "--revision", REVISION_B, *new)
+    assert "is up to date" in again and "local staging" not in again, again  # it agrees now

@@ -745,6 +745,58 @@ def chosen_snapshots(
     return rows[cutoff], {table: snapshot for table, (snapshot, _) in best.items()}
 
 
+def discard_stale_staging(settings: Settings, staging: Warehouse) -> str | None:
+    """Before a build into an object-store warehouse: discard the local staging folder when it
+    disagrees with the catalog, and say so in one line (None when it agrees).
+
+    A staging disagrees when it holds a source that the catalog's latest publication does not
+    hold under that name from that location: it was built for another catalog (one since
+    replaced by a new, empty one, say). Building on it would refuse a source under a name the
+    catalog never gave away, continue that source's snapshots and run history from states the
+    catalog never published, and publish its whole tables (``protocols``) from them. Its
+    generations and build cache go (the Hub cache and the read replica, which is the
+    catalog's own state, stay), and the build reads its source afresh. A staging whose first
+    publication of a source never landed (killed before its publication row) disagrees too,
+    and is rebuilt the same way.
+    """
+    from pipelines.build import discard_reusable_cache
+
+    current = staging.current_generation()
+    if current is None or not holds_sources(current):
+        return None
+    try:
+        held = generation_sources(current)
+    except (ValueError, OSError):  # damaged: the build repairs it as for any folder
+        return None
+    catalog = open_catalog(settings)
+    rows = publications(settings, catalog)
+    published = (
+        {s.source: s.uri for s in _published_sources(catalog, chosen_snapshots(rows, None)[1])}
+        if rows
+        else {}
+    )
+    stale = [s for s in held if published.get(s.source) != s.uri]
+    if not stale:
+        return None
+    for generation in sorted(staging.generations.iterdir()) if staging.generations.is_dir() else []:
+        if not remove_generation_unless_open(generation):
+            raise SettingsError(
+                f"--warehouse {settings.object_store}: the local staging {staging.root} disagrees "
+                f"with catalog {redact(settings.catalog or '')} and must be rebuilt, but "
+                f"generation {generation.name} is open in another process; close it and build "
+                "again"
+            )
+    for link in (staging.current, staging.duckdb_path):
+        link.unlink(missing_ok=True)
+    discard_reusable_cache(staging)
+    first = stale[0]
+    others = f" (and {len(stale) - 1} more)" if len(stale) > 1 else ""
+    return (
+        f"the local staging {staging.root} held source {first.source!r} ({first.uri}){others}, "
+        f"which catalog {redact(settings.catalog or '')} does not: discarded it"
+    )
+
+
 def reading_settings(settings: Settings) -> Settings:
     """Settings whose ``warehouse`` is a local replica of the published state, for read
     commands of an object-store warehouse (or any catalog warehouse read ``--as-of``)."""
@@ -880,6 +932,19 @@ def _write_source_snapshots(
         folder / "source_snapshots.parquet",
         compression="zstd",
     )
+    return _latest_sources(history)
+
+
+def _published_sources(catalog: Catalog, snapshots: dict[str, int]) -> list[GenerationSource]:
+    """The sources a publication holds (its ``snapshots``), each at its latest snapshot."""
+    snapshot_id = snapshots.get("source_snapshots")
+    if snapshot_id is None:
+        return []
+    return _latest_sources(_scan_rows(catalog, "source_snapshots", snapshot_id).to_pylist())
+
+
+def _latest_sources(history: list[dict[str, Any]]) -> list[GenerationSource]:
+    """Each source of ``source_snapshots`` rows at its latest snapshot, by name."""
     latest: dict[str, dict[str, Any]] = {}
     for row in history:
         if (

@@ -8,12 +8,17 @@ huggingface_hub's cache (``$HF_HUB_CACHE/datasets--<org>--<name>/``)::
                              regular files, LFS sha256 (64 hex) for LFS files: the ETag the Hub
                              answers, which huggingface_hub names its blobs by
     snapshots/<sha>/<path>   the dataset at commit <sha>: hard links to blobs/ (copies where
-                             linking fails); contains exactly the selected, verified files. An
-                             entry that already leads to the right blob (huggingface_hub's
-                             relative symlinks included) is left as it is, never re-linked
+                             linking fails); holds every selected, verified file. An entry that
+                             already leads to the right blob (huggingface_hub's relative
+                             symlinks included) is left as it is, never re-linked; entries
+                             tracehouse did not write (huggingface_hub's README.md, blob/, ...)
+                             are never removed
     refs/<revision>          the commit a branch or tag resolved to when last fetched online
                              (huggingface_hub's refs/main), so an offline build can name it
     manifests/<sha>.json     the selected listing, rejected and failed files of the last fetch
+    manifests/<sha>.linked.json  the entries of snapshots/<sha>/ tracehouse wrote: the only ones
+                             it removes again (when they are no longer selected, e.g. blob/
+                             after a build without --include-blobs)
     locks/<sha>.lock         flock taken while a snapshot folder is pruned and re-linked
     tmp/                     in-flight downloads (``*.part``) and links; renamed into place
 
@@ -123,14 +128,16 @@ def _snapshot_lock(cache_dir: Path, sha: str) -> Iterator[None]:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
-def _link_or_copy(blob: Path, dest: Path, tmp_dir: Path) -> None:
+def _leads_to(blob: Path, dest: Path) -> bool:
+    """True when ``dest`` already is the blob: our hard link, or a symlink huggingface_hub made
+    (which is never rewritten)."""
     try:
-        # Already the blob: our hard link, or a symlink huggingface_hub made (never rewritten).
-        if dest.is_file() and os.path.samefile(blob, dest):
-            return
+        return dest.is_file() and os.path.samefile(blob, dest)
     except OSError:
-        pass
+        return False
 
+
+def _link_or_copy(blob: Path, dest: Path, tmp_dir: Path) -> None:
     def link(temporary: Path) -> None:
         try:
             os.link(blob, temporary)
@@ -140,21 +147,66 @@ def _link_or_copy(blob: Path, dest: Path, tmp_dir: Path) -> None:
     replace_atomically(dest, link, temporary=temporary_in(tmp_dir, "link"))
 
 
-def _prune(root: Path, keep: set[str]) -> None:
-    """Remove everything below ``root`` that is not a kept file (without following links)."""
-    for dirpath, dirnames, filenames in os.walk(root, topdown=False):
-        current = Path(dirpath)
-        rel_dir = current.relative_to(root).as_posix()
-        for name in filenames:
-            rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-            if rel not in keep:
-                (current / name).unlink()
-        for name in dirnames:
-            sub = current / name
-            if sub.is_symlink():
-                sub.unlink()
-            elif not any(sub.iterdir()):
-                sub.rmdir()
+def _own_entries_path(cache_dir: Path, sha: str) -> Path:
+    return cache_dir / "manifests" / f"{sha}.linked.json"
+
+
+def _read_own_entries(cache_dir: Path, sha: str) -> set[str]:
+    """The entries of ``snapshots/<sha>/`` that tracehouse wrote (none for a snapshot another
+    tool, or a tracehouse before this record, made: those are never pruned)."""
+    try:
+        document = orjson.loads(_own_entries_path(cache_dir, sha).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return set()
+    paths = document.get("paths") if isinstance(document, dict) else None
+    return {p for p in paths if isinstance(p, str)} if isinstance(paths, list) else set()
+
+
+def _write_own_entries(cache_dir: Path, sha: str, paths: set[str], tmp_dir: Path) -> None:
+    text = orjson.dumps({"paths": sorted(paths)}, option=orjson.OPT_INDENT_2)
+    replace_atomically(
+        _own_entries_path(cache_dir, sha),
+        lambda temporary: temporary.write_bytes(text),
+        temporary=temporary_in(tmp_dir, "linked"),
+    )
+
+
+def _in_the_way(snapshots: Path, dest: Path, folders_ok: set[Path]) -> str | None:
+    """What stops ``dest`` from being written inside the snapshot without deleting something
+    that is not ours: a folder on the way that is a link (it could lead anywhere) or a file,
+    or a folder where the file goes. None when nothing does. ``folders_ok`` remembers the
+    folders found fine (or absent, to be created) so each is looked at once."""
+    rel = dest.relative_to(snapshots)
+    for depth in range(1, len(rel.parts)):
+        folder = snapshots.joinpath(*rel.parts[:depth])
+        if folder in folders_ok:
+            continue
+        if folder.is_symlink():
+            return f"{folder} is a link, which tracehouse neither follows nor removes"
+        if folder.exists() and not folder.is_dir():
+            return f"{folder} is a file where a folder belongs; tracehouse leaves it as it is"
+        folders_ok.add(folder)
+    if dest.is_dir() and not dest.is_symlink():
+        return f"{dest} is a folder where a file belongs; tracehouse leaves it as it is"
+    return None
+
+
+def _prune_own(root: Path, paths: set[str]) -> None:
+    """Remove the given entries of ``root`` (tracehouse's own, no longer selected), without
+    following links, and then the folders that removing them left empty."""
+    for rel in sorted(paths):
+        path = root.joinpath(*rel.split("/"))
+        if path.is_dir() and not path.is_symlink():
+            continue  # not the file tracehouse wrote there any more: not ours to remove
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        folder = path.parent
+        while folder != root and folder.is_relative_to(root) and not folder.is_symlink():
+            try:
+                folder.rmdir()  # only when empty: anything another tool put there stays
+            except OSError:
+                break
+            folder = folder.parent
 
 
 def fetch_dataset(
@@ -290,17 +342,43 @@ def _link_snapshot(
     transferred: list[str],
     transferred_bytes: int,
 ) -> HubSnapshot:
-    """Make ``snapshots/<sha>/`` hold exactly the fetched files, linked to their blobs."""
+    """Make ``snapshots/<sha>/`` hold every fetched file, linked to its blob, and none of the
+    entries tracehouse wrote there before that are no longer selected.
+
+    Only tracehouse's own entries (``manifests/<sha>.linked.json``) are ever removed: the
+    folder may be huggingface_hub's, whose other files (a README, ``blob/``, folders
+    tracehouse does not read) stay as they are. An entry that already leads to the right
+    blob is left as it is; one that does not is replaced, and from then on tracehouse's. A
+    file that cannot be written without deleting what is in its way fails (``io_error``).
+    """
     blobs_dir, tmp_dir = cache_dir / "blobs", cache_dir / "tmp"
     root = snapshot_root(cache_dir, sha)
+    tmp_dir.mkdir(parents=True, exist_ok=True)
+    failed = list(failed)
     failed_paths = {f.path for f in failed}
-    present = [f for f in files if f.path not in failed_paths]
     with _snapshot_lock(cache_dir, sha):
-        _prune(root, {f.path for f in present})
-        for f in present:
+        owned = _read_own_entries(cache_dir, sha)
+        writes: list[tuple[RemoteFile, Path]] = []
+        folders_ok: set[Path] = set()
+        for f in files:
+            if f.path in failed_paths:
+                continue
             dest = safe_join(root, f.path)
+            problem = _in_the_way(root.parent, dest, folders_ok)
+            if problem is not None:
+                failed.append(RejectedRemoteFile(f.path, "io_error", f"{f.path}: {problem}"))
+                failed_paths.add(f.path)
+            elif not _leads_to(blobs_dir / f.oid, dest):
+                writes.append((f, dest))
+        present = [f for f in files if f.path not in failed_paths]
+        kept = {f.path for f in present}
+        # Recorded before writing, so a fetch killed half way still knows what it wrote.
+        _write_own_entries(cache_dir, sha, owned | {f.path for f, _ in writes}, tmp_dir)
+        _prune_own(root, owned - kept)
+        for f, dest in writes:
             dest.parent.mkdir(parents=True, exist_ok=True)
             _link_or_copy(blobs_dir / f.oid, dest, tmp_dir)
+        _write_own_entries(cache_dir, sha, (owned & kept) | {f.path for f, _ in writes}, tmp_dir)
     return HubSnapshot(
         root=root,
         source_uri=ref.uri,

@@ -128,11 +128,13 @@ class RetryPolicy:
     Delays grow as ``backoff_initial_s * 2**(n-1)`` up to ``backoff_max_s``, each multiplied by a
     random factor in ``[1 - jitter, 1 + jitter]``. A 429/503 with ``Retry-After`` (seconds or an
     HTTP-date) or a ``RateLimit: ...;r=0;t=N`` header waits that long instead, capped at
-    ``max_retry_after_s``. A request gives up after ``max_attempts`` attempts or when the next wait
-    would end after its deadline: ``deadline_s`` for metadata, ``deadline_s + size /
-    min_bytes_per_s`` for a body (checked between chunks too, so a trickling body cannot hang).
-    ``integrity_attempts`` bounds retries after a wrong ETag or hash. ``sleep`` is injectable so
-    tests can record waits instead of sleeping.
+    ``max_retry_after_s``. A metadata request gives up after ``max_attempts`` attempts or when the
+    next wait would end after its deadline, ``deadline_s``. A file body has ``deadline_s +
+    missing / min_bytes_per_s`` per attempt (``missing``: the bytes it still lacks; a read
+    waiting longer, a stall, or a body still arriving then, a trickle, ends the attempt, and the
+    next one resumes with ``Range``), and gives up after ``max_attempts`` attempts or when the
+    whole fetch's deadline (below) comes first. ``integrity_attempts`` bounds retries after a
+    wrong ETag or hash. ``sleep`` is injectable so tests can record waits instead of sleeping.
 
     ``fetch_dataset`` bounds a whole fetch as well: the revision and the listing (every page)
     together within ``deadline_s``, and everything, bodies included, within

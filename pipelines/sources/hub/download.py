@@ -40,11 +40,13 @@ _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 
 
 class _Transient(Exception):
-    """Worth retrying, resuming from the bytes already written."""
+    """Worth retrying, resuming from the bytes already written. ``timed_out``: the attempt
+    stalled or ran out of its time budget (rather than being refused or cut)."""
 
-    def __init__(self, message: str, retry_after: float | None = None):
+    def __init__(self, message: str, retry_after: float | None = None, timed_out: bool = False):
         super().__init__(message)
         self.retry_after = retry_after
+        self.timed_out = timed_out
 
 
 class _Integrity(Exception):
@@ -168,11 +170,24 @@ def _announced_length(response: httpx.Response) -> int | None:
 
 
 def _stream_once(job: DownloadJob, f: RemoteFile, body: _Body, url: str, deadline: float) -> None:
+    """One attempt at the rest of the body, ended by ``deadline`` (a ``time.monotonic()``): a
+    read that waits past it (a stall) or a body still arriving then is given up, to be
+    resumed; only when ``deadline`` is the whole fetch's does the file fail."""
     headers = {**job.headers, "Accept-Encoding": "identity"}
     if body.have:
         headers["Range"] = f"bytes={body.have}-"
+    remaining = max(0.1, deadline - time.monotonic())
+    policy = job.policy
+    timeout = httpx.Timeout(
+        connect=min(policy.connect_timeout_s, remaining),
+        read=min(policy.read_timeout_s, remaining),
+        write=min(policy.read_timeout_s, remaining),
+        pool=remaining,
+    )
     try:
-        with job.client.stream("GET", url, headers=headers, follow_redirects=True) as response:
+        with job.client.stream(
+            "GET", url, headers=headers, follow_redirects=True, timeout=timeout
+        ) as response:
             code = response.status_code
             if code in RETRY_STATUS:
                 raise _Transient(f"HTTP {code}", retry_after_s(response.headers))
@@ -214,22 +229,29 @@ def _stream_once(job: DownloadJob, f: RemoteFile, body: _Body, url: str, deadlin
                     )
                 body.write(chunk)
                 if time.monotonic() > deadline:
-                    raise _Permanent(
-                        "timeout", f"{f.path}: {body.have} of {f.size} bytes when the time ran out"
+                    if deadline >= job.deadline:
+                        raise _Permanent("timeout", _out_of_time(f, body))
+                    raise _Transient(
+                        f"{body.have} of {f.size} bytes when the attempt's time ran out",
+                        timed_out=True,
                     )
     except PERMANENT_EXCEPTIONS as exc:  # a redirect to file:// or in a loop
         raise _Permanent("bad_redirect", f"{f.path}: {type(exc).__name__}: {exc}") from None
     except RETRY_EXCEPTIONS as exc:
-        raise _Transient(f"{type(exc).__name__}: {exc}") from exc
+        stalled = isinstance(exc, httpx.TimeoutException)
+        raise _Transient(f"{type(exc).__name__}: {exc}", timed_out=stalled) from exc
     if body.have < f.size:
         raise _Transient(f"body ended after {body.have} of {f.size} bytes")
+
+
+def _out_of_time(f: RemoteFile, body: _Body) -> str:
+    return f"{f.path}: {body.have} of {f.size} bytes when the time ran out"
 
 
 def download(job: DownloadJob, f: RemoteFile) -> Outcome:
     """Fetch one blob into ``blobs/<oid>``; never raises for problems with this one file."""
     url = f"{job.base}/datasets/{job.repo_id}/resolve/{job.sha}/{quote(f.path)}"
     policy = job.policy
-    deadline = min(job.deadline, time.monotonic() + policy.body_deadline_s(f.size))
     bodies: list[_Body] = []  # the one body, for its byte count whatever happens
 
     def fill(part: Path) -> None:
@@ -238,8 +260,12 @@ def download(job: DownloadJob, f: RemoteFile) -> Outcome:
             bodies.append(body)
             transient = integrity = 0
             while True:
+                # Each attempt has the budget of the bytes still missing, so a body that stalls
+                # or trickles once is resumed instead of failing the build; the attempts
+                # together end with the whole fetch (job.deadline), whatever the sizes.
+                attempt_by = time.monotonic() + policy.body_deadline_s(f.size - body.have)
                 try:
-                    _stream_once(job, f, body, url, deadline)
+                    _stream_once(job, f, body, url, min(job.deadline, attempt_by))
                     if body.hasher.hexdigest() != f.oid:
                         raise _Integrity(
                             "hash_mismatch",
@@ -249,9 +275,12 @@ def download(job: DownloadJob, f: RemoteFile) -> Outcome:
                 except _Transient as exc:
                     transient += 1
                     wait = policy.delay(transient, exc.retry_after)
-                    if transient >= policy.max_attempts or time.monotonic() + wait > deadline:
+                    out_of_time = time.monotonic() + wait > job.deadline
+                    if out_of_time and exc.timed_out:
+                        raise _Permanent("timeout", _out_of_time(f, body)) from exc
+                    if out_of_time or transient >= policy.max_attempts:
                         raise _Permanent(
-                            "retries_exhausted",
+                            "timeout" if exc.timed_out else "retries_exhausted",
                             f"{f.path}: gave up after {transient} attempts: {exc}",
                         ) from exc
                     policy.sleep(wait)
