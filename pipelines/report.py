@@ -25,7 +25,7 @@ from pipelines.files import write_atomically
 from pipelines.report_changes import change_links_html, write_change_pages
 from pipelines.schemas import TABLES
 from pipelines.settings import Settings
-from pipelines.warehouse import Warehouse, connect_read_only
+from pipelines.warehouse import Warehouse
 
 PLOTLY_BUNDLE = "plotly.min.js"
 # One colour per status of a (solution, workload) cell, each failure kind its own, so that a
@@ -313,8 +313,10 @@ def _figure_html(figure: Any, div_id: str) -> str:
 
 
 class _Reader:
-    def __init__(self, warehouse: Warehouse) -> None:
-        self.connection = connect_read_only(warehouse)
+    def __init__(self, settings: Settings) -> None:
+        from pipelines.queries import reader
+
+        self.connection = reader(settings)  # within the read commands' memory and spill limits
 
     def rows(self, sql: str, **parameters: Any) -> list[dict[str, Any]]:
         relation = self.connection.sql(sql, params=parameters)
@@ -348,7 +350,7 @@ def write_report(settings: Settings, out_dir: Path) -> ReportResult:
     pages_dir.mkdir()
     write_atomically(out_dir / PLOTLY_BUNDLE, plotly.offline.get_plotlyjs().encode())
 
-    reader = _Reader(warehouse)
+    reader = _Reader(settings)
     try:
         result = ReportResult(out_dir)
         definitions = reader.rows(DEFINITIONS_SQL)
@@ -378,6 +380,13 @@ def write_report(settings: Settings, out_dir: Path) -> ReportResult:
         overview = overview.replace(
             "<body>", "<body>" + change_links_html(pages_folder, change_pages), 1
         )
+    except Exception as error:
+        from pipelines.queries import limit_error
+
+        translated = limit_error(error, settings)
+        if translated is None:
+            raise
+        raise translated from None
     finally:
         reader.close()
     with interrupts.deferred():  # the switch: from here on readers see this report
