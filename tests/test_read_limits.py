@@ -105,7 +105,9 @@ def test_a_query_spilling_past_the_spill_cap_stops_in_one_line(warehouse: Path) 
     line = one_error_line(result)
     assert "needs more than its 16 MiB of disk to spill to" in line, line
     assert "TRACEHOUSE_QUERY_SPILL_MB" in line, line
-    assert list(spill_root(warehouse).glob(f"{os.getpid()}-*")) == []
+    # DuckDB removed the stopped query's spill files with its folder.
+    left = [p for p in spill_root(warehouse).iterdir() if p.is_dir() and not p.is_symlink()]
+    assert [p.name for p in left if p.name[0].isdigit()] == []
     # The same query within a cap it fits in (DuckDB spills about 300 MiB) runs.
     result = run_cli(
         "query", SPILLING, "--warehouse", str(warehouse), "--format", "csv",
