@@ -153,8 +153,15 @@ def cmd_query(args: argparse.Namespace) -> int:
         _row_writer(args.format)(sys.stdout, columns, batches)
         return 0
     limit = DEFAULT_QUERY_ROWS if args.limit is None else args.limit
-    result = queries.user_query(settings, args.sql, limit=limit or None)
     width = 10**9 if args.wide else render.terminal_width(sys.stdout)
+    if limit == 0:  # every row: spooled to disk and printed line by line, like csv and json
+        table, spool = queries.user_query_table(settings, args.sql)
+        with spool:
+            for line in table.lines(width):
+                sys.stdout.write(line + "\n")
+        print(f"({table.rows:,} row{'s' if table.rows != 1 else ''})")
+        return 0
+    result = queries.user_query(settings, args.sql, limit=limit)
     print("\n".join(render.table(result.columns, result.rows, width)))
     shown, total = len(result.rows), result.total_rows
     if shown < total:
@@ -328,12 +335,15 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 def cmd_changes(args: argparse.Namespace) -> int:
     from pipelines import changes
-    from pipelines.queries import connect
+    from pipelines.queries import connect, within_limits
 
     settings = _settings(args)
     connection = connect(settings)
     try:
-        report = changes.change_report(connection, settings, since=args.since, source=args.source)
+        with within_limits(settings):
+            report = changes.change_report(
+                connection, settings, since=args.since, source=args.source
+            )
     finally:
         connection.close()
     if args.format == "table":
@@ -488,10 +498,10 @@ def _print_rows(
 
 
 def cmd_sources(args: argparse.Namespace) -> int:
-    from pipelines.warehouse import Warehouse, connect_read_only
+    from pipelines.queries import reader
 
     settings = _settings(args)
-    connection = connect_read_only(Warehouse(settings.warehouse))
+    connection = reader(settings)
     try:
         result = connection.execute("SELECT * FROM source_summary ORDER BY source")
         columns = [d[0] for d in result.description or []]

@@ -6,6 +6,7 @@ checked against the stored run digest, so a record that prints is one whose iden
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -20,8 +21,9 @@ from pipelines import IMPORTER_VERSION, kernelindex
 from pipelines.files import replace_atomically, sha256_file, write_atomically
 from pipelines.kernelindex import canonical_json, manifest_digest
 from pipelines.output_folder import OutputKind, claimed
+from pipelines.queries import reader, spill_folder, spill_limit_mb, within_limits
 from pipelines.settings import Settings
-from pipelines.warehouse import Warehouse, connect_read_only, table_view_sql
+from pipelines.warehouse import Warehouse, table_view_sql
 
 # The line after which `tracehouse record` prints the manifest, as JSON to copy as it is.
 RECORD_MANIFEST_MARKER = "manifest (`--json` prints only this):\n"
@@ -40,11 +42,12 @@ LEFT JOIN run_rankings AS k USING (run_id)
 
 
 def run_rows(settings: Settings, where: str, parameters: dict[str, Any]) -> list[dict[str, Any]]:
-    connection = connect_read_only(Warehouse(settings.warehouse))
+    connection = reader(settings)
     try:
-        cursor = connection.execute(f"{RUN_COLUMNS_SQL} WHERE {where}", parameters)
-        names = [d[0] for d in cursor.description]
-        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        with within_limits(settings):
+            cursor = connection.execute(f"{RUN_COLUMNS_SQL} WHERE {where}", parameters)
+            names = [d[0] for d in cursor.description]
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
     finally:
         connection.close()
 
@@ -168,11 +171,12 @@ ORDER BY e.record_number
 
 def record_history(settings: Settings, comparison_key: str) -> list[dict[str, Any]]:
     """The record events of one comparison key, oldest first (sql/record_events.sql)."""
-    connection = connect_read_only(Warehouse(settings.warehouse))
+    connection = reader(settings)
     try:
-        cursor = connection.execute(RECORD_HISTORY_SQL, {"comparison_key": comparison_key})
-        names = [d[0] for d in cursor.description]
-        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        with within_limits(settings):
+            cursor = connection.execute(RECORD_HISTORY_SQL, {"comparison_key": comparison_key})
+            names = [d[0] for d in cursor.description]
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
     finally:
         connection.close()
 
@@ -379,19 +383,35 @@ def export_kernelindex(settings: Settings, definition: str, out: Path) -> Kernel
     )
 
 
-def _write_sorted(generation: Path, table: str, target: Path) -> None:
+def _write_sorted(
+    generation: Path, table: str, target: Path, settings: Settings | None = None
+) -> None:
     """A table stored as parts, as one Parquet file in the table's order: the same bytes for
-    the same rows however the parts were cut."""
+    the same rows however the parts were cut. With ``settings`` (``export --snapshot``) the sort
+    runs within the read commands' memory and spill limits, spilling to a folder of this
+    process (swept like a reader's if it dies)."""
     import duckdb
 
     from pipelines.schemas import TABLE_ORDER
 
-    connection = duckdb.connect(config={"preserve_insertion_order": True, "threads": 1})
+    config: dict[str, str | bool | int | float | list[str]] = {
+        "preserve_insertion_order": True,
+        "threads": 1,
+    }
+    if settings is not None:
+        folder = spill_folder(settings)
+        with contextlib.suppress(OSError):  # a reader without write access spills nowhere
+            folder.mkdir(parents=True, exist_ok=True)
+        config["memory_limit"] = f"{settings.query_memory_mb}MiB"
+        config["temp_directory"] = str(folder / f"{os.getpid()}-export-{generation.name}")
+        config["max_temp_directory_size"] = f"{spill_limit_mb(settings)}MiB"
+    connection = duckdb.connect(config=config)
     try:
-        connection.sql(
-            f"SELECT * FROM ({table_view_sql(generation, table)}) s "  # noqa: S608  (own names)
-            f"ORDER BY {TABLE_ORDER[table]}"
-        ).write_parquet(str(target), compression="zstd")
+        with contextlib.nullcontext() if settings is None else within_limits(settings):
+            connection.sql(
+                f"SELECT * FROM ({table_view_sql(generation, table)}) s "  # noqa: S608  (own names)
+                f"ORDER BY {TABLE_ORDER[table]}"
+            ).write_parquet(str(target), compression="zstd")
     except duckdb.IOException as error:
         # DuckDB says why in JSON naming the temporary file; the OS error it carries is the
         # reason (a full disk, the file size limit), and replace_atomically names the file.
@@ -429,7 +449,9 @@ def export_snapshot(settings: Settings, out: Path) -> dict[str, Any]:
             source = generation / f"{name}.parquet"
             target = out / f"{name}.parquet"
             if source.is_dir():
-                replace_atomically(target, functools.partial(_write_sorted, generation, name))
+                replace_atomically(
+                    target, functools.partial(_write_sorted, generation, name, settings=settings)
+                )
             else:
                 replace_atomically(target, functools.partial(shutil.copyfile, source))
             tables[name] = {

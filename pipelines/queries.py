@@ -7,16 +7,21 @@ pyarrow and start quickly.
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
 
 from pipelines.changes import store_regression_thresholds
 from pipelines.settings import Settings
-from pipelines.warehouse import Warehouse, check_read_only, connect_read_only
+from pipelines.warehouse import QUERY_SPILL_DIR, Warehouse, check_read_only, connect_read_only
 
 if TYPE_CHECKING:
     import duckdb
+
+    from pipelines.render import SpooledTable
 
 # The leaderboard view (sql/leaderboard.sql) as `tracehouse leaderboard` shows it. Hardware is
 # matched without regard to case (`h200` finds `H200`).
@@ -51,13 +56,43 @@ class Result:
     total_rows: int  # rows the query returns in all; more than len(rows) when truncated
 
 
-def connect(settings: Settings) -> duckdb.DuckDBPyConnection:
-    """A read-only connection to the current generation whose ``regressions`` view uses the
-    regression limits of ``settings`` (not those stored when the warehouse was built), within
-    its memory limit."""
-    connection = connect_read_only(
-        Warehouse(settings.warehouse), memory_limit_mb=settings.query_memory_mb
+# The share of the free disk one reader may fill with spill files at most (DuckDB's own
+# default is 90 %, which one runaway query reached in seconds).
+SPILL_SHARE_OF_FREE_DISK = 0.5
+
+
+def spill_folder(settings: Settings) -> Path:
+    return Warehouse(settings.warehouse).cache / QUERY_SPILL_DIR
+
+
+def spill_limit_mb(settings: Settings) -> int:
+    """The disk a reader may spill to: ``query_spill_mb``, at most half of what is free where
+    the spill folder is (or its nearest existing parent) when it connects."""
+    folder = spill_folder(settings)
+    while not folder.exists() and folder.parent != folder:
+        folder = folder.parent
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return settings.query_spill_mb
+    return min(settings.query_spill_mb, int(free * SPILL_SHARE_OF_FREE_DISK) >> 20)
+
+
+def reader(settings: Settings) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to the current generation within the read limits of
+    ``settings``: ``query_memory_mb`` of memory, then ``spill_limit_mb`` of spill files. Every
+    read command (query, report, export, leaderboard, changes, record) connects through it."""
+    return connect_read_only(
+        Warehouse(settings.warehouse),
+        memory_limit_mb=settings.query_memory_mb,
+        spill_limit_mb=spill_limit_mb(settings),
     )
+
+
+def connect(settings: Settings) -> duckdb.DuckDBPyConnection:
+    """A ``reader`` whose ``regressions`` view uses the regression limits of ``settings`` (not
+    those stored when the warehouse was built)."""
+    connection = reader(settings)
     try:
         store_regression_thresholds(connection, settings, temporary=True)
     except BaseException:
@@ -76,7 +111,8 @@ def fetch(
     """The rows of one parameterized read-only query (at most ``limit``, counting the rest)."""
     connection = connect(settings)
     try:
-        return _fetch(connection, sql, parameters or {}, limit)
+        with within_limits(settings):
+            return _fetch(connection, sql, parameters or {}, limit)
     finally:
         connection.close()
 
@@ -101,7 +137,47 @@ class QueryTimeout(TimeoutError):
 
 
 class QueryTooLarge(ValueError):
-    """A statement typed by a person needed more than ``query_memory_mb`` even spilling."""
+    """A query needed more than ``query_memory_mb`` even spilling."""
+
+
+class SpillTooLarge(QueryTooLarge):
+    """A query needed to spill more than ``spill_limit_mb`` to disk."""
+
+
+def limit_error(error: BaseException, settings: Settings) -> QueryTooLarge | None:
+    """The one-line error naming the limit (and its setting) that made DuckDB give up, or None
+    when ``error`` is not DuckDB running out of memory or spill space."""
+    if type(error).__name__ != "OutOfMemoryException":  # DuckDB's, without importing it
+        return None
+    message = str(error)
+    first_line = message.split("\n")[0].strip()
+    if "max_temp_directory_size" in message:
+        return SpillTooLarge(
+            f"the query needs more than its {spill_limit_mb(settings)} MiB of disk to spill to "
+            f"under {spill_folder(settings)} (TRACEHOUSE_QUERY_SPILL_MB allows more, up to half "
+            f"the free disk; it is {settings.query_spill_mb}): {first_line}"
+        )
+    if " used)" not in first_line:  # not DuckDB's limit: the system refused it memory
+        return QueryTooLarge(
+            f"the system refused the query memory before its {settings.query_memory_mb} MiB "
+            f"limit (TRACEHOUSE_QUERY_MEMORY_MB lower spills sooner): {first_line}"
+        )
+    return QueryTooLarge(
+        f"the query needs more than its {settings.query_memory_mb} MiB of memory "
+        f"(TRACEHOUSE_QUERY_MEMORY_MB allows more): {first_line.split('. ')[0]}"
+    )
+
+
+@contextlib.contextmanager
+def within_limits(settings: Settings) -> Iterator[None]:
+    """Turn DuckDB running out of memory or spill space into ``limit_error``'s one line."""
+    try:
+        yield
+    except Exception as error:
+        translated = limit_error(error, settings)
+        if translated is not None:
+            raise translated from None
+        raise
 
 
 class _TimeLimit:
@@ -125,18 +201,16 @@ class _TimeLimit:
     def cancel(self) -> None:
         self.timer.cancel()
 
-    def check(self, error: BaseException, memory_mb: int) -> None:
+    def check(self, error: BaseException, settings: Settings) -> None:
         """Raise the limit's own error instead of ``error`` when a limit caused it."""
         if self.fired.is_set() and not isinstance(error, KeyboardInterrupt):
             raise QueryTimeout(
                 f"the query ran longer than {self.seconds:g} s and was stopped "
                 "(TRACEHOUSE_QUERY_TIMEOUT_S allows more)"
             ) from None
-        if type(error).__name__ == "OutOfMemoryException":  # DuckDB's, without importing it
-            raise QueryTooLarge(
-                f"the query needs more than its {memory_mb} MiB of memory "
-                f"(TRACEHOUSE_QUERY_MEMORY_MB allows more): {str(error).split('. ')[0]}"
-            ) from None
+        translated = limit_error(error, settings)
+        if translated is not None:
+            raise translated from None
 
 
 def user_query(settings: Settings, sql: str, *, limit: int | None) -> Result:
@@ -148,7 +222,7 @@ def user_query(settings: Settings, sql: str, *, limit: int | None) -> Result:
         check_read_only(connection, sql)
         return _fetch(connection, sql, {}, limit)
     except Exception as error:
-        limit_time.check(error, settings.query_memory_mb)
+        limit_time.check(error, settings)
         raise
     finally:
         limit_time.cancel()
@@ -166,7 +240,7 @@ def user_query_batches(settings: Settings, sql: str) -> tuple[list[str], Iterato
     except BaseException as error:
         limit_time.cancel()
         connection.close()
-        limit_time.check(error, settings.query_memory_mb)
+        limit_time.check(error, settings)
         raise
     columns = [d[0] for d in cursor.description or []]
 
@@ -175,13 +249,54 @@ def user_query_batches(settings: Settings, sql: str) -> tuple[list[str], Iterato
             while rows := cursor.fetchmany(BATCH_ROWS):
                 yield rows
         except Exception as error:
-            limit_time.check(error, settings.query_memory_mb)
+            limit_time.check(error, settings)
             raise
         finally:
             limit_time.cancel()
             connection.close()
 
     return columns, batches()
+
+
+def user_query_table(settings: Settings, sql: str) -> tuple[SpooledTable, IO[str]]:
+    """Every row of a statement typed by a person as a terminal table (``--limit 0``), spooled
+    under the warehouse's spill folder rather than held in memory (the grid needs every row's
+    width before its first line), within the same spill limit as DuckDB's own spill files. The
+    caller prints ``table.lines(width)`` and closes the returned spool."""
+    from pipelines.render import SpooledTable
+
+    columns, batches = user_query_batches(settings, sql)
+    spool = _spool_file(settings)
+    try:
+        table = SpooledTable(columns, spool)
+        limit_chars = spill_limit_mb(settings) << 20
+        for rows in batches:
+            table.add(rows)
+            if table.spooled_chars > limit_chars:
+                batches.close()  # type: ignore[attr-defined]  (a generator: closes the query)
+                raise SpillTooLarge(
+                    f"the table of all rows needs more than its {limit_chars >> 20} MiB of disk "
+                    f"under {spill_folder(settings)} (TRACEHOUSE_QUERY_SPILL_MB allows more, up "
+                    "to half the free disk; --format csv or json writes rows as they come)"
+                )
+    except BaseException:
+        spool.close()
+        raise
+    return table, spool
+
+
+def _spool_file(settings: Settings) -> IO[str]:
+    """An unnamed file in the spill folder: the system removes it when it is closed or the
+    process dies, so it needs no sweep. A reader without write access spools in memory."""
+    import io
+    import tempfile
+
+    folder = spill_folder(settings)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        return tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n", dir=folder)
+    except OSError:
+        return io.StringIO(newline="\n")
 
 
 def leaderboard(settings: Settings, definition: str, *, hardware: str | None = None) -> Result:

@@ -28,7 +28,7 @@ import os
 import re
 import shutil
 import textwrap
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from decimal import Decimal
 from typing import IO, Any
 
@@ -190,14 +190,20 @@ def _grid(headers: Sequence[str], cells: list[list[str]], right: Sequence[bool])
     for row in cells:
         for i, cell in enumerate(row):
             widths[i] = max(widths[i], len(cell))
+    return [
+        _grid_line(headers, widths, right),
+        _grid_rule(widths),
+        *(_grid_line(row, widths, right) for row in cells),
+    ]
 
-    def line(values: Sequence[str]) -> str:
-        parts = [
-            v.rjust(widths[i]) if right[i] else v.ljust(widths[i]) for i, v in enumerate(values)
-        ]
-        return GAP.join(parts).rstrip()
 
-    return [line(headers), GAP.join("-" * w for w in widths), *(line(row) for row in cells)]
+def _grid_line(values: Sequence[str], widths: Sequence[int], right: Sequence[bool]) -> str:
+    parts = [v.rjust(widths[i]) if right[i] else v.ljust(widths[i]) for i, v in enumerate(values)]
+    return GAP.join(parts).rstrip()
+
+
+def _grid_rule(widths: Sequence[int]) -> str:
+    return GAP.join("-" * w for w in widths)  # the widest line of a grid
 
 
 def grouped(value: Any) -> Any:
@@ -231,20 +237,74 @@ def vertical(
     value too long for the line goes under its name, whole when it fits the width (a digest
     stays one piece), else cut into lines of the width, in full."""
     headers = [_one_line(h) for h in headers]
-    name_width = min(max(len(h) for h in headers), 30)
     lines: list[str] = []
     for number, row in enumerate(rows, start=1):
-        lines.append(f"-[ row {number} ]" + "-" * max(0, name_width - 6))
-        for header, value in zip(headers, row, strict=True):
-            cell = _one_line(text(value))
-            line = f"{header.ljust(name_width)}{GAP}{cell}"
-            if width is None or len(line) <= width:
-                lines.append(line)
-                continue
-            lines.append(header)
-            room = max(20, width - len(GAP))
-            lines.extend(GAP + cell[i : i + room] for i in range(0, len(cell), room))
+        cells = [_one_line(text(value)) for value in row]
+        lines.extend(_vertical_block(number, headers, cells, width))
     return lines
+
+
+def _vertical_block(
+    number: int, headers: Sequence[str], cells: Sequence[str], width: int | None
+) -> Iterator[str]:
+    name_width = min(max(len(h) for h in headers), 30)
+    yield f"-[ row {number} ]" + "-" * max(0, name_width - 6)
+    for header, cell in zip(headers, cells, strict=True):
+        line = f"{header.ljust(name_width)}{GAP}{cell}"
+        if width is None or len(line) <= width:
+            yield line
+            continue
+        yield header
+        room = max(20, width - len(GAP))
+        yield from (GAP + cell[i : i + room] for i in range(0, len(cell), room))
+
+
+class SpooledTable:
+    """``table`` for rows that arrive in batches, in memory bounded by one batch: the first
+    pass (``add``) measures the columns and writes the cells to ``spool``, a text file; the
+    second (``lines``) reads them back. The lines are those ``table`` prints for the same rows.
+    Cells never hold a newline or NUL (``safe`` escapes them), so a row is one spooled line."""
+
+    def __init__(self, headers: Sequence[str], spool: IO[str]) -> None:
+        self.headers = [_one_line(h) for h in headers]
+        self.spool = spool
+        self.widths = [len(h) for h in self.headers]
+        self.seen_number = [False] * len(self.headers)
+        self.not_number = [False] * len(self.headers)
+        self.rows = 0
+        self.spooled_chars = 0
+
+    def add(self, rows: Iterable[Sequence[Any]]) -> None:
+        for row in rows:
+            cells = []
+            for i, value in enumerate(row):
+                if value is not None:  # _is_number's rule, one value at a time
+                    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+                        self.not_number[i] = True
+                    else:
+                        self.seen_number[i] = True
+                cell = _one_line(text(value))
+                self.widths[i] = max(self.widths[i], len(cell))
+                cells.append(cell)
+            line = "\0".join(cells) + "\n"
+            self.spool.write(line)
+            self.spooled_chars += len(line)
+            self.rows += 1
+
+    def lines(self, width: int) -> Iterator[str]:
+        self.spool.flush()
+        self.spool.seek(0)
+        columns = len(self.headers)
+        cell_rows = (line.rstrip("\n").split("\0") if columns else [] for line in self.spool)
+        if not self.headers or len(_grid_rule(self.widths)) <= width:
+            right = [s and not n for s, n in zip(self.seen_number, self.not_number, strict=True)]
+            yield _grid_line(self.headers, self.widths, right)
+            yield _grid_rule(self.widths)
+            for cells in cell_rows:
+                yield _grid_line(cells, self.widths, right)
+            return
+        for number, cells in enumerate(cell_rows, start=1):
+            yield from _vertical_block(number, self.headers, cells, width)
 
 
 def elide(value: str, width: int) -> str:

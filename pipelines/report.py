@@ -26,7 +26,7 @@ from pipelines.output_folder import OutputKind, claimed
 from pipelines.report_changes import change_links_html, write_change_pages
 from pipelines.schemas import TABLES
 from pipelines.settings import Settings
-from pipelines.warehouse import Warehouse, connect_read_only
+from pipelines.warehouse import Warehouse
 
 PLOTLY_BUNDLE = "plotly.min.js"
 # One colour per status of a (solution, workload) cell, each failure kind its own, so that a
@@ -314,8 +314,10 @@ def _figure_html(figure: Any, div_id: str) -> str:
 
 
 class _Reader:
-    def __init__(self, warehouse: Warehouse) -> None:
-        self.connection = connect_read_only(warehouse)
+    def __init__(self, settings: Settings) -> None:
+        from pipelines.queries import reader
+
+        self.connection = reader(settings)  # within the read commands' memory and spill limits
 
     def rows(self, sql: str, **parameters: Any) -> list[dict[str, Any]]:
         relation = self.connection.sql(sql, params=parameters)
@@ -362,7 +364,7 @@ def _write_report_into(
     pages_folder = f"{PAGES_PREFIX}{time.time_ns():x}"
     pages_dir = out_dir / pages_folder
     pages_dir.mkdir()
-    reader = _Reader(warehouse)
+    reader = _Reader(settings)
     try:
         write_atomically(out_dir / PLOTLY_BUNDLE, plotly.offline.get_plotlyjs().encode())
         result = ReportResult(out_dir)
@@ -393,9 +395,14 @@ def _write_report_into(
         overview = overview.replace(
             "<body>", "<body>" + change_links_html(pages_folder, change_pages), 1
         )
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(pages_dir, ignore_errors=True)  # a page folder no index will link to
-        raise
+        from pipelines.queries import limit_error
+
+        translated = limit_error(error, settings) if isinstance(error, Exception) else None
+        if translated is None:
+            raise
+        raise translated from None
     finally:
         reader.close()
     with interrupts.deferred():  # the switch: from here on readers see this report

@@ -333,11 +333,20 @@ class Settings:
     )
     query_memory_mb: int = setting(
         None,
-        "Memory a query may use, in MiB, before DuckDB spills to <warehouse>/cache/ or stops it "
-        "(default: a quarter of the machine's memory, at most 4096).",
+        "Memory a read command (query, report, export, leaderboard, changes) may use, in MiB, "
+        "before DuckDB spills to <warehouse>/cache/ or stops it (default: a quarter of the "
+        "machine's memory, at most 4096).",
         int,
         check=_at_least(64),
         default_factory=_default_query_memory_mb,
+    )
+    query_spill_mb: int = setting(
+        8192,
+        "Disk a read command (query, report, export, leaderboard, changes) may spill to, in "
+        "MiB, under <warehouse>/cache/query_tmp; at most half the disk space free there when "
+        "it starts. Past it the command stops with one line.",
+        int,
+        check=_at_least(0),
     )
     query_timeout_s: float = setting(
         300.0,

@@ -683,6 +683,46 @@ def query_spill_dir(warehouse: Warehouse, generation: Path) -> Path:
     return parent / f"{os.getpid()}-{generation.name}"
 
 
+_SPILL_FOLDER_NAME = re.compile(r"([1-9][0-9]*)-[^/]+")  # query_spill_dir's <pid>-<generation>
+
+
+def sweep_dead_spill_folders(warehouse: Warehouse) -> list[Path]:
+    """Remove the spill folders a reader left when it died without closing (killed: DuckDB
+    removes its folder only on close), and return them. A folder is removed only when its name
+    is query_spill_dir's ``<pid>-<generation>``, it is a real folder (not a link) and no process
+    with that pid is alive: a live process's folder, even another user's, is left alone. Readers
+    of one warehouse are assumed to share the machine (pids of another machine or PID namespace
+    cannot be checked)."""
+    parent = warehouse.cache / QUERY_SPILL_DIR
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return []
+    removed = []
+    for entry in entries:
+        match = _SPILL_FOLDER_NAME.fullmatch(entry.name)
+        if match is None or not entry.is_dir(follow_symlinks=False):
+            continue
+        if _process_alive(int(match.group(1))):
+            continue
+        with contextlib.suppress(OSError):  # another reader may be sweeping it too
+            shutil.rmtree(entry.path)
+            removed.append(Path(entry.path))
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # it exists (another user's), or the pid cannot be asked about: keep it
+    return True
+
+
 # Attempts to open the current generation: a build can publish a newer one and remove this
 # one between our reading `current` and DuckDB's taking its lock (keep_generations=1).
 OPEN_ATTEMPTS = 5
@@ -712,7 +752,10 @@ def _open_reader(
 
 
 def connect_read_only(
-    warehouse: Warehouse, *, memory_limit_mb: int | None = None
+    warehouse: Warehouse,
+    *,
+    memory_limit_mb: int | None = None,
+    spill_limit_mb: int | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """A read-only connection to the current generation, through its reader file.
 
@@ -722,8 +765,10 @@ def connect_read_only(
     builds. External access stays limited to the generation's own Parquet files, and the
     configuration is locked, so a query can neither write, nor read or write other files (nor
     lift its memory limit). What does not fit in ``memory_limit_mb`` spills to
-    ``query_spill_dir``.
+    ``query_spill_dir``, at most ``spill_limit_mb`` of it (DuckDB's own limit is 90 % of the
+    free disk); the spill folders of readers that died are removed first.
     """
+    sweep_dead_spill_folders(warehouse)
 
     def config_of(generation: Path) -> dict[str, str | bool | int | float | list[str]]:
         config: dict[str, str | bool | int | float | list[str]] = {
@@ -744,6 +789,8 @@ def connect_read_only(
     # already confined to this same generation folder and locked: nothing left to set.
     if not connection.execute("SELECT current_setting('lock_configuration')").fetchone()[0]:  # type: ignore[index]
         connection.execute("SET allowed_directories = $dirs", {"dirs": [str(generation) + "/"]})
+        if spill_limit_mb is not None:  # a setting, not part of the configuration compared
+            connection.execute(f"SET max_temp_directory_size = '{int(spill_limit_mb)}MiB'")
         connection.execute("SET enable_external_access = false")
         connection.execute("SET lock_configuration = true")
     return connection

@@ -56,6 +56,16 @@ candidates AS (
     JOIN fib_solutions AS s ON s.source = h.source
     LEFT JOIN baselines AS b ON b.source = s.source AND b.definition = s.definition
 ),
+-- The baseline's best latency per workload, once per definition and hardware: aggregated
+-- before the candidates join it, so every join below is keyed by (definition, workload) or by
+-- solution and grows with runs, not with solutions squared (a join of per_workload with itself
+-- on the workload alone paired every solution with every other one).
+baseline_workloads AS (
+    SELECT b.source, bw.scope_hardware AS hardware, b.definition, bw.workload_uuid, bw.best_ms
+    FROM baselines AS b
+    JOIN per_workload AS bw ON bw.source = b.source AND bw.solution = b.baseline_solution
+    WHERE b.baseline_count = 1 AND bw.best_ms IS NOT NULL
+),
 ratios AS (
     SELECT
         c.source,
@@ -67,10 +77,9 @@ ratios AS (
     FROM candidates AS c
     JOIN per_workload AS sw
         ON sw.source = c.source AND sw.scope_hardware = c.hardware AND sw.solution = c.solution
-    JOIN per_workload AS bw
-        ON bw.source = c.source AND bw.scope_hardware = c.hardware
-        AND bw.solution = c.baseline_solution
-        AND bw.workload_uuid IS NOT DISTINCT FROM sw.workload_uuid AND bw.best_ms IS NOT NULL
+    JOIN baseline_workloads AS bw
+        ON bw.source = c.source AND bw.hardware = c.hardware AND bw.definition = c.definition
+        AND bw.workload_uuid IS NOT DISTINCT FROM sw.workload_uuid
 ),
 compared AS (
     SELECT
