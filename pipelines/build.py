@@ -27,7 +27,13 @@ from pipelines.files import replace_atomically, sha256_file, write_atomically
 from pipelines.manifest import FileEntry, Manifest, SourceManifest, read_manifest, write_manifest
 from pipelines.settings import Settings, SettingsError
 from pipelines.sources.local import SourceFile, discover, git_revision, require_dataset
-from pipelines.warehouse import Warehouse, generation_sources, holds_sources, source_key
+from pipelines.warehouse import (
+    Warehouse,
+    generation_sources,
+    holds_sources,
+    schema_difference,
+    source_key,
+)
 
 # Written into each generation before it is published: the outcome of every invariant and
 # publish guard evaluated on it, which the Dagster asset checks report.
@@ -97,6 +103,8 @@ class BuildResult:
     published: str | None = None
     # Why the build did not build on the current generation (Warehouse.base_generation).
     repaired: str | None = None
+    # Why nothing of the current generation was reused: another schema version wrote it.
+    outdated: str | None = None
 
     def summary_lines(self) -> list[str]:
         if self.up_to_date:
@@ -105,6 +113,8 @@ class BuildResult:
         lines = [f"built {self.warehouse} in {self.seconds:.2f} s (generation {self.generation})"]
         if self.repaired:
             lines.append(f"  repaired: {self.repaired}; rebuilt from the source")
+        if self.outdated:
+            lines.append(f"  upgraded: {self.outdated}; rebuilt from the source")
         lines.append(
             f"  files parsed {self.files_parsed:,}, reused {self.files_reused:,}, "
             f"records read {self.records_read:,}"
@@ -367,13 +377,18 @@ def _build_locked(
     parse: ParseFn,
 ) -> BuildResult:
     resolved = resolve_source(source, settings, progress)
-    current, repair = warehouse.base_generation()
+    current, repair = warehouse.base_generation()  # every byte checked: its files are reused
     if repair is not None:
         _refuse_losing_other_sources(warehouse, resolved.name, repair, current)
-        discard_reusable_cache(warehouse)  # a damaged part may be shared with the cache
+    outdated = schema_difference(current) if current is not None else None
+    if outdated is not None and current is not None:
+        outdated = f"generation {current.name} {outdated}"
+        _refuse_dropping_outdated_sources(warehouse, resolved.name, outdated, current)
+    if repair is not None or outdated is not None:
+        discard_reusable_cache(warehouse)  # nothing read from a damaged or older layout
     held = (
         {s.source: s for s in generation_sources(current)}
-        if current is not None and holds_sources(current)
+        if current is not None and outdated is None and holds_sources(current)
         else {}
     )
     same_name = held.get(resolved.name)
@@ -390,6 +405,7 @@ def _build_locked(
     fingerprints = {f.rel: f.fingerprint for f in files}
     if (
         not force
+        and outdated is None
         and previous is not None
         and previous.state == state
         and previous.fingerprints == fingerprints
@@ -422,9 +438,27 @@ def _build_locked(
         started,
         parse,
         guard,
+        None if outdated is not None else current,
     )
     result.repaired = repair
+    result.outdated = outdated
     return result
+
+
+def _refuse_dropping_outdated_sources(
+    warehouse: Warehouse, name: str, outdated: str, current: Path
+) -> None:
+    """A build starts afresh beside a generation of an older schema version (nothing of it can
+    be reused): refuse when it holds other sources, whose rows it would silently drop."""
+    if not holds_sources(current):
+        return
+    others = sorted(s.source for s in generation_sources(current) if s.source != name)
+    if others:
+        raise SettingsError(
+            f"{warehouse.root}: {outdated}, and also holds {', '.join(map(repr, others))}, "
+            f"which a build of {name!r} cannot re-read: build each source into a new warehouse "
+            "(--source-name), or rebuild it with the tracehouse that wrote it"
+        )
 
 
 def _refuse_losing_other_sources(
@@ -456,9 +490,9 @@ def _refuse_losing_other_sources(
 
 
 def discard_reusable_cache(warehouse: Warehouse) -> None:
-    """Forget every part and parse result the cache holds, so a repair re-reads the source
-    instead of reusing a file that may be the damaged one (parts are hard links: the
-    generations that link them keep theirs)."""
+    """Forget every part and parse result the cache holds, so a repair (or a rebuild of an
+    older schema version) re-reads the source instead of reusing anything derived before (the
+    cache holds copies: the generations keep their own files)."""
     import shutil
 
     warehouse.manifest_path.unlink(missing_ok=True)
@@ -666,6 +700,7 @@ def _full_build(
     started: float,
     parse: ParseFn,
     guard: GuardFn | None = None,
+    base: Path | None = None,
 ) -> BuildResult:
     global _WORKER_CONTEXT
     from pipelines.transforms import finalize
@@ -705,6 +740,7 @@ def _full_build(
         discovery_rejects=discovery_rejects,
         progress=progress,
         before_publish=guard,
+        base=base,
     )
     # Sources the published generation no longer holds (removed) drop out of the manifest.
     held = {s.source for s in generation_sources(outcome.generation)}
@@ -920,7 +956,7 @@ def remove_source(settings: Settings, name: str) -> BuildResult:
     with warehouse.build_lock(settings.lock_timeout_s):
         published_before = interrupts.published()
         try:
-            current = warehouse.require_current()
+            current = warehouse.require_current(content=True)  # its files are reused
             held = [s.source for s in generation_sources(current)]
             if name not in held:
                 raise LookupError(
