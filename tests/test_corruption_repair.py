@@ -394,3 +394,29 @@ def test_an_older_schema_version_is_named_by_reads_and_rebuilt_by_build(
         args = [a.format(out=tmp_path / "after") for a in command]
         result = tracehouse(*args, "--warehouse", str(warehouse))
         assert result.returncode == 0, (args, result.stderr)
+
+
+@pytest.mark.slow
+def test_an_older_warehouse_of_several_sources_is_not_upgraded_by_dropping_one(
+    tmp_path: Path,
+) -> None:
+    """Nothing of an older schema version is reused: building source A on it alone would
+    publish a warehouse without B. Refused in one line naming B, the warehouse unchanged."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    write_plain_dataset(first, "A", files=1, lines=5)
+    write_plain_dataset(second, "B", files=1, lines=5)
+    warehouse = tmp_path / "w"
+    for folder, name in ((first, "A"), (second, "B")):
+        result = tracehouse(
+            "build", "--source", str(folder), "--source-name", name, "--warehouse", str(warehouse)
+        )
+        assert result.returncode == 0, result.stderr
+    current = Warehouse(warehouse).require_current()
+    _record_another_schema_version(current)
+
+    refused = tracehouse(
+        "build", "--source", str(first), "--source-name", "A", "--warehouse", str(warehouse)
+    )
+    line = one_error_line(refused)
+    assert "'B'" in line and "cannot re-read" in line and current.name in line, line
+    assert Warehouse(warehouse).current_generation() == current
