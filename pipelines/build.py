@@ -718,11 +718,17 @@ def _full_build(
         group_key = _group_key(
             group_mode, {rel: counts.content_sha256 for rel, counts in result.files.items()}
         )
+        digests = {
+            name: sha256_file(warehouse.staging / name)
+            for names in result.parts.values()
+            for name in names
+        }
         for rel, counts in result.files.items():
             entry = file_entries[rel]
             entry.sha256 = counts.content_sha256
             entry.group_key = group_key
             entry.parts = {table: list(names) for table, names in result.parts.items()}
+            entry.part_digests = dict(digests)
             entry.records = counts.records
             entry.runs = counts.runs
             entry.rejected = counts.rejected
@@ -819,9 +825,7 @@ def _reusable_group(
         same = entry.fingerprint == list(source_file.fingerprint)
         shas[source_file.rel] = entry.sha256 if same else sha256_file(source_file.path)
     group_key = _group_key(group_mode, shas)
-    if any(e.group_key != group_key for e in entries) or not all(
-        _parts_exist(warehouse, e) for e in entries
-    ):
+    if any(e.group_key != group_key for e in entries) or not _parts_intact(warehouse, entries):
         return None
     return {
         f.rel: replace(e, fingerprint=list(f.fingerprint))
@@ -829,10 +833,21 @@ def _reusable_group(
     }
 
 
-def _parts_exist(warehouse: Warehouse, entry: FileEntry) -> bool:
-    return all(
-        (warehouse.staging / name).exists() for names in entry.parts.values() for name in names
-    )
+def _parts_intact(warehouse: Warehouse, entries: list[FileEntry]) -> bool:
+    """Whether the staging parts of a group's entries are all there with the bytes they were
+    written with (each part is read once: the files of a group share their parts)."""
+    digests: dict[str, str | None] = {}
+    for entry in entries:
+        for names in entry.parts.values():
+            for name in names:
+                digests[name] = entry.part_digests.get(name)
+    for name, digest in digests.items():
+        try:
+            if digest is None or sha256_file(warehouse.staging / name) != digest:
+                return False
+        except OSError:
+            return False
+    return True
 
 
 def run_tasks(tasks: list[IngestTask], workers: int, progress: ProgressFn | None) -> list[Any]:

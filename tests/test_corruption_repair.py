@@ -420,3 +420,22 @@ def test_an_older_warehouse_of_several_sources_is_not_upgraded_by_dropping_one(
     line = one_error_line(refused)
     assert "'B'" in line and "cannot re-read" in line and current.name in line, line
     assert Warehouse(warehouse).current_generation() == current
+
+
+@pytest.mark.slow
+def test_a_damaged_staging_part_is_parsed_again_not_reused(
+    built: tuple[Path, Path, int],
+) -> None:
+    """The parse cache (cache/staging/) records each part's SHA-256 in the build manifest: a
+    part with other bytes of the same size is not reused, its group is parsed again."""
+    source, warehouse, _ = built
+    from_source = _latencies(warehouse)
+    staged = sorted((warehouse / "cache/staging").glob("*.runs.*.parquet"))[0]
+    size = staged.stat().st_size
+    staged.write_bytes((b"garbage!" * (size // 8 + 1))[:size])
+
+    rebuilt = tracehouse("build", "--source", str(source), "--warehouse", str(warehouse), "--force")
+    assert rebuilt.returncode == 0 and rebuilt.stderr == "", rebuilt.stderr
+    assert "files parsed 1, reused 3" in rebuilt.stdout, rebuilt.stdout
+    assert _latencies(warehouse) == from_source
+    assert staged.read_bytes()[:4] == b"PAR1"  # written again from the source file

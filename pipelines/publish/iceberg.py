@@ -958,7 +958,7 @@ def _compute_rankings(replica: Warehouse, generation: Path) -> None:
     import duckdb
 
     from pipelines.transforms.finalize import (
-        _link_parts as link_parts,
+        _place_parts as place_parts,
     )
     from pipelines.transforms.finalize import (
         _write_empty_parts as write_empty_parts,
@@ -971,10 +971,10 @@ def _compute_rankings(replica: Warehouse, generation: Path) -> None:
     connection = duckdb.connect(config={"threads": 1, "preserve_insertion_order": False})
     try:
         create_table_views(connection, generation)
-        parts = write_ranking_parts(connection, replica)
+        parts = write_ranking_parts(connection, replica, None)
     finally:
         connection.close()
-    link_parts(generation / "run_rankings.parquet", parts)
+    place_parts(generation / "run_rankings.parquet", parts, None)
     write_empty_parts(generation)
 
 
