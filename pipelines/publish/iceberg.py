@@ -79,6 +79,7 @@ from pipelines.warehouse import (
     WarehouseMissing,
     generation_sources,
     holds_sources,
+    record_generation_files,
     remove_generation_unless_open,
     source_key,
     sql_literal,
@@ -809,6 +810,9 @@ def _materialize(
             (temporary / SNAPSHOT_FILE).write_text(publication["snapshot_id"] + "\n")
             write_duckdb_file(temporary, settings)
             (temporary / COMPLETE_MARKER).write_text(publication["publication_id"] + "\n")
+            # Its files, their digests and the schema version, as a build records them: what
+            # reads check the replica against.
+            record_generation_files(temporary)
 
         try:
             replace_atomically(folder, fill)
