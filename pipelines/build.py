@@ -29,7 +29,13 @@ from pipelines.manifest import FileEntry, Manifest, SourceManifest, read_manifes
 from pipelines.settings import Settings, SettingsError
 from pipelines.sources.local import SourceFile, discover, git_revision, require_dataset
 from pipelines.storage import create_folder, remove_created_folder
-from pipelines.warehouse import Warehouse, generation_sources, holds_sources, source_key
+from pipelines.warehouse import (
+    Warehouse,
+    generation_sources,
+    holds_sources,
+    schema_difference,
+    source_key,
+)
 
 # Written into each generation before it is published: the outcome of every invariant and
 # publish guard evaluated on it, which the Dagster asset checks report.
@@ -99,6 +105,8 @@ class BuildResult:
     published: str | None = None
     # Why the build did not build on the current generation (Warehouse.base_generation).
     repaired: str | None = None
+    # Why nothing of the current generation was reused: another schema version wrote it.
+    outdated: str | None = None
 
     def summary_lines(self) -> list[str]:
         if self.up_to_date:
@@ -107,6 +115,8 @@ class BuildResult:
         lines = [f"built {self.warehouse} in {self.seconds:.2f} s (generation {self.generation})"]
         if self.repaired:
             lines.append(f"  repaired: {self.repaired}; rebuilt from the source")
+        if self.outdated:
+            lines.append(f"  upgraded: {self.outdated}; rebuilt from the source")
         lines.append(
             f"  files parsed {self.files_parsed:,}, reused {self.files_reused:,}, "
             f"records read {self.records_read:,}"
@@ -401,13 +411,18 @@ def _build_locked(
     parse: ParseFn,
 ) -> BuildResult:
     resolved = resolve_source(source, settings, progress)
-    current, repair = warehouse.base_generation()
+    current, repair = warehouse.base_generation()  # every byte checked: its files are reused
     if repair is not None:
         _refuse_losing_other_sources(warehouse, resolved.name, repair, current)
-        discard_reusable_cache(warehouse)  # a damaged part may be shared with the cache
+    outdated = schema_difference(current) if current is not None else None
+    if outdated is not None and current is not None:
+        outdated = f"generation {current.name} {outdated}"
+        _refuse_dropping_outdated_sources(warehouse, resolved.name, outdated, current)
+    if repair is not None or outdated is not None:
+        discard_reusable_cache(warehouse)  # nothing read from a damaged or older layout
     held = (
         {s.source: s for s in generation_sources(current)}
-        if current is not None and holds_sources(current)
+        if current is not None and outdated is None and holds_sources(current)
         else {}
     )
     same_name = held.get(resolved.name)
@@ -424,6 +439,7 @@ def _build_locked(
     fingerprints = {f.rel: f.fingerprint for f in files}
     if (
         not force
+        and outdated is None
         and previous is not None
         and previous.state == state
         and previous.fingerprints == fingerprints
@@ -456,9 +472,27 @@ def _build_locked(
         started,
         parse,
         guard,
+        None if outdated is not None else current,
     )
     result.repaired = repair
+    result.outdated = outdated
     return result
+
+
+def _refuse_dropping_outdated_sources(
+    warehouse: Warehouse, name: str, outdated: str, current: Path
+) -> None:
+    """A build starts afresh beside a generation of an older schema version (nothing of it can
+    be reused): refuse when it holds other sources, whose rows it would silently drop."""
+    if not holds_sources(current):
+        return
+    others = sorted(s.source for s in generation_sources(current) if s.source != name)
+    if others:
+        raise SettingsError(
+            f"{warehouse.root}: {outdated}, and also holds {', '.join(map(repr, others))}, "
+            f"which a build of {name!r} cannot re-read: build each source into a new warehouse "
+            "(--source-name), or rebuild it with the tracehouse that wrote it"
+        )
 
 
 def _refuse_losing_other_sources(
@@ -490,9 +524,9 @@ def _refuse_losing_other_sources(
 
 
 def discard_reusable_cache(warehouse: Warehouse) -> None:
-    """Forget every part and parse result the cache holds, so a repair re-reads the source
-    instead of reusing a file that may be the damaged one (parts are hard links: the
-    generations that link them keep theirs)."""
+    """Forget every part and parse result the cache holds, so a repair (or a rebuild of an
+    older schema version) re-reads the source instead of reusing anything derived before (the
+    cache holds copies: the generations keep their own files)."""
     import shutil
 
     warehouse.manifest_path.unlink(missing_ok=True)
@@ -700,6 +734,7 @@ def _full_build(
     started: float,
     parse: ParseFn,
     guard: GuardFn | None = None,
+    base: Path | None = None,
 ) -> BuildResult:
     global _WORKER_CONTEXT
     from pipelines.transforms import finalize
@@ -717,11 +752,17 @@ def _full_build(
         group_key = _group_key(
             group_mode, {rel: counts.content_sha256 for rel, counts in result.files.items()}
         )
+        digests = {
+            name: sha256_file(warehouse.staging / name)
+            for names in result.parts.values()
+            for name in names
+        }
         for rel, counts in result.files.items():
             entry = file_entries[rel]
             entry.sha256 = counts.content_sha256
             entry.group_key = group_key
             entry.parts = {table: list(names) for table, names in result.parts.items()}
+            entry.part_digests = dict(digests)
             entry.records = counts.records
             entry.runs = counts.runs
             entry.rejected = counts.rejected
@@ -739,6 +780,7 @@ def _full_build(
         discovery_rejects=discovery_rejects,
         progress=progress,
         before_publish=guard,
+        base=base,
     )
     # Sources the published generation no longer holds (removed) drop out of the manifest.
     held = {s.source for s in generation_sources(outcome.generation)}
@@ -817,9 +859,7 @@ def _reusable_group(
         same = entry.fingerprint == list(source_file.fingerprint)
         shas[source_file.rel] = entry.sha256 if same else sha256_file(source_file.path)
     group_key = _group_key(group_mode, shas)
-    if any(e.group_key != group_key for e in entries) or not all(
-        _parts_exist(warehouse, e) for e in entries
-    ):
+    if any(e.group_key != group_key for e in entries) or not _parts_intact(warehouse, entries):
         return None
     return {
         f.rel: replace(e, fingerprint=list(f.fingerprint))
@@ -827,10 +867,21 @@ def _reusable_group(
     }
 
 
-def _parts_exist(warehouse: Warehouse, entry: FileEntry) -> bool:
-    return all(
-        (warehouse.staging / name).exists() for names in entry.parts.values() for name in names
-    )
+def _parts_intact(warehouse: Warehouse, entries: list[FileEntry]) -> bool:
+    """Whether the staging parts of a group's entries are all there with the bytes they were
+    written with (each part is read once: the files of a group share their parts)."""
+    digests: dict[str, str | None] = {}
+    for entry in entries:
+        for names in entry.parts.values():
+            for name in names:
+                digests[name] = entry.part_digests.get(name)
+    for name, digest in digests.items():
+        try:
+            if digest is None or sha256_file(warehouse.staging / name) != digest:
+                return False
+        except OSError:
+            return False
+    return True
 
 
 def run_tasks(tasks: list[IngestTask], workers: int, progress: ProgressFn | None) -> list[Any]:
@@ -959,7 +1010,7 @@ def remove_source(settings: Settings, name: str) -> BuildResult:
     with warehouse.build_lock(settings.lock_timeout_s):
         published_before = interrupts.published()
         try:
-            current = warehouse.require_current()
+            current = warehouse.require_current(content=True)  # its files are reused
             held = [s.source for s in generation_sources(current)]
             if name not in held:
                 raise LookupError(

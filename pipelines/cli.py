@@ -544,17 +544,15 @@ def cmd_rollback(args: argparse.Namespace) -> int:
             "one with --as-of <revision|snapshot id>"
         )
     warehouse = Warehouse(settings.warehouse, settings.keep_generations)
-    previous = warehouse.require_current()
-    with warehouse.build_lock(settings.lock_timeout_s):
-        target = warehouse.find_generation(args.generation)
-        if target == warehouse.current_generation():
-            _print_lines([f"generation {target.name} is already current"])
-            return 0
-        warehouse.rollback(target)
+    previous, target = warehouse.roll_back(args.generation, settings.lock_timeout_s)
+    if target == previous:
+        _print_lines([f"generation {target.name} is already current"])
+        return 0
     _print_lines(
         [
-            f"current generation is now {target.name} (was {previous.name}); the next "
-            "`tracehouse build` rebuilds from its source"
+            f"current generation is now {target.name} (was "
+            f"{previous.name if previous else 'none'}); the next `tracehouse build` rebuilds "
+            "from its source"
         ]
     )
     return 0

@@ -26,6 +26,9 @@ class FileEntry:
     sha256: str | None = None  # content digest, from the worker that read the file
     group_key: str | None = None  # what its group's parts depend on (build._group_key)
     parts: dict[str, list[str]] = field(default_factory=dict)  # staging table -> part names
+    # SHA-256 of each staging part, taken when it was written: a part is reused only while
+    # its bytes match (a damaged part is parsed again from the source file).
+    part_digests: dict[str, str] = field(default_factory=dict)
     records: int = 0
     runs: int = 0
     rejected: int = 0
@@ -39,6 +42,7 @@ class FileEntry:
             sha256=entry.get("sha256"),
             group_key=entry.get("group_key"),
             parts={table: list(names) for table, names in entry.get("parts", {}).items()},
+            part_digests={str(k): str(v) for k, v in entry.get("part_digests", {}).items()},
             records=int(entry.get("records", 0)),
             runs=int(entry.get("runs", 0)),
             rejected=int(entry.get("rejected", 0)),

@@ -7,8 +7,11 @@ Layout::
       current -> generations/<id>          the one complete state readers see (symlink)
       tracehouse.duckdb -> current/tracehouse.duckdb
       generations/<id>/<table>.parquet      one folder per completed build; the large tables
-                                            (PARTED_TABLES) are folders of part files there,
-                                            hard links into cache/parts/, not copies
+                                            (PARTED_TABLES) are folders of part files there:
+                                            copies of cache/parts/ (never the same file, so
+                                            damage to one cannot reach the other), hard links
+                                            of the generation before for what did not change
+      generations/<id>/files.json           every file's size and SHA-256, the schema version
       generations/<id>/snapshot_id          the snapshot the generation shows
       generations/<id>/tracehouse.duckdb    every table stored in the file itself, and the
                                             views of sql/: self-contained, so it opens from any
@@ -38,17 +41,19 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
+import hashlib
 import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines import interrupts
-from pipelines.files import symlink_atomically
+from pipelines.files import sha256_file, symlink_atomically
 from pipelines.settings import Settings
 
 if TYPE_CHECKING:
@@ -85,9 +90,38 @@ class WarehouseDamaged(WarehouseMissing):
     published, or cannot be read: no answer from it can be trusted until a build repairs it."""
 
 
-# Every file of a generation with its size, written when it is published: what readers and
-# builds check the generation against (a deleted part used to shorten query answers silently).
+class WarehouseOutdated(WarehouseMissing):
+    """The current generation was written with another schema version (tables or SQL) than
+    this tracehouse reads: its views and columns may not be the ones the commands query."""
+
+
+class GenerationMoved(WarehouseBusy):
+    """The current generation changed while a command waited for the build lock."""
+
+
+# Every file of a generation with its size and SHA-256, and the generation's schema version,
+# written when it is published: what readers and builds check the generation against (a
+# deleted part used to shorten query answers silently, a flipped bit changed a latency).
 FILES_LIST = "files.json"
+# A Parquet file starts and ends with these bytes: a read checks them (two tiny reads per
+# file), so a file overwritten with other bytes of the same size is named, not misread.
+PARQUET_MAGIC = b"PAR1"
+
+
+@functools.cache
+def schema_version() -> str:
+    """What a generation's layout depends on, derived so that nobody has to remember to bump
+    it: the table declarations (pipelines/schemas.py) and every SQL file (sql/, the views
+    stored in the DuckDB files and the assembly of the tables). Read from the files' bytes,
+    so a read command imports neither schemas nor pyarrow for it."""
+    from pipelines.sql_files import sql_dir
+
+    digest = hashlib.sha256((Path(__file__).parent / "schemas.py").read_bytes())
+    root = sql_dir()
+    for path in sorted(root.rglob("*.sql")):
+        digest.update(f"\0{path.relative_to(root).as_posix()}\0".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -133,29 +167,39 @@ class Warehouse:
         folder = (self.root / target).resolve()
         return folder if (folder / DUCKDB_FILE).exists() else None
 
-    def require_current(self) -> Path:
-        """The current generation, checked against the files it was published with."""
+    def require_current(self, *, content: bool = False) -> Path:
+        """The current generation, checked against the files it was published with (sizes and
+        Parquet framing: cheap enough for every read; with ``content``, every byte, as what
+        reuses its files does) and against this tracehouse's schema version."""
         folder = self.current_generation()
         if folder is None:
             raise WarehouseMissing(
                 f"no warehouse at {self.root}: run `tracehouse build --source DATASET "
                 f"--warehouse {self.root}` first"
             )
-        problem = generation_damage(folder)
+        problem = generation_damage(folder, content=content)
         if problem is not None:
             raise WarehouseDamaged(
                 f"the current generation of {self.root} is damaged: {problem}; "
                 f"`tracehouse build --warehouse {self.root}` repairs it from the source"
             )
+        outdated = schema_difference(folder)
+        if outdated is not None:
+            raise WarehouseOutdated(
+                f"{self.root}: its current generation {folder.name} {outdated}; run "
+                f"`tracehouse build --warehouse {self.root}` to rebuild it"
+            )
         return folder
 
-    def base_generation(self) -> tuple[Path | None, str | None]:
+    def base_generation(self, *, content: bool = True) -> tuple[Path | None, str | None]:
         """What a build builds on: the current generation when it is intact, else the newest
         intact completed one (a damaged generation or a lost ``current`` link must neither be
         built on nor turn the next build into a first one without the shrink guard). Returns
-        it and, when it is not the current generation, the one line saying why."""
+        it and, when it is not the current generation, the one line saying why. With
+        ``content``, every file's bytes are checked against their recorded SHA-256 (a build
+        links the base's files into the next generation: a flipped bit must not travel on)."""
         current = self.current_generation()
-        problem = generation_damage(current) if current is not None else None
+        problem = generation_damage(current, content=content) if current is not None else None
         if current is not None and problem is None:
             return current, None
         if current is None and not self.current.is_symlink() and not self.current.exists():
@@ -164,7 +208,7 @@ class Warehouse:
             problem = f"{self.current}: does not lead to a complete generation"
         intact = [g for g in self.completed_generations() if g != current]
         for generation in reversed(intact):
-            if generation_damage(generation) is None:
+            if generation_damage(generation, content=content) is None:
                 return generation, f"{problem}; built on generation {generation.name}"
         return None, problem if self.completed_generations() else None
 
@@ -246,6 +290,42 @@ class Warehouse:
             kept = ", ".join(p.name for p in completed) or "none"
             raise LookupError(f"no completed generation {wanted!r} in {self.root} (kept: {kept})")
         return matches[0]
+
+    def roll_back(self, wanted: str | None, timeout_s: float) -> tuple[Path | None, Path]:
+        """Make an earlier completed generation current again (``find_generation(wanted)``):
+        (what was current, what is now). Both are resolved under the build lock; a build that
+        published while this waited for the lock is not undone blindly (``GenerationMoved``),
+        and a target that is damaged or of another schema version is refused."""
+        seen = self.current_generation()
+        if seen is None and not self.completed_generations():
+            self.require_current()  # says there is no warehouse (and creates no folder)
+        with self.build_lock(timeout_s):
+            current = self.current_generation()
+            if current != seen:
+                raise GenerationMoved(
+                    f"{self.root}: the current generation changed from "
+                    f"{seen.name if seen else 'none'} to {current.name if current else 'none'} "
+                    "while this rollback waited for the build lock (a build published it); "
+                    "nothing was switched. `tracehouse generations` lists them; run "
+                    "`tracehouse rollback` again to roll that one back"
+                )
+            target = self.find_generation(wanted)
+            if target == current:
+                return current, target
+            problem = generation_damage(target, content=True)
+            if problem is not None:
+                raise WarehouseDamaged(
+                    f"generation {target.name} is damaged: {problem}; nothing was switched"
+                    f" ({current.name if current else 'none'} stays current)"
+                )
+            outdated = schema_difference(target)
+            if outdated is not None:
+                raise WarehouseOutdated(
+                    f"generation {target.name} {outdated}; this version cannot read it, so "
+                    f"nothing was switched ({current.name if current else 'none'} stays current)"
+                )
+            self.rollback(target)
+        return current, target
 
     def rollback(self, generation: Path) -> None:
         """Make an earlier completed generation current again, atomically (under the lock)."""
@@ -376,19 +456,93 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def record_generation_files(generation: Path) -> None:
-    """Write ``FILES_LIST``: every regular file below ``generation`` and its size."""
+def record_generation_files(generation: Path, only: Collection[str] | None = None) -> None:
+    """Write ``FILES_LIST``: the schema version, and every regular file below ``generation``
+    with its size and SHA-256 (with ``only``, those files are recorded again and the others
+    keep their entries: a rewrite of one file must not bless damage to another).
+
+    A file that is a hard link of a file another kept generation recorded (the files a build
+    leaves alone) takes that entry's digest instead of being read again: cheaper, and a file
+    damaged since it was first published is never recorded as good."""
     import json
 
-    files: dict[str, int] = {}
+    files: dict[str, dict[str, object]] = {}
+    if only is not None:
+        files = dict(_recorded(generation)[1])
+    known = _recorded_by_inode(generation)
     for dirpath, _, filenames in os.walk(generation):
         for name in filenames:
             path = Path(dirpath) / name
             rel = path.relative_to(generation).as_posix()
-            if rel != FILES_LIST and not path.is_symlink():
-                files[rel] = path.stat().st_size
-    text = json.dumps(dict(sorted(files.items())), indent=0) + "\n"
-    (generation / FILES_LIST).write_text(text)
+            if rel == FILES_LIST or path.is_symlink() or (only is not None and rel not in only):
+                continue
+            info = path.stat()
+            entry = known.get((info.st_dev, info.st_ino))
+            if entry is None or entry["size"] != info.st_size:
+                entry = {"size": info.st_size, "sha256": sha256_file(path)}
+            files[rel] = entry
+    lines = ",\n".join(f"{json.dumps(rel)}: {json.dumps(files[rel])}" for rel in sorted(files))
+    version = json.dumps(schema_version())
+    (generation / FILES_LIST).write_text(
+        f'{{"schema_version": {version},\n"files": {{\n{lines}\n}}}}\n'
+    )
+
+
+def _recorded(generation: Path) -> tuple[str | None, dict[str, dict[str, object]]]:
+    """The schema version and file entries ``FILES_LIST`` records ({"size", "sha256"}); a list
+    written before schema versions (``{path: size}``) gives None and sizes only. Raises
+    FileNotFoundError or ValueError."""
+    import json
+
+    record = json.loads((generation / FILES_LIST).read_bytes())
+    if not isinstance(record, dict):
+        raise ValueError("not an object")
+    if "files" not in record:  # the first layout: sizes only, no schema version
+        if not all(isinstance(size, int) for size in record.values()):
+            raise ValueError("not a list of file sizes")
+        return None, {rel: {"size": size} for rel, size in record.items()}
+    version, files = record.get("schema_version"), record["files"]
+    if not isinstance(files, dict) or not all(
+        isinstance(e, dict) and isinstance(e.get("size"), int) for e in files.values()
+    ):
+        raise ValueError("not a list of files with sizes")
+    return (str(version) if version is not None else None), files
+
+
+def _recorded_by_inode(generation: Path) -> dict[tuple[int, int], dict[str, object]]:
+    """The digested entries of every other completed generation's files, by inode."""
+    found: dict[tuple[int, int], dict[str, object]] = {}
+    for other in generation.parent.iterdir():
+        if other == generation or not (other / COMPLETE_MARKER).exists():
+            continue
+        try:
+            _, files = _recorded(other)
+        except (OSError, ValueError):
+            continue
+        for rel, entry in files.items():
+            if "sha256" not in entry:
+                continue
+            with contextlib.suppress(OSError):
+                info = (other / rel).stat()
+                found[(info.st_dev, info.st_ino)] = entry
+    return found
+
+
+def schema_difference(generation: Path) -> str | None:
+    """None when ``generation`` was written with this tracehouse's schema version, else what
+    it was written with, as words that follow the generation's name."""
+    try:
+        version, _ = _recorded(generation)
+    except (OSError, ValueError):
+        version = None
+    if version == schema_version():
+        return None
+    if version is None:
+        return "was built by an older tracehouse (no schema version recorded)"
+    return (
+        f"was built by another version of tracehouse (schema version {version}; this one "
+        f"reads {schema_version()})"
+    )
 
 
 def _opens_as_duckdb(path: Path) -> bool:
@@ -409,30 +563,60 @@ def _opens_as_duckdb(path: Path) -> bool:
         connection.close()
 
 
-def generation_damage(generation: Path) -> str | None:
-    """The first problem found in ``generation``, naming the file, or None: a file of
-    ``FILES_LIST`` missing or of another size (a truncated DuckDB file or part), the list
-    itself or ``sources.json`` unreadable. Generations published before the list existed are
-    checked for their sources only."""
-    import json
+def _parquet_framing_problem(path: Path, size: int) -> str | None:
+    """Whether a Parquet file still starts and ends with its magic bytes."""
+    if size < 2 * len(PARQUET_MAGIC):
+        return f"{path}: {size:,} bytes, too short for a Parquet file"
+    with path.open("rb") as handle:
+        head = handle.read(len(PARQUET_MAGIC))
+        handle.seek(-len(PARQUET_MAGIC), os.SEEK_END)
+        tail = handle.read(len(PARQUET_MAGIC))
+    if head != PARQUET_MAGIC or tail != PARQUET_MAGIC:
+        return f"{path}: not a Parquet file any more (its bytes changed since it was published)"
+    return None
 
-    listing = generation / FILES_LIST
+
+def generation_damage(generation: Path, *, content: bool = False) -> str | None:
+    """The first problem found in ``generation``, naming the file, or None: a file of
+    ``FILES_LIST`` missing or of another size (a truncated DuckDB file or part), a Parquet
+    file without its magic bytes, the list itself or ``sources.json`` unreadable; with
+    ``content``, also a file whose bytes no longer have the SHA-256 recorded (what a build or a
+    rollback checks before relying on a generation: reading every byte is too slow for every
+    read). The published DuckDB file may be rewritten by a client that opens it read-write
+    (and by the Dagster view assets): it counts as whole while DuckDB opens it. A list of the
+    first layout records sizes only; a generation without one is checked for its sources."""
     try:
-        recorded = json.loads(listing.read_bytes())
-        if not isinstance(recorded, dict):
-            raise ValueError("not an object")
+        _, recorded = _recorded(generation)
     except FileNotFoundError:
         recorded = {}
     except (OSError, ValueError) as error:
-        return f"{listing}: unreadable ({error})"
-    for rel, size in recorded.items():
+        return f"{generation / FILES_LIST}: unreadable ({error})"
+    for rel, entry in recorded.items():
         path = generation / rel
+        size = entry["size"]
         try:
             found = path.stat().st_size
         except OSError:
             return f"{path}: missing"
-        if found != size and not (rel == DUCKDB_FILE and _opens_as_duckdb(path)):
+        if rel == DUCKDB_FILE:
+            moved = found != size or (
+                content and "sha256" in entry and sha256_file(path) != entry["sha256"]
+            )
+            if moved and not _opens_as_duckdb(path):
+                return f"{path}: {found:,} bytes, {size:,} when it was published, unreadable"
+            continue
+        if found != size:
             return f"{path}: {found:,} bytes, {size:,} when it was published"
+        try:
+            if content and "sha256" in entry:
+                if sha256_file(path) != entry["sha256"]:
+                    return f"{path}: its bytes changed since it was published (SHA-256 differs)"
+            elif rel.endswith(".parquet"):
+                problem = _parquet_framing_problem(path, found)
+                if problem is not None:
+                    return problem
+        except OSError as error:
+            return f"{path}: unreadable ({error.strerror or error})"
     if (generation / SOURCES_FILE).exists():
         try:
             generation_sources(generation)
@@ -897,7 +1081,7 @@ def describe_generation(folder: Path, current: bool) -> dict[str, object]:
         history = pq.read_table(folder / "source_snapshots.parquet").to_pylist()
         snapshot = history[-1] if history else {}  # the build's own snapshot is appended last
         runs: object = table_row_count(folder, "runs")
-    except OSError:
+    except (OSError, ValueError):  # a damaged part (pyarrow's ArrowInvalid is a ValueError)
         runs = None
     built_at = snapshot.get("built_at")
     return {

@@ -79,6 +79,7 @@ from pipelines.warehouse import (
     WarehouseMissing,
     generation_sources,
     holds_sources,
+    record_generation_files,
     remove_generation_unless_open,
     source_key,
     sql_literal,
@@ -861,6 +862,9 @@ def _materialize(
             (temporary / SNAPSHOT_FILE).write_text(publication["snapshot_id"] + "\n")
             write_duckdb_file(temporary, settings)
             (temporary / COMPLETE_MARKER).write_text(publication["publication_id"] + "\n")
+            # Its files, their digests and the schema version, as a build records them: what
+            # reads check the replica against.
+            record_generation_files(temporary)
 
         try:
             replace_atomically(folder, fill)
@@ -1023,7 +1027,7 @@ def _compute_rankings(replica: Warehouse, generation: Path) -> None:
     import duckdb
 
     from pipelines.transforms.finalize import (
-        _link_parts as link_parts,
+        _place_parts as place_parts,
     )
     from pipelines.transforms.finalize import (
         _write_empty_parts as write_empty_parts,
@@ -1036,10 +1040,10 @@ def _compute_rankings(replica: Warehouse, generation: Path) -> None:
     connection = duckdb.connect(config={"threads": 1, "preserve_insertion_order": False})
     try:
         create_table_views(connection, generation)
-        parts = write_ranking_parts(connection, replica)
+        parts = write_ranking_parts(connection, replica, None)
     finally:
         connection.close()
-    link_parts(generation / "run_rankings.parquet", parts)
+    place_parts(generation / "run_rankings.parquet", parts, None)
     write_empty_parts(generation)
 
 

@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from pipelines import IMPORTER_VERSION, invariants, kernelindex, schemas
 from pipelines.changes import store_regression_thresholds
+from pipelines.files import sha256_file
 from pipelines.manifest import FileEntry
 from pipelines.schemas import TABLE_ORDER
 from pipelines.settings import Settings
@@ -203,6 +204,8 @@ def _write_parts(
     groups: list[_Group],
     resolution: str,
     source_name: str,
+    base: Path | None,
+    key: str,
 ) -> dict[str, list[Path]]:
     """The resolved part of every group for each parted table: reused when it exists, else
     assembled by SQL — one statement per table for each batch of the groups that need it
@@ -212,6 +215,11 @@ def _write_parts(
     group into several files; it is complete once renamed into place. Part names are keyed by
     (source, group), so the parts of one source are never another's, and a build of one source
     leaves every other source's parts as they are.
+
+    A part the base generation ``base`` already holds (in ``<table>.parquet/<key>/``; the
+    build checked it byte for byte) is linked from there; any other is copied from the
+    cache, whose copy is checked against its recorded digests first and written again from
+    the staging parts when it does not match.
     """
 
     def name(*terms: str) -> str:
@@ -226,8 +234,12 @@ def _write_parts(
             "trace_lines": name(group.key),
         }
     for table in GROUP_PARTED_TABLES:
+        held = _base_folder(base, table, key)
         missing = [
-            g for g in groups if not (warehouse.parts / table / names_of[g.key][table]).is_dir()
+            g
+            for g in groups
+            if not _held_by(held, names_of[g.key][table])
+            and not _intact_part(warehouse.parts / table / names_of[g.key][table])
         ]
         for batch in _write_batches(table, missing):
             _write_missing_parts(connection, warehouse, table, batch, names_of, source_name)
@@ -316,15 +328,20 @@ def _write_missing_parts(
         written = out / f"part={name}"
         if not written.is_dir():  # a group without rows of this table
             written.mkdir(parents=True)
+        _record_part_digests(written)
         os.replace(written, warehouse.parts / table / name)
     shutil.rmtree(out, ignore_errors=True)
     connection.unregister("part_of_file")
 
 
-def _write_ranking_parts(connection: duckdb.DuckDBPyConnection, warehouse: Warehouse) -> list[Path]:
+def _write_ranking_parts(
+    connection: duckdb.DuckDBPyConnection, warehouse: Warehouse, base: Path | None
+) -> list[Path]:
     """run_rankings as one part per ranking bucket (sql/ranking_inputs.sql): a part is named by
     the ranking rule and its bucket's inputs, so a bucket whose runs did not change keeps its
-    part and only the others are ranked, by sql/run_rankings.sql over just their runs."""
+    part, and only the others are ranked, by sql/run_rankings.sql over just their runs. As in
+    _write_parts, a part the base generation holds (``base``: its run_rankings.parquet folder)
+    or an intact cache copy of it is reused."""
     connection.execute(
         f"CREATE OR REPLACE TEMP VIEW all_ranking_inputs AS {sql_text('ranking_inputs')}"
     )
@@ -337,7 +354,11 @@ def _write_ranking_parts(connection: duckdb.DuckDBPyConnection, warehouse: Wareh
         for bucket, digest in buckets
     }
     folder = warehouse.parts / "run_rankings"
-    stale = {bucket: name for bucket, name in name_of.items() if not (folder / name).is_dir()}
+    stale = {
+        bucket: name
+        for bucket, name in name_of.items()
+        if not _held_by(base, name) and not _intact_part(folder / name)
+    }
     if stale:
         connection.register(
             "stale_ranking_buckets",
@@ -362,6 +383,7 @@ def _write_ranking_parts(connection: duckdb.DuckDBPyConnection, warehouse: Wareh
             f"TO {sql_literal(out)} (FORMAT parquet, PARTITION_BY (part), COMPRESSION zstd)"
         )
         for name in stale.values():
+            _record_part_digests(out / f"part={name}")
             os.replace(out / f"part={name}", folder / name)
         shutil.rmtree(out, ignore_errors=True)
         connection.unregister("stale_ranking_buckets")
@@ -381,14 +403,62 @@ def _write_empty_parts(generation: Path, key: str | None = None) -> None:
             pq.write_table(_stored_schema(table).empty_table(), folder / "empty.parquet")
 
 
-def _link_parts(folder: Path, parts: list[Path]) -> None:
-    """A folder of a parted table in a generation (a source's, or run_rankings'): hard links
-    to the files of the shared parts (copies where the file system has no links), so a
-    generation stays whole when the cache is cleaned."""
+# Beside the files of each part folder of cache/parts/: their names and SHA-256, written before
+# the folder is renamed into place. A part is reused only while its files match.
+PART_DIGESTS = "digests.json"
+
+
+def _record_part_digests(folder: Path) -> None:
+    digests = {path.name: sha256_file(path) for path in sorted(folder.glob("*.parquet"))}
+    (folder / PART_DIGESTS).write_bytes(orjson.dumps(digests) + b"\n")
+
+
+def _intact_part(folder: Path) -> bool:
+    """Whether a cache part can be reused: its files are those it was written with, byte for
+    byte. A damaged one is removed here, so that it is written again."""
+    if not folder.is_dir():
+        return False
+    try:
+        digests = orjson.loads((folder / PART_DIGESTS).read_bytes())
+        files = {path.name: path for path in folder.glob("*.parquet")}
+        intact = (
+            isinstance(digests, dict)
+            and set(digests) == set(files)
+            and all(sha256_file(files[name]) == digest for name, digest in digests.items())
+        )
+    except (OSError, orjson.JSONDecodeError):
+        intact = False
+    if not intact:
+        shutil.rmtree(folder, ignore_errors=True)
+    return intact
+
+
+def _held_by(base: Path | None, part_name: str) -> bool:
+    return base is not None and any(base.glob(f"{part_name}-*.parquet"))
+
+
+def _base_folder(current: Path | None, table: str, key: str | None = None) -> Path | None:
+    """The folder of ``table`` (a source's, with ``key``) in the base generation."""
+    if current is None:
+        return None
+    folder = current / f"{table}.parquet"
+    return folder / key if key is not None else folder
+
+
+def _place_parts(folder: Path, parts: list[Path], base: Path | None) -> None:
+    """A folder of a parted table in a generation (a source's, or run_rankings'): each part's
+    files as ``<part>-<file>``, hard links of the base generation's files where it holds the
+    part (``base`` is the same folder there: generations share what did not change), else
+    copies of the cache's files. A generation never shares a file with the cache, so damage to
+    one never reaches the other (a repair used to re-publish a damaged part from the cache)."""
     folder.mkdir(parents=True, exist_ok=True)
     for part in parts:
-        for source in sorted(part.glob("*.parquet")):
-            _link(source, folder / f"{part.name}-{source.name}")
+        held = sorted(base.glob(f"{part.name}-*.parquet")) if base is not None else []
+        for path in held:
+            _link(path, folder / path.name)
+        if not held:
+            for source in sorted(part.glob("*.parquet")):
+                shutil.copyfile(source, folder / f"{part.name}-{source.name}")
 
 
 def _link(source: Path, target: Path) -> None:
@@ -429,13 +499,15 @@ def finalize(
     progress: Callable[[str, int, int], None] | None,
     before_publish: Callable[[Path, dict[str, int], dict[str, invariants.Outcome]], None]
     | None = None,
+    base: Path | None = None,
 ) -> FinalizeOutcome:
-    """Write the build's source into a new generation beside every other source of the
-    current one (linked as they are), rank across all of them, and publish.
+    """Write the build's source into a new generation beside every other source of ``base``
+    (the generation the build checked and chose to build on; linked as they are), rank across
+    all of them, and publish.
 
     ``before_publish(generation, table_counts, outcomes)`` runs the publish guards last; it
     may add outcomes, and raises to keep the generation unpublished."""
-    current, _ = warehouse.base_generation()  # an intact one, as the build chose it
+    current = base
     if current is not None and not holds_sources(current):
         current = None  # built by an older tracehouse: nothing of it is reused
     others = [
@@ -536,7 +608,13 @@ def finalize(
                 f"FROM ({sql_text(f'assemble/{table}')}) s",
             )
         parts = _write_parts(
-            connection, warehouse, groups, _resolution_digest(connection), resolved.name
+            connection,
+            warehouse,
+            groups,
+            _resolution_digest(connection),
+            resolved.name,
+            current,
+            key,
         )
         # Records refused before the ingest (discovery, fetch, definitions, solutions): one
         # more rejects part, of this generation only.
@@ -544,7 +622,11 @@ def finalize(
             _reject_row(r) for r in [*discovery_rejects, *resolved.fetch_rejects, *loaded.rejects]
         ]
         for table in GROUP_PARTED_TABLES:
-            _link_parts(generation / f"{table}.parquet" / key, parts[table])
+            _place_parts(
+                generation / f"{table}.parquet" / key,
+                parts[table],
+                _base_folder(current, table, key),
+            )
         connection.register("extra_rejects", _rows_to_arrow("rejects", extra_rejects))
         connection.sql(
             "SELECT * FROM extra_rejects ORDER BY " + schemas.slice_order("rejects")  # noqa: S608
@@ -556,8 +638,11 @@ def finalize(
         write_generation_sources(generation, [*others, this_source])
         create_table_views(connection, generation)
         invariants.enforce(connection, invariants.RUN_INVARIANTS, checks)
-        _link_parts(
-            generation / "run_rankings.parquet", _write_ranking_parts(connection, warehouse)
+        rankings = _base_folder(current, "run_rankings")
+        _place_parts(
+            generation / "run_rankings.parquet",
+            _write_ranking_parts(connection, warehouse, rankings),
+            rankings,
         )
         _write_empty_parts(generation)
         create_table_views(connection, generation)
@@ -655,12 +740,20 @@ def _complete_and_publish(
 
 
 def _remove_unlinked_parts(warehouse: Warehouse) -> None:
-    """Parts no generation links to any more (their only link is the cache's own)."""
+    """Parts no kept generation holds any more (a generation names its copy of a part's file
+    ``<part>-<file>``, _place_parts)."""
     if not warehouse.parts.exists():
         return
+    held: set[str] = set()
+    if warehouse.generations.exists():
+        for generation in warehouse.generations.iterdir():
+            for table in PARTED_TABLES:
+                held.update(
+                    path.name.split("-", 1)[0]
+                    for path in (generation / f"{table}.parquet").rglob("*-*.parquet")
+                )
     for part in warehouse.parts.glob("*/*"):
-        files = list(part.glob("*.parquet"))
-        if all(f.stat().st_nlink == 1 for f in files):
+        if part.is_dir() and part.name not in held:
             shutil.rmtree(part, ignore_errors=True)
 
 
@@ -814,8 +907,11 @@ def finalize_without_source(
     try:
         create_table_views(connection, generation)
         invariants.enforce(connection, invariants.RUN_INVARIANTS, checks)
-        _link_parts(
-            generation / "run_rankings.parquet", _write_ranking_parts(connection, warehouse)
+        rankings = _base_folder(current, "run_rankings")
+        _place_parts(
+            generation / "run_rankings.parquet",
+            _write_ranking_parts(connection, warehouse, rankings),
+            rankings,
         )
         _write_empty_parts(generation)
         create_table_views(connection, generation)
