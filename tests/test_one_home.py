@@ -128,7 +128,9 @@ REASON_SITES: dict[str, tuple[int, frozenset[str]]] = {
     "reject": (1, frozenset(rejects.REJECT_REASONS)),  # FileIngester.reject(line, reason, ...)
     "UnsafePathError": (0, frozenset(rejects.UNSAFE_NAME_REASONS)),
     "IdentityError": (0, frozenset(kernelindex.IDENTITY_REASON_CODES)),
-    "RejectedRemoteFile": (1, frozenset(rejects.HUB_LISTING_REASONS)),
+    # a listed file left out, or (the cache) one that cannot be written without deleting what
+    # is in its way: both end as a rejected remote file
+    "RejectedRemoteFile": (1, frozenset(rejects.HUB_LISTING_REASONS | rejects.HUB_FAILURE_REASONS)),
     "_Permanent": (0, frozenset(rejects.HUB_FAILURE_REASONS)),
     "_Integrity": (0, frozenset(rejects.HUB_FAILURE_REASONS)),
     "Outcome": (3, frozenset(rejects.HUB_FAILURE_REASONS)),
