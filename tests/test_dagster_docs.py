@@ -139,3 +139,12 @@ def test_an_asset_dg_scaffolds_is_part_of_the_code_location(tmp_path: Path) -> N
     assert "extra" in keys
     assert {"tracehouse/runs", "tracehouse/report", "tracehouse/source_dataset"} <= keys
     assert not (ROOT / "pipelines" / "defs" / "extra.py").exists()
+
+
+def test_every_asset_but_the_external_source_has_an_owner() -> None:
+    from pipelines.definitions import defs
+
+    asset_graph = defs.resolve_asset_graph()
+    owners = {key.path[-1]: asset_graph.get(key).owners for key in asset_graph.get_all_asset_keys()}
+    assert owners.pop("source_dataset") == []  # a SourceAsset carries no owners
+    assert {tuple(found) for found in owners.values()} == {("team:tracehouse",)}
