@@ -37,7 +37,7 @@ from pydantic import Field
 from pipelines import IMPORTER_VERSION, render, schemas
 from pipelines.build import BuildResult, ProgressFn, build_warehouse, read_checks
 from pipelines.defs.checks import BUILD_CHECKS
-from pipelines.defs.naming import asset_key, markdown_safe, table_name
+from pipelines.defs.naming import OWNERS, asset_key, file_uri, markdown_safe, table_name
 from pipelines.defs.resources import WarehouseResource
 from pipelines.defs.sources import SOURCES, register_sources, source_uris
 from pipelines.invariants import InvariantViolation, Outcome
@@ -151,6 +151,7 @@ def _table_spec(table: schemas.Table, kinds: set[str], code_version: str) -> dg.
         key=asset_key(table.name),
         description=markdown_safe(table.doc),
         group_name=TABLES_STAGE,
+        owners=OWNERS,
         kinds=kinds,
         code_version=code_version,
         deps=[asset_key(dep) for dep in deps],
@@ -300,7 +301,7 @@ def _table_uri(settings: Settings, generation: Path, table: str, source: str | N
     if settings.catalog is not None and settings.object_store is not None:
         return f"{settings.object_store.rstrip('/')}/{table}"
     path = generation / f"{table}.parquet"
-    return (path / source_key(source) if source else path).as_uri()
+    return file_uri(path / source_key(source) if source else path)
 
 
 def table_result(
@@ -377,6 +378,7 @@ def _view_spec(view: str) -> dg.AssetSpec:
         + f" Its SQL: sql/{view}.sql. Materializing it recreates the SQL views in the "
         "published DuckDB file.",
         group_name=VIEWS_STAGE,
+        owners=OWNERS,
         kinds={"duckdb"},
         code_version=views_code_version(),
         deps=[asset_key(dep) for dep in VIEW_DEPS[view]],
@@ -469,7 +471,7 @@ def warehouse_views(warehouse: WarehouseResource) -> Iterator[dg.MaterializeResu
                 metadata={
                     **_view_metadata(connection, view),
                     "generation": generation.name,
-                    "dagster/uri": (generation / DUCKDB_FILE).as_uri(),
+                    "dagster/uri": file_uri(generation / DUCKDB_FILE),
                     **extra,
                 },
             )
@@ -513,6 +515,7 @@ def report_code_version() -> str:
     key=asset_key("report"),
     code_version=report_code_version(),
     group_name=REPORT_STAGE,
+    owners=OWNERS,
     kinds={"html"},
     # the overview and definition pages read these; the what-changed pages, regressions,
     # record_events and latency_history (pipelines/report_changes.py)
@@ -544,8 +547,8 @@ def report(warehouse: WarehouseResource) -> dg.MaterializeResult:
     )
     return dg.MaterializeResult(
         metadata={
-            "path": dg.MetadataValue.path(str(result.index)),
-            "dagster/uri": result.index.as_uri(),
+            "path": dg.MetadataValue.path(str(result.index.absolute())),
+            "dagster/uri": file_uri(result.index),
             "pages": len(result.pages),
             "overview_top_rows": dg.MetadataValue.md(table),
         },

@@ -54,7 +54,7 @@ from pipelines.build import (
     run_tasks,
 )
 from pipelines.defs.assets import table_result
-from pipelines.defs.naming import asset_key
+from pipelines.defs.naming import OWNERS, asset_key
 from pipelines.defs.resources import WarehouseResource
 from pipelines.defs.sources import SOURCES
 from pipelines.files import replace_atomically
@@ -70,6 +70,7 @@ parsed_groups = dg.AssetSpec(
     asset_key(PARSED_GROUPS),
     partitions_def=INGEST_GROUPS,
     group_name="tables",
+    owners=OWNERS,
     kinds={"parquet"},
     deps=[dg.AssetDep(asset_key("source_dataset"), partition_mapping=dg.AllPartitionMapping())],
     description="The staging parts of one file group (a partition per group, named after the "
