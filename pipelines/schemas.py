@@ -497,7 +497,12 @@ SOURCE_SNAPSHOTS = Table(
             "sha256 over the sorted (path, size, content sha256) list.",
             False,
         ),
-        _c("importer_version", S, "Importer version.", False),
+        _c(
+            "importer_version",
+            S,
+            "The tracehouse importer that built the snapshot (`tracehouse-importer/N`, bumped when parsing or normalisation changes).",
+            False,
+        ),
     ),
 )
 
@@ -643,7 +648,11 @@ RUN_APPEARANCES = Table(
         ),
         _c("definition", S, "Definition name."),
         _c("solution", S, "Solution name."),
-        _c("workload_uuid", S, "Workload uuid."),
+        _c(
+            "workload_uuid",
+            S,
+            "The run's workload.uuid as written (null for older records without one).",
+        ),
         _c(
             "hardware",
             S,
