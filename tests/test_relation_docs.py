@@ -3,11 +3,14 @@ declared for it in pipelines/schemas.py, and `tracehouse tables NAME` prints it.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import duckdb
 
 from pipelines import schemas
+from pipelines.settings import load_settings
+from pipelines.transforms.finalize import create_sql_views
 from tests.conftest import run_cli
 
 DECLARED = {**schemas.TABLES, **schemas.VIEWS, **schemas.SETTING_TABLES}
@@ -67,3 +70,26 @@ def test_tables_author_rankings_prints_its_columns_with_docs() -> None:
     assert [line.strip() for line in lines[1::2]] == [c.name for c in columns]
     assert [line.strip() for line in lines[2::2]] == [c.doc for c in columns]
     assert "avg_speedup" in [c.name for c in columns]
+
+
+def test_recreating_the_views_keeps_their_comments(golden_warehouse: Path, tmp_path: Path) -> None:
+    # The Dagster view assets recreate every view in a copy of the published file
+    # (create_sql_views); CREATE OR REPLACE VIEW drops a view's comments unless they are
+    # written again with it.
+    copy = tmp_path / "tracehouse.duckdb"
+    shutil.copyfile(golden_warehouse / "tracehouse.duckdb", copy)
+    copy.chmod(0o644)
+    connection = duckdb.connect(str(copy))
+    try:
+        create_sql_views(connection, load_settings({}, warehouse=str(tmp_path / "unused")))
+        undocumented = connection.execute(
+            "SELECT table_name, column_name FROM duckdb_columns() "
+            "WHERE NOT internal AND (comment IS NULL OR trim(comment) = '')"
+        ).fetchall()
+        assert undocumented == []
+        (comment,) = connection.execute(
+            "SELECT comment FROM duckdb_views() WHERE view_name = 'author_rankings'"
+        ).fetchone() or (None,)
+        assert comment == schemas.VIEWS["author_rankings"].doc
+    finally:
+        connection.close()
