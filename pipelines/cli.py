@@ -415,7 +415,7 @@ def cmd_tables(args: argparse.Namespace) -> int:
     import textwrap
 
     from pipelines import render
-    from pipelines.schemas import TABLES, VIEWS
+    from pipelines.schemas import SETTING_TABLES, TABLES, VIEWS
 
     described: dict[str, tuple[str, list[tuple[str, str, str]]]] = {}
     for table in TABLES.values():
@@ -427,6 +427,11 @@ def cmd_tables(args: argparse.Namespace) -> int:
         described[view.name] = (
             f"{view.name} (view, sql/{view.name}.sql): {view.doc}",
             [(c.name, "", c.doc) for c in view.columns],
+        )
+    for relation in SETTING_TABLES.values():
+        described[relation.name] = (
+            f"{relation.name} (table, sql/{relation.name}.sql): {relation.doc}",
+            [(c.name, "", c.doc) for c in relation.columns],
         )
     names = list(described)
     if args.name is not None:

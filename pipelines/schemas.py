@@ -497,7 +497,12 @@ SOURCE_SNAPSHOTS = Table(
             "sha256 over the sorted (path, size, content sha256) list.",
             False,
         ),
-        _c("importer_version", S, "Importer version.", False),
+        _c(
+            "importer_version",
+            S,
+            "The tracehouse importer that built the snapshot (`tracehouse-importer/N`, bumped when parsing or normalisation changes).",
+            False,
+        ),
     ),
 )
 
@@ -643,7 +648,11 @@ RUN_APPEARANCES = Table(
         ),
         _c("definition", S, "Definition name."),
         _c("solution", S, "Solution name."),
-        _c("workload_uuid", S, "Workload uuid."),
+        _c(
+            "workload_uuid",
+            S,
+            "The run's workload.uuid as written (null for older records without one).",
+        ),
         _c(
             "hardware",
             S,
@@ -1150,6 +1159,812 @@ SOURCE_SUMMARY_VIEW = View(
     ),
 )
 
+
+# FlashInfer-Bench's figures (fib_*, web_*, author_rankings, win_at_p) and tracehouse's
+# leaderboard building blocks. What each figure means: docs/metrics.md.
+SCOPE_SOURCE = _v(
+    "source",
+    "Source scope of the figure: one source's name, or `(all sources)` for their union "
+    "(fib_source_scopes).",
+)
+FIB_HARDWARE = _v(
+    "hardware",
+    "Hardware scope: `all` = FlashInfer-Bench's own figure, every GPU mixed; else one exact "
+    "evaluation.environment.hardware string, the same rule on that GPU's trace lines only.",
+)
+WEB_HARDWARE = _v(
+    "hardware",
+    "Hardware scope: `all` = what the web site computes (every GPU of a definition together); "
+    "else one device string (environment.device, else environment.hardware), that device's "
+    "lines only.",
+)
+BASELINE_MAP = _v(
+    "baseline_map",
+    "The baseline name map the figure uses: `baselines_file` (the build's --baselines) or "
+    "`author_baseline` (each definition's one solution of author `baseline`).",
+)
+RANKING_SCOPE = (
+    _v(
+        "scope_kind",
+        "What the ranking scope is: `all` (every loaded definition), `op_type` or `definition`.",
+    ),
+    _v("scope", "The scope itself: `all`, the op_type, or the definition name."),
+)
+THRESHOLD_P = _v("p", "The threshold p (one of fast_p_thresholds).")
+WEB_PRESET = _v("web_preset", "True when p is one of the web site's presets (0.7, 0.95, 1.0).")
+UI_HIDDEN = _v(
+    "ui_hidden",
+    "True when the web leaderboard hides this author: it owns a solution the map names as a "
+    "baseline for some definition.",
+)
+LIST_ORDER = _v(
+    "list_order",
+    "Position in the definition's web solution list (folder and file names, bytewise).",
+)
+WEB_AUTHOR = _v("author", "Author of the solution, from its solution file.")
+SCORE_RATES = (
+    _v(
+        "avg_speedup",
+        "Mean over compared workloads of baseline / solution minimum PASSED latency; 0.0 when the "
+        "solution failed anywhere; null unless scored.",
+    ),
+    _v(
+        "success_rate",
+        "1.0 when every line of the solution passed, else 0.0; null unless scored.",
+    ),
+    _v(
+        "win_rate",
+        "Share of compared workloads where the ratio is > 1 (0.0 on any failure); null unless "
+        "scored.",
+    ),
+    _v(
+        "workloads", "Workloads compared (baseline passed, solution attempted); null unless scored."
+    ),
+)
+FIB_OUTCOME = (
+    _v("reason", "Why there is no figure (an error kind or a `none` reason); null with a figure."),
+    _v("detail", "The message FlashInfer-Bench gives for that reason; null with a figure."),
+)
+
+FAST_P_THRESHOLDS_VIEW = View(
+    "fast_p_thresholds",
+    "The thresholds p the fast_p and bucket views are computed at: the web's presets and a grid "
+    "from 0 to 2.",
+    (_v("p", "A speedup threshold."), WEB_PRESET),
+)
+
+FIB_SOURCE_SCOPES_VIEW = View(
+    "fib_source_scopes",
+    "The source scopes of FlashInfer-Bench's figures: each source alone and, with several "
+    "sources, their union `(all sources)`; one row per (scope, member source).",
+    (
+        _v("source", "The source scope: a source's name, or `(all sources)`."),
+        _v("member_source", "A source whose data the scope is made of."),
+        _v("is_union", "True for the `(all sources)` scope."),
+    ),
+)
+
+FIB_UNION_DEFINITIONS_VIEW = View(
+    "fib_union_definitions",
+    "Per definition name, whether the `(all sources)` scope includes it: only when every "
+    "source holding it has the same operation digest.",
+    (
+        _v("definition", "Definition name."),
+        _v("sources", "The sources holding a definition of that name, sorted."),
+        _v("operation_digests", "Their distinct operation digests, sorted."),
+        _v("in_union", "True when the union scope includes the definition."),
+        _v(
+            "reason",
+            "Why it is left out: `operation_digest_missing` or `operation_digests_differ`; "
+            "null when included.",
+        ),
+    ),
+)
+
+FIB_DEFINITIONS_VIEW = View(
+    "fib_definitions",
+    "The definitions FlashInfer-Bench's Python TraceSet loads (every definitions/**/*.json), "
+    "per source scope.",
+    (
+        SCOPE_SOURCE,
+        _v("definition", "Definition name."),
+        _v("op_type", "Its operation type (op_type field)."),
+        _v("source_file", "Its definition file, relative to the source."),
+        _v(
+            "web_visible",
+            "True when the web app reads it too: definitions/<folder>/<file>.json, one folder deep.",
+        ),
+    ),
+)
+
+FIB_SOLUTIONS_VIEW = View(
+    "fib_solutions",
+    "The solutions FlashInfer-Bench's Python TraceSet loads (every solutions/**/*.json), per "
+    "source scope, with their load order.",
+    (
+        SCOPE_SOURCE,
+        _v("solution", "Solution name."),
+        _v("definition", "The definition its `definition` field names."),
+        _v("author", "Its author field."),
+        _v("source_file", "Its solution file, relative to the source."),
+        _v(
+            "load_order",
+            "FlashInfer-Bench's load order (paths sorted by component), which decides its ties.",
+        ),
+        _v(
+            "web_visible",
+            "True when the web leaderboard lists it: solutions/<author>/<type>/<definition>/*.json.",
+        ),
+    ),
+)
+
+FIB_HARDWARE_SCOPES_VIEW = View(
+    "fib_hardware_scopes",
+    "The hardware scopes of FlashInfer-Bench's figures, per source scope: `all` and each exact "
+    "hardware string.",
+    (SCOPE_SOURCE, FIB_HARDWARE),
+)
+
+FIB_TRACE_LINES_VIEW = View(
+    "fib_trace_lines",
+    "trace_lines once per source scope they belong to; the union leaves out lines of a "
+    "definition the sources disagree on.",
+    (
+        SCOPE_SOURCE,
+        *_same_as(
+            TRACE_LINES,
+            "source_file",
+            "source_line",
+            "record_index",
+            "json_parse_ok",
+            "definition",
+            "solution",
+            "workload_uuid",
+            "has_evaluation",
+            "status",
+            "hardware",
+            "device",
+            "has_performance",
+            "latency_ms",
+            "latency_is_json_number",
+            "speedup_factor",
+            "max_absolute_error",
+            "max_relative_error",
+            "timestamp",
+        ),
+        _v("member_source", "The source the line came from."),
+    ),
+)
+
+FIB_SCOPED_TRACES_VIEW = View(
+    "fib_scoped_traces",
+    "The trace lines FlashInfer-Bench's Python scorer reads (with a solution and an "
+    "evaluation), per source scope, once per hardware scope they belong to.",
+    (
+        SCOPE_SOURCE,
+        _v("scope_hardware", "The hardware scope the line is counted in (`all` or its GPU)."),
+        _v("solution", "Solution name."),
+        _v("definition", "Definition the line is filed under."),
+        _v("workload_uuid", "Workload uuid as written."),
+        _v("status", "Evaluation status as written."),
+        _v("passed", "True when status is PASSED."),
+        _v(
+            "latency_ms",
+            "Latency FlashInfer-Bench's model holds for the line (0.0 when a PASSED line's "
+            "performance block has no latency).",
+        ),
+        _v(
+            "invalid_performance",
+            "True for a PASSED line with latency ≤ 0, which makes FlashInfer-Bench raise.",
+        ),
+    ),
+)
+
+FIB_SOLUTION_SCORES_VIEW = View(
+    "fib_solution_scores",
+    'FlashInfer-Bench\'s get_solution_score(S, "baseline") for every loaded solution, per '
+    "source scope and hardware scope (docs/metrics.md).",
+    (
+        SCOPE_SOURCE,
+        FIB_HARDWARE,
+        _v("definition", "The definition the solution is filed under."),
+        _v("solution", "Solution name."),
+        _v("author", "Its author."),
+        _v(
+            "outcome",
+            "`score` (a figure), `none` (FlashInfer-Bench returns None) or `error` (it raises).",
+        ),
+        _v(
+            "reason",
+            "For none/error: no_baseline, multiple_baselines, is_baseline, invalid_performance "
+            "or no_comparable_workload; null for a score.",
+        ),
+        _v("detail", "FlashInfer-Bench's message for that reason; null for a score."),
+        *SCORE_RATES,
+        _v("definitions", "1 for a score (the definition it is over); null otherwise."),
+        _v(
+            "baseline_solution",
+            "The definition's one solution of author `baseline`; null when there is none or "
+            "several.",
+        ),
+        _v("load_order", "The solution's load order (fib_solutions), which breaks ties."),
+    ),
+)
+
+FIB_RANKING_SCOPES_VIEW = View(
+    "fib_ranking_scopes",
+    "The scopes of FlashInfer-Bench's rank_authors / summary: `all`, each op_type, each "
+    "definition, per source scope; one row per (scope, definition in it).",
+    (
+        SCOPE_SOURCE,
+        *RANKING_SCOPE,
+        _v("definition", "A definition in the scope; null on the row that makes `all` exist."),
+    ),
+)
+
+AUTHOR_RANKINGS_VIEW = View(
+    "author_rankings",
+    "FlashInfer-Bench's author ranking (rank_authors, as `flashinfer-bench report summary` "
+    "prints it), per source scope, hardware scope and ranking scope.",
+    (
+        SCOPE_SOURCE,
+        FIB_HARDWARE,
+        *RANKING_SCOPE,
+        _v(
+            "outcome",
+            "`ranked` (one row per author), `empty` (no author has a score) or `error` (a "
+            "solution in the scope makes FlashInfer-Bench raise: no ranking).",
+        ),
+        _v("reason", "For `error`: every error kind found in the scope; null otherwise."),
+        _v("detail", "For `error`: the definitions that raise; null otherwise."),
+        _v("rank", "The author's place: avg_speedup descending, then author in code point order."),
+        _v("author", "The author ranked."),
+        _v(
+            "avg_speedup",
+            "Unweighted mean, over the scope's definitions the author has a score on, of the "
+            "author's best solution's avg_speedup there.",
+        ),
+        _v("success_rate", "The same mean of those best solutions' success_rate."),
+        _v("win_rate", "The same mean of those best solutions' win_rate."),
+        _v("workloads", "Sum of the compared workloads of those best solutions."),
+        _v("definitions", "Definitions the author has a score on in the scope."),
+        _v(
+            "best_solutions",
+            "JSON object {definition: the author's best-scoring solution there} (ties: first "
+            "in load order).",
+        ),
+    ),
+)
+
+FIB_SUMMARY_VIEW = View(
+    "fib_summary",
+    "FlashInfer-Bench's TraceSet.summary() (`flashinfer-bench report summary`), per source "
+    "scope, hardware scope and ranking scope.",
+    (
+        SCOPE_SOURCE,
+        FIB_HARDWARE,
+        *RANKING_SCOPE,
+        _v(
+            "outcome",
+            "`ok`, or `error` when the ranking raises (FlashInfer-Bench then gives no counts).",
+        ),
+        _v("reason", "For `error`: the error kinds (from author_rankings); null otherwise."),
+        _v("detail", "For `error`: the definitions that raise; null otherwise."),
+        _v(
+            "total",
+            "Trace lines loaded in the hardware scope, whatever the ranking scope; null on error.",
+        ),
+        _v("passed", "Of those, lines with an evaluation whose status is PASSED; null on error."),
+        _v(
+            "failed",
+            'total - passed (an `"evaluation": null` line counts as failed); null on error.',
+        ),
+        _v("n_rankings", "Authors in the ranking; null on error."),
+        _v("rankings", "The ranking as a list of {author, avg_speedup}, in rank order."),
+    ),
+)
+
+FIB_BEST_TRACE_VIEW = View(
+    "fib_best_trace",
+    "FlashInfer-Bench's get_best_trace(definition) and len(filter_traces(definition)) at "
+    "their default tolerances, per source scope and hardware scope.",
+    (
+        SCOPE_SOURCE,
+        FIB_HARDWARE,
+        _v("definition", "Definition name."),
+        _v("outcome", "`trace` (a best trace exists) or `none` (no line qualifies)."),
+        _v(
+            "n_filter_traces",
+            "PASSED lines of the definition within both error bounds (filter_traces' length).",
+        ),
+        _v("max_abs_error_bound", "The max_absolute_error bound applied (1e-2, the default)."),
+        _v("max_rel_error_bound", "The max_relative_error bound applied (1e-2, the default)."),
+        _v(
+            "solution",
+            "Solution of the best trace: the qualifying line with the largest speedup_factor.",
+        ),
+        _v("workload_uuid", "Workload uuid of the best trace."),
+        _v("trace_hardware", "The best trace's evaluation.environment.hardware string."),
+        _v("timestamp", "The best trace's evaluation timestamp as written."),
+        _v("latency_ms", "The best trace's latency in ms."),
+        _v(
+            "speedup_factor",
+            "Its speedup against the PyTorch reference as written (not against the baseline).",
+        ),
+        _v("max_absolute_error", "Its max_absolute_error."),
+        _v("max_relative_error", "Its max_relative_error."),
+        _v("source_file", "Trace file of the best trace, relative to its source."),
+        _v("source_line", "Its line number (1-based) in that file."),
+    ),
+)
+
+WIN_AT_P_VIEW = View(
+    "win_at_p",
+    "FlashInfer-Bench's examples/win_at_p.py at each threshold of fast_p_thresholds, per "
+    "source scope, for both of its author sources.",
+    (
+        SCOPE_SOURCE,
+        _v(
+            "author_source",
+            "How authors are named: `name_prefix` (text before the first `_` of the solution "
+            "name, the script's default) or `solution_json` (its --author-map from the "
+            "solution files).",
+        ),
+        _v(
+            "outcome",
+            "`curve`, `empty` (no author besides the baselines), `no_input` (no trace file) or "
+            '`error` (the script crashes on an `"evaluation": null` line).',
+        ),
+        _v("reason", "Why there is no curve; null for `curve`."),
+        _v(
+            "n_groups",
+            "(definition, workload uuid) groups someone passed; null on error or no input.",
+        ),
+        _v("author", "The author the curve is of; null without a curve."),
+        THRESHOLD_P,
+        _v("n_total", "Groups the author attempted, other than those where it is the baseline."),
+        _v("n_ratios", "Of those, groups where both latencies are > 0 (a ratio exists)."),
+        _v("n_wins", "Groups with baseline / author latency strictly greater than p."),
+        _v("win_ratio", "win@p = n_wins / n_total."),
+    ),
+)
+
+WEB_DEFINITIONS_VIEW = View(
+    "web_definitions",
+    "The definitions FlashInfer-Bench's web leaderboard lists, per source scope, in its order.",
+    (
+        SCOPE_SOURCE,
+        _v("definition", "Definition name."),
+        _v("op_type", "Its operation type."),
+        _v("web_order", "Its position on the site: names by JavaScript localeCompare (ICU)."),
+    ),
+)
+
+WEB_SOLUTIONS_VIEW = View(
+    "web_solutions",
+    "Each web definition's solution list: solutions/<author>/<type>/<definition>/*.json whose "
+    "`definition` field names it, in the loader's order.",
+    (
+        SCOPE_SOURCE,
+        _v("definition", "Definition name."),
+        _v("solution", "Solution name."),
+        WEB_AUTHOR,
+        LIST_ORDER,
+    ),
+)
+
+WEB_TRACES_VIEW = View(
+    "web_traces",
+    "The trace lines FlashInfer-Bench's web app reads for each definition, per source scope, in "
+    "its order.",
+    (
+        SCOPE_SOURCE,
+        _v("definition", "Definition the line names (and whose trace file it is in)."),
+        _v("solution", "Solution name."),
+        _v("workload_group", "Workload uuid; '' when missing or empty."),
+        _v("has_evaluation", 'False for an `"evaluation": null` line.'),
+        _v("status", "Evaluation status as written."),
+        _v("latency_ms", "Latency in ms, only when it is a JSON number."),
+        _v(
+            "device",
+            "environment.device, else environment.hardware, else 'unknown' (exact strings).",
+        ),
+        _v("trace_order", "The line's position in the web's reading order."),
+    ),
+)
+
+WEB_HARDWARE_SCOPES_VIEW = View(
+    "web_hardware_scopes",
+    "Hardware scopes of the web figures, per source scope: `all` and each device string.",
+    (SCOPE_SOURCE, WEB_HARDWARE),
+)
+
+WEB_SCOPED_TRACES_VIEW = View(
+    "web_scoped_traces",
+    "web_traces once per hardware scope they belong to (a line without an evaluation is in "
+    "scope `all` only).",
+    (WEB_HARDWARE, *WEB_TRACES_VIEW.columns),
+)
+
+WEB_BASELINE_MAPS_VIEW = View(
+    "web_baseline_maps",
+    "The baseline name maps the web figures are computed with, per source scope: "
+    "{definition: {default, <device>}} as rows.",
+    (
+        SCOPE_SOURCE,
+        BASELINE_MAP,
+        _v("definition", "Definition the entry is for."),
+        _v("device", "The device string the entry is for, or `default`."),
+        _v("solution", "The baseline solution name the entry gives."),
+        _v("position", "Order of the entry inside the definition's map (0-based)."),
+    ),
+)
+
+WEB_MAP_NAMES_VIEW = View(
+    "web_map_names",
+    "Which baseline maps exist: `author_baseline` always, `baselines_file` when the build was "
+    "given --baselines.",
+    (_v("baseline_map", "A baseline map's name."),),
+)
+
+WEB_BASELINE_NAMES_VIEW = View(
+    "web_baseline_names",
+    "Per map and definition, every solution name the map gives: such a solution gets no curve "
+    "or score of its own on the site.",
+    (
+        SCOPE_SOURCE,
+        BASELINE_MAP,
+        _v("definition", "Definition name."),
+        _v("solution", "A solution the map names for it (default or device entry)."),
+    ),
+)
+
+WEB_GROUPS_VIEW = View(
+    "web_groups",
+    "The web's workload groups per source scope, map, hardware scope and definition, with the "
+    "baseline each group is compared against.",
+    (
+        BASELINE_MAP,
+        SCOPE_SOURCE,
+        WEB_HARDWARE,
+        _v("definition", "Definition name."),
+        _v("workload_group", "The group: a workload uuid ('' when missing)."),
+        _v("first_order", "trace_order of the group's first evaluated line."),
+        _v("group_device", "Device of the group's first line, which picks the baseline name."),
+        _v(
+            "baseline_solution",
+            "The baseline name the map gives for that device, else its default.",
+        ),
+        _v(
+            "baseline_entry",
+            "Which map entry gave it: `device:<device>` or `default`; null when none.",
+        ),
+        _v(
+            "baseline_first_latency_ms",
+            "Latency of the baseline's first line in the group, whatever its status (fast_p uses it).",
+        ),
+        _v(
+            "baseline_min_latency_ms",
+            "The baseline's minimum PASSED latency > 0 in the group (the score uses it).",
+        ),
+        _v("usable", "True when baseline_first_latency_ms is a number > 0; fast_p skips others."),
+    ),
+)
+
+WEB_CANDIDATES_VIEW = View(
+    "web_candidates",
+    "Per map: the solutions that get their own web curve and score (those the map does not "
+    "name for their definition).",
+    (
+        SCOPE_SOURCE,
+        BASELINE_MAP,
+        _v("definition", "Definition name."),
+        _v("solution", "Solution name."),
+        WEB_AUTHOR,
+        LIST_ORDER,
+        _v("is_baseline", "True when the map names this solution for the definition."),
+        UI_HIDDEN,
+    ),
+)
+
+WEB_RATIO_ENTRIES_VIEW = View(
+    "web_ratio_entries",
+    "The web's per-group ratio entries behind fast_p and coverage: one per usable group and "
+    "solution of the definition's list other than the group's baseline.",
+    (
+        SCOPE_SOURCE,
+        BASELINE_MAP,
+        WEB_HARDWARE,
+        _v("definition", "Definition name."),
+        _v("workload_group", "The workload group."),
+        _v("first_order", "The group's first_order (web_groups)."),
+        _v("baseline_solution", "The group's baseline."),
+        _v("solution", "The solution the entry is for."),
+        WEB_AUTHOR,
+        _v(
+            "ratio",
+            "Baseline first latency / the solution's latency on its LAST PASSED line with a "
+            "latency > 0; 0 when it never passed.",
+        ),
+        _v(
+            "max_passing_ratio",
+            "The largest ratio over all its passing lines (the web's maxRatio).",
+        ),
+        _v("passed", "True when the solution has a PASSED line with latency > 0 in the group."),
+    ),
+)
+
+WEB_DEFINITION_STATS_VIEW = View(
+    "web_definition_stats",
+    "Per map, hardware scope and web definition: its usable groups, curve grid end and whether "
+    "the leaderboard includes it.",
+    (
+        SCOPE_SOURCE,
+        BASELINE_MAP,
+        WEB_HARDWARE,
+        _v("definition", "Definition name."),
+        _v("web_order", "Its position on the site (web_definitions)."),
+        _v("n_workloads", "nWorkloads: its usable groups."),
+        _v("max_ratio", "maxRatio: the end of its curve grid, at least 1."),
+        _v("on_leaderboard", "True when the leaderboard includes it (≥ 1 solution and ≥ 1 line)."),
+    ),
+)
+
+WEB_LEVEL = _v(
+    "level",
+    "`solution` (one definition's solution), `author_definition` (an author's candidates of "
+    "one definition pooled) or `author_all` (of every leaderboard definition).",
+)
+
+WEB_FAST_P_VIEW = View(
+    "web_fast_p",
+    "The web leaderboard's fast_p curves at each threshold of fast_p_thresholds, per map and "
+    "hardware scope, at three levels.",
+    (
+        SCOPE_SOURCE,
+        BASELINE_MAP,
+        WEB_HARDWARE,
+        WEB_LEVEL,
+        _v("definition", "Definition name; `*` at level author_all."),
+        _v("solution", "Solution name at level solution; null at the author levels."),
+        _v("author", "Author of the solution(s)."),
+        THRESHOLD_P,
+        WEB_PRESET,
+        _v("n_ratios", "Ratio entries pooled."),
+        _v("n_at_least_p", "Of those, entries with ratio >= p."),
+        _v("fraction", "n_at_least_p / n_ratios, exact; null without entries."),
+        _v(
+            "web_sample_p",
+            "The grid point the site reads for p: its curve is sampled, so a ratio equal to p "
+            "can be missed.",
+        ),
+        _v("web_percent", "The percentage the site shows at p (read at web_sample_p)."),
+        _v("n_workloads", "Usable groups of the definitions pooled (nWorkloads)."),
+        _v("max_ratio", "The curve grid's end (maxRatio)."),
+        UI_HIDDEN,
+    ),
+)
+
+WEB_COVERAGE_VIEW = View(
+    "web_coverage",
+    "The web leaderboard's coverage, per map and hardware scope, for one definition "
+    "(author_definition) and over every leaderboard definition (author_all).",
+    (
+        SCOPE_SOURCE,
+        BASELINE_MAP,
+        WEB_HARDWARE,
+        _v("level", "`author_definition` or `author_all`."),
+        _v("definition", "Definition name; `*` at level author_all."),
+        _v("author", "The author."),
+        _v("attempted", "The author's ratio entries (failures are attempts)."),
+        _v("total", "Σ over definitions of nWorkloads × the author's candidate solutions there."),
+        _v("percent", "attempted / total × 100 (0 when total = 0)."),
+        _v("comparison_count", "attempted, under the site's name."),
+        _v("total_comparisons", "total, under the site's name."),
+        _v("total_workloads", "Usable groups of the definitions counted."),
+        UI_HIDDEN,
+    ),
+)
+
+WEB_SOLUTION_SCORES_VIEW = View(
+    "web_solution_scores",
+    "The web leaderboard's per-solution score (computeSolutionScore), per map and hardware "
+    "scope, for every solution of a web definition.",
+    (
+        SCOPE_SOURCE,
+        BASELINE_MAP,
+        WEB_HARDWARE,
+        _v("definition", "Definition name."),
+        _v("solution", "Solution name."),
+        WEB_AUTHOR,
+        _v("is_baseline", "True when the map names this solution for the definition."),
+        LIST_ORDER,
+        UI_HIDDEN,
+        _v("outcome", "`score`, or `null` when the site computes none (see reason)."),
+        _v("reason", "For `null`: is_baseline or no_comparable_workload; null for a score."),
+        _v(
+            "avg_speedup",
+            "Mean over attempted groups of baseline minimum PASSED latency / the solution's; "
+            "NaN as on the site when a ratio is; 0.0 on any failure.",
+        ),
+        _v("success_rate", "1.0 when every line of the solution passed, else 0.0."),
+        _v("win_rate", "Share of compared groups with ratio > 1 (0.0 on any failure)."),
+        _v("workloads", "Groups compared."),
+    ),
+)
+
+WEB_AUTHOR_RANKINGS_VIEW = View(
+    "web_author_rankings",
+    "The web leaderboard's author ranking (computeAuthorRankings), per map and hardware scope, "
+    "over the leaderboard's definitions.",
+    (
+        SCOPE_SOURCE,
+        BASELINE_MAP,
+        WEB_HARDWARE,
+        _v(
+            "rank", "The author's place: avg_speedup descending (NaN first), ties by localeCompare."
+        ),
+        _v("author", "The author ranked."),
+        _v(
+            "avg_speedup",
+            "Mean in definition order of the author's best solution's avg_speedup per definition.",
+        ),
+        _v("success_rate", "The same mean of those solutions' success_rate."),
+        _v("win_rate", "The same mean of those solutions' win_rate."),
+        _v("workloads", "Sum of those solutions' compared groups."),
+        _v("definitions", "Definitions the author has a score on."),
+        _v("best_solutions", "JSON object {definition: the author's best solution there}."),
+        UI_HIDDEN,
+    ),
+)
+
+WEB_CORRECTNESS_SUMMARY_VIEW = View(
+    "web_correctness_summary",
+    "The web's correctness summary per hardware scope: status buckets per solution, per author "
+    "and in total.",
+    (
+        SCOPE_SOURCE,
+        WEB_HARDWARE,
+        _v("level", "`solution`, `author` (sums over leaderboard definitions) or `totals`."),
+        _v("definition", "Definition name at level solution; `*` at levels author and totals."),
+        _v("solution", "Solution name at level solution; else null."),
+        _v("author", "The author (`unknown` if none); null at level totals."),
+        _v("total", 'Web trace lines counted, duplicates and `"evaluation": null` included.'),
+        _v("passed", "Lines with status PASSED."),
+        _v("incorrect", "Lines with INCORRECT_SHAPE, INCORRECT_NUMERICAL or INCORRECT_DTYPE."),
+        _v("runtime_error", "Lines with RUNTIME_ERROR, COMPILE_ERROR or TIMEOUT."),
+        _v("other", "Any other line, including one without an evaluation."),
+    ),
+)
+
+WEB_BUCKETS_VIEW = View(
+    "web_buckets",
+    "The kernel page's faster / slower / incorrect buckets, per map, hardware scope and "
+    "threshold p, for each solution other than the page's baseline.",
+    (
+        SCOPE_SOURCE,
+        BASELINE_MAP,
+        WEB_HARDWARE,
+        _v("definition", "Definition name."),
+        _v(
+            "baseline_solution",
+            "The page's baseline: the map's default, else its first device entry.",
+        ),
+        _v("solution", "Solution name."),
+        WEB_AUTHOR,
+        THRESHOLD_P,
+        WEB_PRESET,
+        _v("faster", "Groups where baseline / solution first-line latency >= p."),
+        _v("slower", "Groups with a ratio below p."),
+        _v(
+            "slower_no_ratio",
+            "Groups counted slower because a latency is missing (or the solution's is 0).",
+        ),
+        _v("incorrect", "Groups whose first solution line is not PASSED."),
+    ),
+)
+
+SOLUTION_WORKLOAD_LATENCY_VIEW = View(
+    "solution_workload_latency",
+    "Per (definition, hardware, solution, workload): how often it ran and passed, and its "
+    "latency in µs over the PASSED re-runs.",
+    (
+        _v("definition", "Definition name."),
+        _v("hardware", "Normalized hardware product."),
+        _v("solution", "Solution name."),
+        _v("workload_key", "The workload (workload key)."),
+        _v("workload_uuid", "Its workload uuid as written."),
+        _v("runs", "Runs of it, any status."),
+        _v("passed_runs", "Of those, PASSED runs."),
+        _v("passed", "True with at least one PASSED run."),
+        _v("best_latency_us", "Minimum PASSED latency, µs."),
+        _v("median_latency_us", "Median PASSED latency, µs."),
+        _v("worst_latency_us", "Maximum PASSED latency, µs."),
+        _v("rerun_spread", "(max − min) / median PASSED latency; null with one passing run."),
+    ),
+)
+
+LEADERBOARD_BASELINES_VIEW = View(
+    "leaderboard_baselines",
+    "tracehouse's baseline per (definition, hardware) for its leaderboard, and why it was chosen.",
+    (
+        _v("definition", "Definition name."),
+        _v("hardware", "Normalized hardware product."),
+        _v("baseline_solution", "The chosen baseline solution."),
+        _v(
+            "baseline_rule",
+            "The rule that chose it: the --baselines map's device entry, its default, author "
+            "`baseline`, or author `flashinfer`.",
+        ),
+        _v("candidates", "How many candidates the strongest rule present had."),
+        _v("baseline_choice", "The rule in words, and why this one when several matched."),
+    ),
+)
+
+LEADERBOARD_SPEEDUPS_VIEW = View(
+    "leaderboard_speedups",
+    "Per (definition, hardware, solution, workload the baseline passed): the speedup of their "
+    "best PASSED latencies.",
+    (
+        _v("definition", "Definition name."),
+        _v("hardware", "Normalized hardware product."),
+        _v("solution", "Solution name."),
+        _v("workload_key", "A workload the hardware's baseline passed."),
+        _v("baseline_solution", "That baseline (leaderboard_baselines)."),
+        _v(
+            "speedup",
+            "Baseline / solution best PASSED latency; null when the solution did not pass it.",
+        ),
+    ),
+)
+
+LEADERBOARD_FAST_P_VIEW = View(
+    "leaderboard_fast_p",
+    "tracehouse's own fast_p curve per (definition, hardware, solution), p from 0 to 3 in "
+    "steps of 0.025.",
+    (
+        _v("definition", "Definition name."),
+        _v("hardware", "Normalized hardware product."),
+        _v("solution", "Solution name."),
+        _v("p", "The speedup threshold."),
+        _v(
+            "fast_p",
+            "Share of the workloads the baseline passed on which the solution passed with "
+            "speedup >= p.",
+        ),
+    ),
+)
+
+RANKING_INPUTS_VIEW = View(
+    "ranking_inputs",
+    "What sql/run_rankings.sql reads of each run, and the bucket it is ranked in.",
+    (
+        *_same_as(
+            RUNS,
+            "run_id",
+            "comparison_key",
+            "latency_ns",
+            "run_digest",
+            "line_digest",
+            "ki_status",
+            "status",
+        ),
+        _v(
+            "ranking_bucket",
+            "The slice of operation digests the run is ranked in (first two hex digits of the "
+            "md5 of its operation digest); a build re-ranks only changed buckets.",
+        ),
+    ),
+)
+
+# Not a view: the limits the regression views read, stored as a table from the settings.
+REGRESSION_THRESHOLDS_RELATION = View(
+    "regression_thresholds",
+    "The regression limits in force, from the settings (one row); latency_verdicts reads it.",
+    THRESHOLD_COLUMNS,
+)
+
+
 VIEWS: dict[str, View] = {
     v.name: v
     for v in (
@@ -1163,7 +1978,50 @@ VIEWS: dict[str, View] = {
         RUN_HISTORY_VIEW,
         LEADER_CHANGES_VIEW,
         SOURCE_SUMMARY_VIEW,
+        FAST_P_THRESHOLDS_VIEW,
+        FIB_SOURCE_SCOPES_VIEW,
+        FIB_UNION_DEFINITIONS_VIEW,
+        FIB_DEFINITIONS_VIEW,
+        FIB_SOLUTIONS_VIEW,
+        FIB_HARDWARE_SCOPES_VIEW,
+        FIB_TRACE_LINES_VIEW,
+        FIB_SCOPED_TRACES_VIEW,
+        FIB_SOLUTION_SCORES_VIEW,
+        FIB_RANKING_SCOPES_VIEW,
+        AUTHOR_RANKINGS_VIEW,
+        FIB_SUMMARY_VIEW,
+        FIB_BEST_TRACE_VIEW,
+        WIN_AT_P_VIEW,
+        WEB_DEFINITIONS_VIEW,
+        WEB_SOLUTIONS_VIEW,
+        WEB_TRACES_VIEW,
+        WEB_HARDWARE_SCOPES_VIEW,
+        WEB_SCOPED_TRACES_VIEW,
+        WEB_BASELINE_MAPS_VIEW,
+        WEB_MAP_NAMES_VIEW,
+        WEB_BASELINE_NAMES_VIEW,
+        WEB_GROUPS_VIEW,
+        WEB_CANDIDATES_VIEW,
+        WEB_RATIO_ENTRIES_VIEW,
+        WEB_DEFINITION_STATS_VIEW,
+        WEB_FAST_P_VIEW,
+        WEB_COVERAGE_VIEW,
+        WEB_SOLUTION_SCORES_VIEW,
+        WEB_AUTHOR_RANKINGS_VIEW,
+        WEB_CORRECTNESS_SUMMARY_VIEW,
+        WEB_BUCKETS_VIEW,
+        SOLUTION_WORKLOAD_LATENCY_VIEW,
+        LEADERBOARD_BASELINES_VIEW,
+        LEADERBOARD_SPEEDUPS_VIEW,
+        LEADERBOARD_FAST_P_VIEW,
+        RANKING_INPUTS_VIEW,
     )
+}
+
+# Relations of tracehouse.duckdb that are neither a table of TABLES nor a view: the
+# settings the views read, stored as tables at each build.
+SETTING_TABLES: dict[str, View] = {
+    REGRESSION_THRESHOLDS_RELATION.name: REGRESSION_THRESHOLDS_RELATION
 }
 
 

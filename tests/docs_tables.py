@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipelines.schemas import TABLES, VIEWS
+from pipelines.schemas import SETTING_TABLES, TABLES, VIEWS
 from pipelines.sql_files import sql_dir
 
 INTRO = """\
@@ -45,6 +45,8 @@ def page() -> str:
     out += [f"| `{t.name}` | {cell(t.doc)} |\n" for t in TABLES.values()]
     out.append("\n## Views\n\n| view | what it returns |\n|---|---|\n")
     out += [f"| `{v.name}` | {cell(v.doc)} |\n" for v in VIEWS.values()]
+    out.append("\n## Settings tables\n\n| table | what it holds |\n|---|---|\n")
+    out += [f"| `{t.name}` | {cell(t.doc)} |\n" for t in SETTING_TABLES.values()]
     for table in TABLES.values():
         out.append(f"\n### `{table.name}`\n\n{cell(table.doc)}\n\n")
         if table.key:
@@ -58,6 +60,12 @@ def page() -> str:
         out.append(f"\n### `{view.name}` (view, `{sql_file(view.name)}`)\n\n{cell(view.doc)}\n\n")
         out.append("| column | meaning |\n|---|---|\n")
         out += [f"| `{c.name}` | {cell(c.doc)} |\n" for c in view.columns]
+    for table in SETTING_TABLES.values():
+        out.append(
+            f"\n### `{table.name}` (table, `{sql_file(table.name)}`)\n\n{cell(table.doc)}\n\n"
+        )
+        out.append("| column | meaning |\n|---|---|\n")
+        out += [f"| `{c.name}` | {cell(c.doc)} |\n" for c in table.columns]
     return "".join(out)
 
 

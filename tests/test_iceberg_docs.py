@@ -102,8 +102,9 @@ def test_every_published_field_has_its_doc(tmp_path: Path, s3: dict[str, str]) -
         assert first[mart]["files"], mart
         assert all(f.startswith(first[mart]["location"] + "/data/") for f in first[mart]["files"])
         declared = schemas.TABLES.get(mart) or schemas.VIEWS.get(mart)
-        if declared is not None:
-            assert first[mart]["docs"] == {c.name: c.doc for c in declared.columns}, mart
+        assert declared is not None, f"mart {mart} is not declared in schemas"
+        assert first[mart]["docs"] == {c.name: c.doc for c in declared.columns}, mart
+        assert all(first[mart]["docs"].values()), mart
     shown = run_cli(
         "query", "SELECT run_id, rank FROM run_summary", "--format", "json", "--limit", "0",
         *where, env=env,

@@ -842,13 +842,7 @@ def _write_published_duckdb_file(generation: Path, reader: Path, settings: Setti
             for column in table.columns:
                 _comment(connection, "COLUMN", f'{name}."{column.name}"', column.doc)
         connection.execute("DETACH build")
-        store_regression_thresholds(connection, settings, temporary=False)
-        for view in VIEW_ORDER:
-            connection.execute(f"CREATE OR REPLACE VIEW {view} AS {sql_text(view)}")
-        for name, documented in schemas.VIEWS.items():
-            _comment(connection, "VIEW", name, documented.doc)
-            for column in documented.columns:
-                _comment(connection, "COLUMN", f'{name}."{column.name}"', column.doc)
+        create_sql_views(connection, settings)
         connection.execute("CHECKPOINT")
     finally:
         connection.close()
@@ -866,6 +860,13 @@ def create_sql_views(connection: duckdb.DuckDBPyConnection, settings: Settings) 
     store_regression_thresholds(connection, settings, temporary=False)
     for view in VIEW_ORDER:
         connection.execute(f"CREATE OR REPLACE VIEW {view} AS {sql_text(view)}")
+    # Recreating a view drops its comments, so they are written with it, from schemas.
+    documented = [("VIEW", view) for view in schemas.VIEWS.values()]
+    documented += [("TABLE", table) for table in schemas.SETTING_TABLES.values()]
+    for kind, relation in documented:
+        _comment(connection, kind, relation.name, relation.doc)
+        for column in relation.columns:
+            _comment(connection, "COLUMN", f'{relation.name}."{column.name}"', column.doc)
 
 
 def finalize_without_source(
