@@ -436,7 +436,7 @@ def _build_locked(
     state = _state_key(settings, resolved)
     manifest = read_manifest(warehouse.manifest_path)
     previous = manifest.sources.get(resolved.name)
-    fingerprints = {f.rel: f.fingerprint for f in files}
+    fingerprints = file_fingerprints(files)
     if (
         not force
         and outdated is None
@@ -789,7 +789,7 @@ def _full_build(
         state=state,
         context=context.fingerprint,
         exact=settings.exact,
-        fingerprints={f.rel: list(f.fingerprint) for f in files},
+        fingerprints=file_fingerprints(files),
         files=file_entries,
         snapshot_id=outcome.snapshot_id,
     )
@@ -961,11 +961,18 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def file_fingerprints(files: list[SourceFile]) -> dict[str, list[int]]:
+    """What a build compares to find a source's files unchanged (its manifest's
+    ``fingerprints``): each discovered file's size, modification time and inode, by path. The
+    one rule for "the files are as the last build read them"; content is hashed only past it."""
+    return {f.rel: list(f.fingerprint) for f in files}
+
+
 def source_version(settings: Settings) -> str:
     """What the configured source is at right now, cheaply: the commit a Hub revision resolves
-    to, a folder's git HEAD (or the given revision), else a digest of its file listing (paths,
-    sizes, modification times); with several sources (the ``sources`` setting), a digest of
-    each one's. The Dagster source asset's data version."""
+    to; for a folder, a digest of its files' ``file_fingerprints``, after its git HEAD (or the
+    given revision) when it has one, as ``<sha>+files:<digest>``; with several sources (the
+    ``sources`` setting), a digest of each one's. The Dagster source asset's data version."""
     if settings.sources:
         from pipelines.settings import parse_sources
 
@@ -990,12 +997,14 @@ def _one_source_version(source: str, settings: Settings) -> str:
         return hub.resolve_revision(reference, retry=hub.RetryPolicy.within(settings.hub_timeout_s))
     root = Path(source)
     require_dataset(root, source)
-    revision = settings.revision or git_revision(root)
-    if revision is not None:
-        return revision
+    # The files as the build would find them, compared by the build's own rule: a file edited
+    # or written into a clone whose HEAD did not move (``flashinfer-bench run --local``) is a
+    # new version, as it is a rebuild for ``tracehouse build``. Only stat calls, no reads.
     files, _ = discover(root)
-    listing = json.dumps([[f.rel, f.size, f.fingerprint[1]] for f in files]).encode()
-    return "files:" + hashlib.sha256(listing).hexdigest()[:32]
+    listing = json.dumps(sorted(file_fingerprints(files).items())).encode()
+    digest = "files:" + hashlib.sha256(listing).hexdigest()[:32]
+    revision = settings.revision or git_revision(root)
+    return digest if revision is None else f"{revision}+{digest}"
 
 
 def remove_source(settings: Settings, name: str) -> BuildResult:

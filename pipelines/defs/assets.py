@@ -2,8 +2,10 @@
 
 * ``source`` — ``tracehouse/source_dataset``, an observable source partitioned by source (the
   dynamic partitions ``tracehouse_sources``). A partition's data version is what that source is
-  at: the commit an ``hf://`` revision resolves to, a folder's git HEAD (or the configured
-  revision), else a digest of its file listing.
+  at: the commit an ``hf://`` revision resolves to; for a folder, its git HEAD (or the
+  configured revision) with a digest of the fingerprints the build compares to find its files
+  unchanged (``build.file_fingerprints``: size, mtime, inode), so a trace file edited, added
+  or removed in a clone whose HEAD did not move is a new version, as it is for the build.
 * ``tables`` — one ``@multi_asset``, because ``build_warehouse`` (the function behind
   ``tracehouse build``) writes every table at once into a new generation and publishes it with
   one atomic switch. A run builds one source: it materializes that source's partition of the
@@ -107,9 +109,10 @@ def table_schema(table: schemas.Table) -> dg.TableSchema:
     & ~dg.AutomationCondition.in_progress(),
     description="The FlashInfer-Trace datasets the warehouse is built from, one partition per "
     "source (TRACEHOUSE_SOURCES, or TRACEHOUSE_SOURCE under its name; sources the warehouse "
-    "already holds stay). Data version: the commit an hf:// revision resolves to, a folder's "
-    "git HEAD, or a digest of its file listing. Observing registers the configured sources "
-    "as partitions.",
+    "already holds stay). Data version: the commit an hf:// revision resolves to; for a "
+    "folder, its git HEAD (or TRACEHOUSE_REVISION) with a digest of its data files' sizes, "
+    "modification times and inodes, so an edited, added or removed trace file is a new "
+    "version. Observing registers the configured sources as partitions.",
 )
 def source_dataset(
     context: dg.OpExecutionContext, warehouse: WarehouseResource
