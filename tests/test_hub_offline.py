@@ -181,6 +181,7 @@ def _no_hf_variables() -> dict[str, str]:
     return {"HF_HOME": "", "HF_HUB_CACHE": "", "HF_TOKEN": "", "HF_HUB_OFFLINE": ""}
 
 
+@pytest.mark.slow  # several builds
 def test_offline_builds_from_the_cache_huggingface_hub_wrote(
     hub: FakeHub, tmp_path: Path, expected_rows: dict[str, list[dict[str, object]]]
 ) -> None:
@@ -221,6 +222,7 @@ def test_offline_builds_from_the_cache_huggingface_hub_wrote(
     assert hub.requests == []
 
 
+@pytest.mark.slow  # several builds
 def test_offline_reads_huggingface_hub_snapshot_links_when_it_wrote_no_tree_listing(
     hub: FakeHub, tmp_path: Path, expected_rows: dict[str, list[dict[str, object]]]
 ) -> None:
@@ -241,6 +243,7 @@ def test_offline_reads_huggingface_hub_snapshot_links_when_it_wrote_no_tree_list
     assert hub.requests == []
 
 
+@pytest.mark.slow  # several builds
 def test_hf_home_is_the_cache_so_nothing_is_downloaded_twice(hub: FakeHub, tmp_path: Path) -> None:
     hf_home = tmp_path / "hf-home"
     env = {**_no_hf_variables(), "HF_ENDPOINT": hub.endpoint, "HF_HOME": str(hf_home)}
@@ -267,6 +270,7 @@ def test_hf_home_is_the_cache_so_nothing_is_downloaded_twice(hub: FakeHub, tmp_p
     assert [r.kind for r in hub.requests if r.kind in ("resolve", "cdn")] == []
 
 
+@pytest.mark.slow  # several builds
 def test_a_pinned_build_uses_the_cache_with_one_note_when_the_hub_is_down(
     hub: FakeHub, tmp_path: Path
 ) -> None:
