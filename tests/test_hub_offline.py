@@ -318,3 +318,16 @@ def test_a_401_says_how_to_log_in(tmp_path: Path) -> None:
                          env=env)  # fmt: skip
     line = one_error_line(result)
     assert "401" in line and "hf auth login" in line and "HF_TOKEN" in line
+
+
+def test_offline_refuses_a_ref_that_holds_no_commit_sha(hub: FakeHub, tmp_path: Path) -> None:
+    """refs/<branch> names the files read next: anything but a sha there is one line."""
+    cache = tmp_path / "cache"
+    (cache / "refs").mkdir(parents=True)
+    (cache / "refs" / "main").write_text("../../elsewhere")
+    result = run_cli(
+        "build", "--source", f"{DATASET}@main", "--warehouse", str(tmp_path / "w"), "--offline",
+        env={"HF_ENDPOINT": hub.endpoint, "TRACEHOUSE_HUB_CACHE": str(cache)},
+    )  # fmt: skip
+    assert "refs/main" in one_error_line(result) and "no 40-hex commit sha" in result.stderr
+    assert hub.requests == []

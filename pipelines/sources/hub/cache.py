@@ -541,10 +541,15 @@ def _fetch_offline(
     else:
         try:
             sha = _ref_path(cache_dir, ref.revision).read_text().strip()
-        except OSError:
+        except (OSError, UnicodeDecodeError):
             raise HubOfflineMiss(
                 f"offline: {ref.uri}: the cache {cache_dir} has no refs/{ref.revision}; {hint}"
             ) from None
+        if not is_commit_sha(sha):  # it names files below: nothing but a sha may
+            raise HubOfflineMiss(
+                f"offline: {ref.uri}: refs/{ref.revision} in the cache {cache_dir} holds no "
+                f"40-hex commit sha; {hint}"
+            )
     manifest = cache_dir / "manifests" / f"{sha}.json"
     try:
         document = orjson.loads(manifest.read_bytes())
