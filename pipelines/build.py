@@ -62,6 +62,8 @@ class ResolvedSource:
     uri: str = ""  # what the name stands for: an absolute folder, or hf:// without @revision
     # A Hub snapshot's cache blobs, where its entries may link (huggingface_hub's symlinks)
     links_within: Path | None = None
+    # Why a Hub source was read from the cache without being asked for (the Hub was down)
+    note: str | None = None
 
     @property
     def key(self) -> str:
@@ -109,10 +111,12 @@ class BuildResult:
     outdated: str | None = None
 
     def summary_lines(self) -> list[str]:
+        source_note = [f"  note: {self.source.note}"] if self.source and self.source.note else []
         if self.up_to_date:
             lines = [f"warehouse {self.warehouse} is up to date ({self.seconds:.2f} s)"]
-            return lines + ([self.published] if self.published else [])
+            return lines + source_note + ([self.published] if self.published else [])
         lines = [f"built {self.warehouse} in {self.seconds:.2f} s (generation {self.generation})"]
+        lines += source_note
         if self.repaired:
             lines.append(f"  repaired: {self.repaired}; rebuilt from the source")
         if self.outdated:
@@ -165,9 +169,10 @@ def resolve_source(
         if progress is not None:
             progress("fetch", done_files, total_files)
 
+    cache_dir = settings.hub_cache_for(reference.repo_id)
     snapshot = hub.fetch_dataset(
         reference,
-        settings.hub_cache_dir,
+        cache_dir,
         include_blobs=settings.include_blobs,
         progress=callback,
         retry=hub.RetryPolicy.within(settings.hub_timeout_s, settings.hub_fetch_timeout_s),
@@ -186,7 +191,8 @@ def resolve_source(
         list(snapshot.transferred_files),
         name=name,
         uri=uri,
-        links_within=settings.hub_cache_dir / "blobs",
+        links_within=cache_dir / "blobs",
+        note=snapshot.note,
     )
 
 
@@ -993,7 +999,8 @@ def _one_source_version(source: str, settings: Settings) -> str:
         reference = hub.parse_hub_uri(source)
         assert reference is not None
         if hub.hub_offline(settings.hub_offline):  # the commit the cache holds, asking no one
-            return hub.fetch_dataset(reference, settings.hub_cache_dir, offline=True).resolved_sha
+            cache_dir = settings.hub_cache_for(reference.repo_id)
+            return hub.fetch_dataset(reference, cache_dir, offline=True).resolved_sha
         return hub.resolve_revision(reference, retry=hub.RetryPolicy.within(settings.hub_timeout_s))
     root = Path(source)
     require_dataset(root, source)

@@ -302,7 +302,8 @@ class Settings:
     )
     hub_cache: Path | None = setting(
         None,
-        "Where Hub downloads are cached (default <warehouse>/cache/hub).",
+        "Where Hub downloads are cached: one dataset's folder (default: its folder in the "
+        "huggingface_hub cache when HF_HUB_CACHE or HF_HOME is set, else <warehouse>/cache/hub).",
         Path,
         check=lambda value: _folder_or_absent(value) if value is not None else None,
     )
@@ -406,7 +407,23 @@ class Settings:
 
     @property
     def hub_cache_dir(self) -> Path:
+        """The cache of tracehouse's own choosing (hub_cache, else in the warehouse)."""
         return self.hub_cache if self.hub_cache is not None else self.warehouse / "cache" / "hub"
+
+    def hub_cache_for(self, repo_id: str) -> Path:
+        """Where the Hub dataset ``repo_id`` is cached: hub_cache when set, else the user's
+        huggingface_hub cache when HF_HUB_CACHE or HF_HOME names one (its standard folder
+        ``$HF_HUB_CACHE/datasets--<org>--<name>``, HF_HUB_CACHE defaulting to $HF_HOME/hub, so
+        what huggingface_hub downloaded is not downloaded again), else hub_cache_dir."""
+        if self.hub_cache is not None:
+            return self.hub_cache
+        hub_cache = os.environ.get("HF_HUB_CACHE", "").strip()
+        home = os.environ.get("HF_HOME", "").strip()
+        if not hub_cache and home:
+            hub_cache = os.path.join(home, "hub")
+        if not hub_cache:
+            return self.hub_cache_dir
+        return Path(hub_cache).expanduser() / ("datasets--" + repo_id.replace("/", "--"))
 
 
 # Set from the warehouse setting, never by a flag, field or variable of its own.

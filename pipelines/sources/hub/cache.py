@@ -22,15 +22,27 @@ huggingface_hub's cache (``$HF_HUB_CACHE/datasets--<org>--<name>/``)::
     locks/<sha>.lock         flock taken while a snapshot folder is pruned and re-linked
     tmp/                     in-flight downloads (``*.part``) and links; renamed into place
 
+huggingface_hub writes (and tracehouse reads, never writes) two more::
+
+    trees/<sha>.json         the whole tree listing at <sha> (huggingface_hub 1.x/2.x
+                             snapshot_download): {"format_version": 1, "files": {path: {size,
+                             blob_id, lfs_sha256?, lfs_size?}}}
+    snapshots/<sha>/<path>   relative symlinks ../../blobs/<etag>
+
 Offline (``offline=True``, ``HF_HUB_OFFLINE=1``), ``fetch_dataset`` makes no request at all: the
 commit comes from the revision itself (a sha) or ``refs/``, the listing from the manifest the
-last online fetch of that commit wrote, and every body from ``blobs/``.
+last online fetch of that commit wrote, else from what huggingface_hub wrote (``trees/<sha>.json``,
+else the links of ``snapshots/<sha>/``), and every body from ``blobs/``. A body tracehouse did not
+verify itself (any listing but its manifest) is hashed against the oid that names its blob
+before it is used. Online, when the Hub cannot be reached (no answer, or only server errors) for
+a revision the cache holds, the same offline snapshot is used and ``HubSnapshot.note`` says so.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import hashlib
 import os
 import shutil
 import time
@@ -50,6 +62,7 @@ except ImportError:  # pragma: no cover - not POSIX
 from pipelines.files import replace_atomically
 from pipelines.sources.hub.client import (
     HubError,
+    HubHTTPError,
     RetryPolicy,
     auth_headers,
     hub_endpoint,
@@ -69,8 +82,11 @@ from pipelines.sources.hub.listing import (
     RejectedRemoteFile,
     RemoteFile,
     file_list_digest,
+    is_git_blob_id,
+    is_sha256_hex,
     list_selected,
     resolve,
+    select_listed,
 )
 from pipelines.sources.hub.uri import HubDatasetRef, as_ref
 from pipelines.sources.safety import safe_join
@@ -95,6 +111,8 @@ class HubSnapshot:
     failed: list[FailedRemoteFile] = field(default_factory=list)  # selected but not fetched
     include_blobs: bool = False
     manifest_path: Path | None = None
+    # Why this snapshot came from the cache although a request was allowed (the Hub was down)
+    note: str | None = None
 
     @property
     def complete(self) -> bool:
@@ -247,19 +265,24 @@ def fetch_dataset(
     try:
         # The revision and every listing page share one deadline, and the whole fetch another.
         listed_by = started + policy.deadline_s
-        sha = resolve(http, base, ref, headers, policy, listed_by)
-        if sha != ref.revision:
-            _write_ref(cache_dir, ref.revision, sha)
-        files, rejected = list_selected(
-            http,
-            base,
-            ref.repo_id,
-            sha,
-            include_blobs=include_blobs,
-            headers=headers,
-            policy=policy,
-            deadline=listed_by,
-        )
+        try:
+            sha = resolve(http, base, ref, headers, policy, listed_by)
+            if sha != ref.revision:
+                _write_ref(cache_dir, ref.revision, sha)
+            files, rejected = list_selected(
+                http,
+                base,
+                ref.repo_id,
+                sha,
+                include_blobs=include_blobs,
+                headers=headers,
+                policy=policy,
+                deadline=listed_by,
+            )
+        except HubHTTPError:
+            raise  # the Hub answered (not found, not allowed): the cache must not hide that
+        except HubError as unreachable:
+            return _cached_instead(ref, cache_dir, include_blobs, verify_cached, unreachable)
         blobs_dir, tmp_dir = cache_dir / "blobs", cache_dir / "tmp"
         root = snapshot_root(cache_dir, sha)
         for folder in (blobs_dir, tmp_dir, root, cache_dir / "manifests"):
@@ -422,11 +445,94 @@ def _write_ref(cache_dir: Path, revision: str, sha: str) -> None:
     )
 
 
+def _cached_instead(
+    ref: HubDatasetRef,
+    cache_dir: Path,
+    include_blobs: bool,
+    verify_cached: bool,
+    unreachable: HubError,
+) -> HubSnapshot:
+    """The cached snapshot of ``ref`` when the Hub could not be reached, with a note saying so;
+    ``unreachable`` itself when the cache does not hold the revision whole."""
+    try:
+        snapshot = _fetch_offline(ref, cache_dir, include_blobs, verify_cached)
+    except HubOfflineMiss:
+        raise unreachable from None
+    snapshot.note = (
+        f"the Hub could not be reached ({unreachable}); the cached snapshot of "
+        f"{snapshot.resolved_sha} was used"
+    )
+    return snapshot
+
+
+def _git_blob_oid(content: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(content) + content, usedforsecurity=False).hexdigest()
+
+
+def _lfs_pointer_oid(sha256: str, size: int) -> str:
+    """The git blob id of the LFS pointer file of an object (the pointer's text is canonical)."""
+    pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n"
+    return _git_blob_oid(pointer.encode())
+
+
+def _tree_cache_entries(cache_dir: Path, sha: str) -> list[dict[str, object]] | None:
+    """The listing huggingface_hub's snapshot_download cached as ``trees/<sha>.json``, as
+    entries of the Hub's tree API; None when there is no readable one."""
+    try:
+        document = orjson.loads((cache_dir / "trees" / f"{sha}.json").read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    if not isinstance(document, dict) or document.get("format_version") != 1:
+        return None
+    listed = document.get("files")
+    if not isinstance(listed, dict):
+        return None
+    entries: list[dict[str, object]] = []
+    for path, info in listed.items():
+        entry: dict[str, object] = {"type": "file", "path": path}
+        if isinstance(info, dict):  # anything else is refused as a bad entry by the selection
+            entry["size"], entry["oid"] = info.get("size"), info.get("blob_id")
+            if info.get("lfs_sha256") is not None:
+                entry["lfs"] = {"oid": info.get("lfs_sha256"), "size": info.get("lfs_size")}
+        entries.append(entry)
+    return entries
+
+
+def _snapshot_link_entries(cache_dir: Path, sha: str) -> list[dict[str, object]] | None:
+    """A listing read off huggingface_hub's ``snapshots/<sha>/`` (for versions that write no
+    trees/): each symlink into ``blobs/`` is a file whose blob name is its oid (40 hex: git blob
+    sha1; 64 hex: LFS sha256). None when there is no such link."""
+    root = snapshot_root(cache_dir, sha)
+    blobs = (cache_dir / "blobs").resolve()
+    entries: list[dict[str, object]] = []
+    for folder, _, names in os.walk(root):  # links to folders are never followed
+        for name in names:
+            path = Path(folder) / name
+            if not path.is_symlink():
+                continue
+            try:
+                target = path.resolve(strict=True)
+                size = target.stat().st_size
+            except (OSError, RuntimeError):
+                continue
+            if target.parent != blobs:
+                continue
+            rel = path.relative_to(root).as_posix()
+            if is_git_blob_id(target.name):
+                entries.append({"type": "file", "path": rel, "size": size, "oid": target.name})
+            elif is_sha256_hex(target.name):
+                lfs = {"oid": target.name, "size": size}
+                oid = _lfs_pointer_oid(target.name, size)
+                entries.append({"type": "file", "path": rel, "size": size, "oid": oid, "lfs": lfs})
+    return entries or None
+
+
 def _fetch_offline(
     ref: HubDatasetRef, cache_dir: Path, include_blobs: bool, verify_cached: bool
 ) -> HubSnapshot:
     """The snapshot of ``ref`` from the cache alone, without a single request: the commit from
-    the revision (a sha) or refs/, the listing from its manifest, every body a verified blob."""
+    the revision (a sha) or refs/, the listing from its manifest (else from huggingface_hub's
+    trees/ or snapshot links), every body a verified blob."""
     from pipelines.kernelindex import is_commit_sha
 
     hint = "build it once online, or unset HF_HUB_OFFLINE / drop --offline"
@@ -435,39 +541,54 @@ def _fetch_offline(
     else:
         try:
             sha = _ref_path(cache_dir, ref.revision).read_text().strip()
-        except OSError:
+        except (OSError, UnicodeDecodeError):
             raise HubOfflineMiss(
                 f"offline: {ref.uri}: the cache {cache_dir} has no refs/{ref.revision}; {hint}"
             ) from None
+        if not is_commit_sha(sha):  # it names files below: nothing but a sha may
+            raise HubOfflineMiss(
+                f"offline: {ref.uri}: refs/{ref.revision} in the cache {cache_dir} holds no "
+                f"40-hex commit sha; {hint}"
+            )
     manifest = cache_dir / "manifests" / f"{sha}.json"
     try:
         document = orjson.loads(manifest.read_bytes())
     except (OSError, orjson.JSONDecodeError):
-        raise HubOfflineMiss(
-            f"offline: {ref.uri}: commit {sha} was never fetched into the cache {cache_dir} "
-            f"(no readable {manifest.relative_to(cache_dir)}); {hint}"
-        ) from None
-    if include_blobs and not document.get("include_blobs"):
-        raise HubOfflineMiss(
-            f"offline: {ref.uri}: the cache {cache_dir} holds commit {sha} without blob/ "
-            f"(--include-blobs); {hint}"
-        )
-    files = [
-        RemoteFile(e["path"], int(e["size"]), e["oid"], e["git_oid"], bool(e["lfs"]))
-        for e in document["files"]
-        if include_blobs or e["path"].split("/", 1)[0] != "blob"
-    ]
-    failed = [RejectedRemoteFile(**r) for r in document.get("failed", [])]
+        document = None
+    if isinstance(document, dict):
+        if include_blobs and not document.get("include_blobs"):
+            raise HubOfflineMiss(
+                f"offline: {ref.uri}: the cache {cache_dir} holds commit {sha} without blob/ "
+                f"(--include-blobs); {hint}"
+            )
+        files = [
+            RemoteFile(e["path"], int(e["size"]), e["oid"], e["git_oid"], bool(e["lfs"]))
+            for e in document["files"]
+            if include_blobs or e["path"].split("/", 1)[0] != "blob"
+        ]
+        failed = [RejectedRemoteFile(**r) for r in document.get("failed", [])]
+        rejected = [RejectedRemoteFile(**r) for r in document.get("rejected", [])]
+        verify = verify_cached  # tracehouse verified each body when it wrote the blob
+    else:
+        entries = _tree_cache_entries(cache_dir, sha)
+        if entries is None:
+            entries = _snapshot_link_entries(cache_dir, sha)
+        if entries is None:
+            raise HubOfflineMiss(
+                f"offline: {ref.uri}: commit {sha} was never fetched into the cache {cache_dir} "
+                f"(no readable manifests/{sha}.json, trees/{sha}.json or links in "
+                f"snapshots/{sha}/); {hint}"
+            )
+        files, rejected = select_listed(entries, include_blobs=include_blobs)
+        failed = []
+        verify = True  # another tool wrote these blobs: each is hashed against its name
     failed_paths = {f.path for f in failed}
     for f in files:
-        if f.path not in failed_paths and not blob_is_valid(
-            cache_dir / "blobs" / f.oid, f, verify_cached
-        ):
+        if f.path not in failed_paths and not blob_is_valid(cache_dir / "blobs" / f.oid, f, verify):
             raise HubOfflineMiss(
                 f"offline: {ref.uri}: {f.path} of commit {sha} is not in the cache {cache_dir} "
-                f"(blob {f.oid} missing or not {f.size} bytes); {hint}"
+                f"(blob {f.oid} missing, not {f.size} bytes or not of that hash); {hint}"
             )
-    rejected = [RejectedRemoteFile(**r) for r in document.get("rejected", [])]
     return _link_snapshot(ref, cache_dir, sha, files, rejected, failed, include_blobs, [], 0)
 
 

@@ -210,6 +210,9 @@ def same_origin(a: httpx.URL, b: httpx.URL) -> bool:
     return (a.scheme, a.host, a.port) == (b.scheme, b.host, b.port)
 
 
+LOGIN_HINT = "log in with `hf auth login` or set HF_TOKEN to a token that may read it"
+
+
 def raise_http_error(response: httpx.Response, what: str) -> NoReturn:
     """Raise the HubHTTPError (or subclass) that a definitive, non-retried answer means."""
     code = response.status_code
@@ -217,6 +220,8 @@ def raise_http_error(response: httpx.Response, what: str) -> NoReturn:
     message = f"{what}: HTTP {code} from {response.request.url}"
     if error_code:
         message += f" ({error_code})"
+    if code == 401:  # no token, or one the Hub does not accept
+        message += f"; {LOGIN_HINT}"
     kwargs: dict[str, Any] = {
         "status_code": code,
         "error_code": error_code,

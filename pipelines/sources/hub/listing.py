@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -228,12 +228,48 @@ def list_selected(
 ) -> tuple[list[RemoteFile], list[RejectedRemoteFile]]:
     """The selected files and the refused entries, every page listed by ``deadline`` (a
     ``time.monotonic()``; default ``policy.deadline_s`` from now)."""
-    files: dict[str, RemoteFile] = {}
-    rejected: list[RejectedRemoteFile] = []
-    wanted_dirs = (*DATA_DIRS, BLOB_DIR) if include_blobs else DATA_DIRS
+    selection = _Selection(include_blobs)
+    subdirs: list[str] = []
+    common = {
+        "headers": headers,
+        "policy": policy,
+        "deadline": metadata_deadline(policy) if deadline is None else deadline,
+    }
+    for entry in _iter_tree(client, base, repo_id, sha, "", recursive=False, **common):
+        sub = selection.take(entry, "")
+        if sub is not None and sub not in subdirs:
+            subdirs.append(sub)
+    for sub in subdirs:
+        for entry in _iter_tree(client, base, repo_id, sha, sub, recursive=True, **common):
+            selection.take(entry, sub)
+    return selection.result()
 
-    def take(entry: Any, folder: str) -> str | None:
-        """Record one entry; return the name of a top-level folder to descend into, if any."""
+
+def select_listed(
+    entries: Iterable[Any], *, include_blobs: bool
+) -> tuple[list[RemoteFile], list[RejectedRemoteFile]]:
+    """The selected files and refused entries of a whole recursive listing held locally (the
+    tree listing huggingface_hub caches, or one derived from its snapshot links), by the same
+    rules as ``list_selected``."""
+    selection = _Selection(include_blobs)
+    for entry in entries:
+        selection.take(entry, None)
+    return selection.result()
+
+
+class _Selection:
+    """The files selected from listing entries, and the entries refused and why."""
+
+    def __init__(self, include_blobs: bool) -> None:
+        self.include_blobs = include_blobs
+        self.wanted_dirs = (*DATA_DIRS, BLOB_DIR) if include_blobs else DATA_DIRS
+        self.files: dict[str, RemoteFile] = {}
+        self.rejected: list[RejectedRemoteFile] = []
+
+    def take(self, entry: Any, folder: str | None) -> str | None:
+        """Record one entry of the listing of ``folder`` (``""`` the root, listed flat; None a
+        whole recursive listing); return the name of a top-level folder to descend into."""
+        rejected = self.rejected
         if not isinstance(entry, Mapping):
             rejected.append(RejectedRemoteFile(repr(entry)[:200], "bad_entry", "not a JSON object"))
             return None
@@ -245,7 +281,12 @@ def list_selected(
             rejected.append(RejectedRemoteFile(shown, exc.reason, exc.message))
             return None
         assert isinstance(path, str)
-        inside = "/" not in path if not folder else path.startswith(folder + "/")
+        if folder is None:
+            inside = True
+        elif not folder:
+            inside = "/" not in path
+        else:
+            inside = path.startswith(folder + "/")
         if not inside:
             rejected.append(
                 RejectedRemoteFile(
@@ -254,43 +295,33 @@ def list_selected(
             )
             return None
         if kind == "directory":
-            return path if not folder and path in wanted_dirs else None
-        if kind != "file" or not _selected(path, include_blobs):
+            return path if folder == "" and path in self.wanted_dirs else None
+        if kind != "file" or not _selected(path, self.include_blobs):
             return None
         parsed = _parse_entry(entry)
         if isinstance(parsed, str):
             rejected.append(RejectedRemoteFile(path, "bad_entry", parsed))
-        elif path in files:
+        elif path in self.files:
             rejected.append(RejectedRemoteFile(path, "duplicate", f"{path!r} is listed twice"))
         else:
-            files[path] = parsed
+            self.files[path] = parsed
         return None
 
-    subdirs: list[str] = []
-    common = {
-        "headers": headers,
-        "policy": policy,
-        "deadline": metadata_deadline(policy) if deadline is None else deadline,
-    }
-    for entry in _iter_tree(client, base, repo_id, sha, "", recursive=False, **common):
-        sub = take(entry, "")
-        if sub is not None and sub not in subdirs:
-            subdirs.append(sub)
-    for sub in subdirs:
-        for entry in _iter_tree(client, base, repo_id, sha, sub, recursive=True, **common):
-            take(entry, sub)
-
-    # A path cannot be both a file and the folder of other files.
-    folders: set[str] = set()
-    for path in files:
-        parts = path.split("/")
-        folders.update("/".join(parts[:i]) for i in range(1, len(parts)))
-    for path in sorted(folders & files.keys()):
-        del files[path]
-        rejected.append(
-            RejectedRemoteFile(path, "path_conflict", f"{path!r} is also the folder of other files")
-        )
-    return sorted(files.values(), key=lambda f: f.path), rejected
+    def result(self) -> tuple[list[RemoteFile], list[RejectedRemoteFile]]:
+        files, rejected = dict(self.files), list(self.rejected)
+        # A path cannot be both a file and the folder of other files.
+        folders: set[str] = set()
+        for path in files:
+            parts = path.split("/")
+            folders.update("/".join(parts[:i]) for i in range(1, len(parts)))
+        for path in sorted(folders & files.keys()):
+            del files[path]
+            rejected.append(
+                RejectedRemoteFile(
+                    path, "path_conflict", f"{path!r} is also the folder of other files"
+                )
+            )
+        return sorted(files.values(), key=lambda f: f.path), rejected
 
 
 def list_remote_files(
