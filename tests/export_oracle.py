@@ -127,7 +127,7 @@ def committed() -> dict[str, dict[str, str]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="Digest the exports of every corpus.")
     parser.add_argument("--write", action="store_true", help="rewrite the committed digests")
     args = parser.parse_args()
     digests = {}
