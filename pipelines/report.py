@@ -386,19 +386,28 @@ def _chart(figure: Any, div_id: str, title: str, *, before: str = "") -> str:
     )
 
 
-def log_axis_ticks(values: Iterable[float]) -> tuple[list[float], list[str]]:
-    """Ticks of a log-scale ratio axis at 1, 2 and 5 times the powers of ten that span
-    ``values`` (only the powers when they span more than six decades), labelled ``0.5×``,
-    ``1×``, ``2×``: Plotly's own log ticks label 0.3–0.7 as ``3 … 7``."""
+def log_axis_ticks(values: Iterable[float]) -> tuple[list[float], list[str], list[float]]:
+    """Ticks of a log-scale ratio axis at 1, 2 and 5 times the powers of ten (only the powers
+    when the values span more than six decades), labelled ``0.5×``, ``1×``, ``2×`` (Plotly's
+    own log ticks label 0.3–0.7 as ``3 … 7``), and the axis range (in log10) from the tick
+    at or below the smallest value to the one at or above the largest, so that at least two
+    labelled ticks show however narrow the values are."""
     positive = [v for v in values if v > 0 and math.isfinite(v)]
     if not positive:
-        return [], []
-    low = math.floor(math.log10(min(positive)))
-    high = math.ceil(math.log10(max(positive)))
+        return [], [], []
+    smallest, largest = min(positive), max(positive)
+    low = math.floor(math.log10(smallest))
+    high = math.ceil(math.log10(largest))
     steps = (1, 2, 5) if high - low <= 6 else (1,)
-    ticks = [m * 10.0**e for e in range(low, high + 1) for m in steps]
-    ticks = [t for t in ticks if t <= 10.0**high]
-    return ticks, [ratio_tick(t) for t in ticks]
+    grid = [m * 10.0**e for e in range(low - 1, high + 1) for m in steps]
+    below = max(t for t in grid if t <= smallest * (1 + 1e-12))
+    above = min(t for t in grid if t >= largest * (1 - 1e-12))
+    if above <= below:  # every value on one tick: the next one up shows too
+        above = min(t for t in grid if t > below)
+    ticks = [t for t in grid if below <= t <= above]
+    pad = 0.02 * max(1.0, math.log10(above / below))
+    axis_range = [math.log10(below) - pad, math.log10(above) + pad]
+    return ticks, [ratio_tick(t) for t in ticks], axis_range
 
 
 def ratio_tick(value: float) -> str:
@@ -945,13 +954,14 @@ def _speedup_chart(
                 text=None if many else [plotly_label(p["workload_key"]) for p in points],
             )
         )
-    tickvals, ticktext = log_axis_ticks(p["speedup"] for p in speedups)
+    tickvals, ticktext, axis_range = log_axis_ticks(p["speedup"] for p in speedups)
     figure.update_layout(
         yaxis={
             "type": "log",
             "title": "baseline / solution latency",
             "tickvals": tickvals,
             "ticktext": ticktext,
+            "range": axis_range,
         },
         showlegend=False,
         height=420,
