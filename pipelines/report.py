@@ -212,7 +212,7 @@ LEADERBOARD_COLUMNS = (
     ("workloads_compared", "compared"),
     ("speedup_reason", "why no speedup"),
     ("author", "author"),
-    ("latency_us_geomean", "latency µs"),
+    ("latency_us_geomean", "latency (geomean)"),
     ("rerun_spread_median", "re-run spread"),
     ("fib_all_gpus_avg_speedup", "FIB avg speedup (all GPUs)"),
     ("fib_reason", "FIB: why none"),
@@ -498,6 +498,7 @@ def _write_report_into(
             )
             write_atomically(page, html_text.encode())
             result.pages.append(page)
+        with_pages = {d["definition"] for d in definitions}
         changed = write_change_pages(reader.connection, settings, pages_dir, _page, _table, _chart)
         result.pages += [path for _, path in changed.pages]
         result.pages += write_record_pages(
@@ -505,7 +506,7 @@ def _write_report_into(
             named_runs | changed.run_ids(),
             pages_dir / RECORD_FOLDER,
             _page,
-            _record_nav,
+            lambda run: _record_nav(run, with_pages),
         )
         overview, top_rows = _overview_page(
             reader, definitions, pages_folder, what_changed_html(pages_folder, changed, _table)
@@ -551,13 +552,14 @@ def _earlier_pages(out_dir: Path) -> list[Path]:
     ]
 
 
-def _record_nav(run: dict[str, Any]) -> str:
-    """A record page's links back: the overview and the run's definition page."""
-    definition = html.escape(definition_page_name(run["definition"]))
-    return (
-        "<nav><a href='../../index.html'>← overview</a>"
-        f"<a href='../{definition}'>← {html.escape(run['definition'])}</a></nav>"
-    )
+def _record_nav(run: dict[str, Any], with_pages: set[str]) -> str:
+    """A record page's links back: the overview and the run's definition page (when its
+    definition has one: runs of a definition file that was rejected have none)."""
+    links = "<a href='../../index.html'>← overview</a>"
+    if run["definition"] in with_pages:
+        page = html.escape(definition_page_name(run["definition"]))
+        links += f"<a href='../{page}'>← {html.escape(run['definition'])}</a>"
+    return f"<nav>{links}</nav>"
 
 
 def record_holders(
@@ -659,7 +661,7 @@ def _overview_page(
                 # the answer first, so that a narrow window still shows it without scrolling
                 ("definition", "definition"),
                 ("hardware", "hardware"),
-                ("geomean_speedup", "speedup ×"),
+                ("geomean_speedup", "speedup"),
                 ("coverage", "coverage"),
                 ("solution", "best solution"),
                 ("workloads_passed", "passed"),
@@ -743,7 +745,7 @@ def _overview_page(
                 ("rank", "#"),
                 ("author", "author"),
                 ("avg_speedup", "avg speedup"),
-                ("success_rate", "% resolved (÷100)"),
+                ("success_rate", "resolved"),
                 ("win_rate", "win rate"),
                 ("workloads", "workloads"),
                 ("definitions", "definitions"),
