@@ -317,6 +317,17 @@ def cmd_record(args: argparse.Namespace) -> int:
     from pipelines import export
 
     settings = _settings(args)
+    if args.html is not None:
+        from pipelines.record_page import write_record_html
+
+        out = Path(args.html)
+        if out.is_dir():
+            raise IsADirectoryError(f"--html {args.html}: is a folder, not a file")
+        if not out.parent.is_dir():
+            raise FileNotFoundError(f"--html {args.html}: folder {out.parent} does not exist")
+        row = write_record_html(settings, args.id, out)
+        _print_lines([f"wrote the record page of run {row['run_id']} to {args.html}"])
+        return 0
     if args.json:
         sys.stdout.write(export.record_manifest_json(settings, args.id) + "\n")
     else:
@@ -688,6 +699,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--json",
         action="store_true",
         help="print only the canonical manifest {run, protocol, environment}",
+    )
+    record.add_argument(
+        "--html",
+        metavar="OUT",
+        help="write the run's record page (as the report shows it) to the file OUT",
     )
     record.set_defaults(handler=cmd_record)
 

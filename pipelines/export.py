@@ -33,11 +33,17 @@ SELECT r.*, e.hardware_raw, e.libs_json,
        c.max_absolute_error, c.max_relative_error,
        k.eligible, k.ineligible_reasons, k.cohort_size, k.rank,
        strftime(r.observed_at AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%S.%g') || 'Z' AS observed_at_text,
-       (c.run_id IS NOT NULL) AS has_correctness
+       (c.run_id IS NOT NULL) AS has_correctness,
+       w.axes_json, w.inputs_json,
+       p.name AS protocol_name, p.title AS protocol_title, p.timer AS protocol_timer,
+       p.primary_statistic AS protocol_statistic, p.comparator AS protocol_comparator
 FROM runs AS r
 JOIN environments AS e ON e.environment_id = r.environment_id AND e.source = r.source
 LEFT JOIN correctness AS c USING (run_id)
 LEFT JOIN run_rankings AS k USING (run_id)
+LEFT JOIN workloads AS w
+    ON w.source = r.source AND w.definition = r.definition AND w.workload_key = r.workload_key
+LEFT JOIN protocols AS p ON p.protocol_digest = r.protocol_digest
 """
 
 
@@ -45,11 +51,16 @@ def run_rows(settings: Settings, where: str, parameters: dict[str, Any]) -> list
     connection = reader(settings)
     try:
         with within_limits(settings):
-            cursor = connection.execute(f"{RUN_COLUMNS_SQL} WHERE {where}", parameters)
-            names = [d[0] for d in cursor.description]
-            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+            return run_rows_on(connection, where, parameters)
     finally:
         connection.close()
+
+
+def run_rows_on(connection: Any, where: str, parameters: dict[str, Any]) -> list[dict[str, Any]]:
+    """``run_rows`` over an open read connection (the report reads many records over one)."""
+    cursor = connection.execute(f"{RUN_COLUMNS_SQL} WHERE {where}", parameters)
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
 # Shortest run id prefix `tracehouse record` accepts (run ids are 32 hex characters).
@@ -156,16 +167,17 @@ def record_manifest_json(settings: Settings, run_or_external_id: str) -> str:
     return canonical_json(record_manifest_from_row(find_run(settings, run_or_external_id))).decode()
 
 
+# The record events of the comparison keys in the list $keys, oldest first per key.
 RECORD_HISTORY_SQL = """
-SELECT e.record_number, e.run_id, r.run_digest, e.solution, e.latency_ns,
+SELECT e.comparison_key, e.record_number, e.run_id, r.run_digest, e.solution, e.latency_ns,
        strftime(e."at" AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%S.%g') || 'Z' AS at_text,
        e.previous_solution, e.previous_latency_ns,
        strftime(e.previous_observed_at AT TIME ZONE 'UTC', '%Y-%m-%dT%H:%M:%S.%g') || 'Z'
            AS previous_observed_at_text
 FROM record_events AS e
 JOIN runs AS r USING (run_id)
-WHERE e.comparison_key = $comparison_key
-ORDER BY e.record_number
+WHERE e.comparison_key IN (SELECT unnest($keys))
+ORDER BY e.comparison_key, e.record_number
 """
 
 
@@ -174,15 +186,28 @@ def record_history(settings: Settings, comparison_key: str) -> list[dict[str, An
     connection = reader(settings)
     try:
         with within_limits(settings):
-            cursor = connection.execute(RECORD_HISTORY_SQL, {"comparison_key": comparison_key})
-            names = [d[0] for d in cursor.description]
-            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+            return record_histories_on(connection, [comparison_key]).get(comparison_key, [])
     finally:
         connection.close()
 
 
+def record_histories_on(connection: Any, keys: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """``record_history`` of every key of ``keys`` over an open read connection, in one query
+    (the record events view is computed once, not once per key)."""
+    cursor = connection.execute(RECORD_HISTORY_SQL, {"keys": keys})
+    names = [d[0] for d in cursor.description]
+    histories: dict[str, list[dict[str, Any]]] = {}
+    for values in cursor.fetchall():
+        row = dict(zip(names, values, strict=True))
+        histories.setdefault(row["comparison_key"], []).append(row)
+    return histories
+
+
 def _latency(ns: int) -> str:
     return kernelindex.format_latency_ns(ns)
+
+
+THIS_RUN_MARKER = "  ← this run"
 
 
 def record_lines(run: dict[str, Any], events: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -224,7 +249,7 @@ def record_lines(run: dict[str, Any], events: list[dict[str, Any]]) -> list[tupl
         status = f"record since {event['at_text']}, {taken}; {kept}"
     lines = [("record", status)]
     for i, event in enumerate(events):
-        marker = "  ← this run" if i == mine else ""
+        marker = THIS_RUN_MARKER if i == mine else ""
         lines.append(
             (
                 "record history" if i == 0 else "",
@@ -242,6 +267,64 @@ def record_text(settings: Settings, run_or_external_id: str) -> str:
     """The record as a person reads it: the facts first, then the canonical manifest (the
     part `--json` prints), or why the run has none."""
     row = find_run(settings, run_or_external_id)
+    events = record_history(settings, row["comparison_key"]) if row["eligible"] else []
+    facts = record_facts(row, events)
+    width = max(len(label) for label, _ in facts)
+    lines = [f"{label:<{width}}  {value}" for label, value in facts]
+    manifest, missing = record_manifest_or_why(row)
+    if manifest is None:
+        lines += ["", *missing]
+    else:
+        lines += ["", RECORD_MANIFEST_MARKER.rstrip("\n")]
+        lines.append(json.dumps(manifest, indent=2, ensure_ascii=False))
+    return "\n".join(lines)
+
+
+def record_manifest_or_why(row: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
+    """The run's canonical manifest, or (None, the lines that say why it has none)."""
+    try:
+        return record_manifest_from_row(row), []
+    except LookupError as missing:
+        lines = [f"no KernelIndex manifest: {missing}"]
+        if row["implementation_digest"] is None:
+            lines.append(
+                "(implementation and run digests need the dataset revision: rebuild with "
+                "--revision <40-hex sha>, from a git clone, or from an hf:// source)"
+            )
+        return None, lines
+
+
+def _axes_text(axes_json: str | None) -> str:
+    try:
+        axes = json.loads(axes_json) if axes_json else None
+    except ValueError:
+        axes = None
+    if not isinstance(axes, dict) or not axes:
+        return "no axes"
+    return ", ".join(f"{name}={value}" for name, value in axes.items())
+
+
+def _inputs_text(inputs_json: str | None) -> str:
+    """Each input by name and kind (``A random, sm_scale scalar 0.125, x safetensors``)."""
+    try:
+        inputs = json.loads(inputs_json) if inputs_json else None
+    except ValueError:
+        inputs = None
+    if not isinstance(inputs, dict) or not inputs:
+        return "none recorded"
+    shown = []
+    for name, spec in inputs.items():
+        kind = spec.get("type") if isinstance(spec, dict) else None
+        text = f"{name} {kind or '?'}"
+        if isinstance(spec, dict) and kind == "scalar" and "value" in spec:
+            text += f" {spec['value']}"
+        shown.append(text)
+    return ", ".join(shown)
+
+
+def record_facts(row: dict[str, Any], events: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """What `tracehouse record` prints before the manifest, as (label, value) lines (a label
+    left empty continues the one above): the record page of the report shows the same."""
     environment = {"hardware": row["hardware_raw"], "libs": json.loads(row["libs_json"])}
     try:
         environment_spec: dict[str, Any] | None = kernelindex.environment_spec(environment)
@@ -273,14 +356,26 @@ def record_text(settings: Settings, run_or_external_id: str) -> str:
         f"rank {row['rank']} of {row['cohort_size']}" if row["rank"] is not None else "not ranked"
     )
     facts.append(("rank", f"{rank} — {kernelindex.rank_line(row['rank'], observed, reasons)}"))
-    events = record_history(settings, row["comparison_key"]) if row["eligible"] else []
     facts += record_lines(row, events)
     facts += [
+        ("workload", f"{_axes_text(row.get('axes_json'))} (key {row['workload_key']})"),
+        ("inputs", _inputs_text(row.get("inputs_json"))),
         ("comparison key", row["comparison_key"] or "—"),
         ("operation digest", row["operation_digest"] or "—"),
         ("workload digest", row["workload_digest"] or "—"),
         ("environment digest", row["environment_digest"] or "—"),
         ("protocol digest", row["protocol_digest"] or "—"),
+    ]
+    if row.get("protocol_name"):
+        facts.append(
+            (
+                "protocol",
+                f"{row['protocol_title']} ({row['protocol_name']}) · timer "
+                f"{row['protocol_timer']} · {row['protocol_statistic']} · comparator "
+                f"{row['protocol_comparator']}",
+            )
+        )
+    facts += [
         ("correctness key", row["correctness_key"] or "—"),
         ("implementation digest", row["implementation_digest"] or "—"),
         ("evidence level", row["evidence_level"] or "—"),
@@ -312,21 +407,7 @@ def record_text(settings: Settings, run_or_external_id: str) -> str:
     if row["identity_error"]:
         facts.append(("identity error", row["identity_error"]))
     facts.append(("source", f"{row['source_file']}:{row['source_line']}"))
-    width = max(len(label) for label, _ in facts)
-    lines = [f"{label:<{width}}  {value}" for label, value in facts]
-    try:
-        manifest = record_manifest_from_row(row)
-    except LookupError as missing:
-        lines += ["", f"no KernelIndex manifest: {missing}"]
-        if row["implementation_digest"] is None:
-            lines.append(
-                "(implementation and run digests need the dataset revision: rebuild with "
-                "--revision <40-hex sha>, from a git clone, or from an hf:// source)"
-            )
-    else:
-        lines += ["", RECORD_MANIFEST_MARKER.rstrip("\n")]
-        lines.append(json.dumps(manifest, indent=2, ensure_ascii=False))
-    return "\n".join(lines)
+    return facts
 
 
 @dataclass(frozen=True)

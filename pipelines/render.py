@@ -394,6 +394,18 @@ def fitted_table(
     return _grid(headers, fitted, right)
 
 
+def percent_change(relative_change: float) -> str:
+    """A relative change as people read it, signed, in percent: 1.048 -> ``+104.8%``."""
+    return f"{relative_change:+.1%}"
+
+
+def z_text(z_score: float) -> str:
+    """A z-score, signed, one decimal; an infinite one (a history without spread) as ``+inf``."""
+    if math.isinf(z_score):
+        return "+inf" if z_score > 0 else "-inf"
+    return f"{z_score:+.1f}"
+
+
 def write_csv(stream: IO[str], headers: Sequence[str], batches: Iterable[Sequence[Any]]) -> None:
     """Every row as CSV; nested values as JSON text, null as an empty field."""
     writer = csv.writer(stream, lineterminator="\n")

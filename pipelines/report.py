@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+import math
 import re
 import shutil
 import time
@@ -23,7 +24,8 @@ from typing import Any
 from pipelines import interrupts, rejects
 from pipelines.files import write_atomically
 from pipelines.output_folder import OutputKind, claimed
-from pipelines.report_changes import change_links_html, write_change_pages
+from pipelines.record_page import RECORD_FOLDER, record_page_name, write_record_pages
+from pipelines.report_changes import what_changed_html, write_change_pages
 from pipelines.schemas import TABLES
 from pipelines.settings import Settings
 from pipelines.warehouse import Warehouse
@@ -174,6 +176,30 @@ LEFT JOIN axes AS a USING (definition, workload_key)
 ORDER BY g.definition, g.hardware, g.solution, g.workload_key
 """
 
+# Per comparison group (definition, workload, hardware, environment, protocol), the run ranked
+# first: the runs the definition pages name, each with its record page. Read as a stream, so
+# that only RECORD_ROWS_MAX rows per definition and hardware are held (the first by workload
+# order: see record_holders).
+RECORD_HOLDERS_SQL = """
+SELECT r.definition, r.hardware, r.workload_key, w.axes_json, r.solution, r.latency_ns,
+       r.speedup_factor, k.cohort_size, r.run_id
+FROM runs AS r
+JOIN run_rankings AS k USING (run_id)
+LEFT JOIN workloads AS w
+    ON w.source = r.source AND w.definition = r.definition AND w.workload_key = r.workload_key
+WHERE k.rank = 1
+QUALIFY row_number() OVER (PARTITION BY r.comparison_key ORDER BY r.observed_at, r.run_id) = 1
+"""
+RECORD_ROWS_MAX = 60
+RECORD_COLUMNS = (
+    ("workload", "workload"),
+    ("solution", "record holder"),
+    ("latency_ns", "latency"),
+    ("source_native", "source-native"),
+    ("rank", "rank"),
+    ("run_id", "run"),
+)
+
 # Speed and coverage side by side, right after the name.
 LEADERBOARD_COLUMNS = (
     ("leaderboard_rank", "#"),
@@ -186,7 +212,7 @@ LEADERBOARD_COLUMNS = (
     ("workloads_compared", "compared"),
     ("speedup_reason", "why no speedup"),
     ("author", "author"),
-    ("latency_us_geomean", "latency µs"),
+    ("latency_us_geomean", "latency (geomean)"),
     ("rerun_spread_median", "re-run spread"),
     ("fib_all_gpus_avg_speedup", "FIB avg speedup (all GPUs)"),
     ("fib_reason", "FIB: why none"),
@@ -211,12 +237,47 @@ def definition_page_name(definition: str) -> str:
     return f"{safe}-{digest}.html"
 
 
-def format_value(value: Any) -> str:
-    """How a cell shows a value: floats with 4 significant decimals, NULL as an en dash."""
+# How a column's values are written, the CLI's formats (``tracehouse leaderboard``): speedups
+# ``1.000×``, shares ``100%``, latencies with their unit (``68.9 µs``), changes in percent.
+RATIO_COLUMNS = frozenset({"geomean_speedup", "avg_speedup", "fib_all_gpus_avg_speedup"})
+SHARE_COLUMNS = frozenset(
+    {"coverage", "win_rate", "success_rate", "fib_all_gpus_win_rate", "fib_all_gpus_success_rate"}
+)
+LATENCY_US_COLUMNS = frozenset({"latency_us_geomean"})
+LATENCY_NS_COLUMNS = frozenset({"latency_ns", "history_mean_ns", "previous_latency_ns"})
+CHANGE_COLUMNS = frozenset({"relative_change"})
+Z_COLUMNS = frozenset({"z_score"})
+
+
+def format_value(value: Any, column: str = "") -> str:
+    """How a cell shows a value: by its column's kind (above), else counts with thousands
+    separators and other floats with 4 significant digits; NULL as an en dash."""
+    from pipelines.kernelindex import format_latency_ns
+    from pipelines.render import percent_change, z_text
+
     if value is None:
         return "–"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, int | float):
+        if isinstance(value, float) and not math.isfinite(value):
+            if column in Z_COLUMNS:
+                return z_text(value)
+            return "NaN" if math.isnan(value) else ("∞" if value > 0 else "−∞")
+        if column in RATIO_COLUMNS:
+            return f"{value:,.3f}×"
+        if column in SHARE_COLUMNS:
+            return f"{value:.0%}"
+        if column in LATENCY_US_COLUMNS:
+            return format_latency_ns(round(value * 1000))
+        if column in LATENCY_NS_COLUMNS:
+            return format_latency_ns(round(value))
+        if column in CHANGE_COLUMNS:
+            return percent_change(value)
+        if column in Z_COLUMNS:
+            return z_text(value)
+    if isinstance(value, int):
+        return f"{value:,}"
     if isinstance(value, float):
         return f"{value:.4g}" if abs(value) < 1e6 else f"{value:.4e}"
     return str(value)
@@ -248,7 +309,7 @@ def _table(
     for row in rows:
         cells = []
         for name, _ in columns:
-            shown = html.escape(format_value(row[name]))
+            shown = html.escape(format_value(row[name], name))
             if name in links and row.get(links[name]):
                 shown = f"<a href='{html.escape(row[links[name]])}'>{shown}</a>"
             colour = swatches.get(name, {}).get(row[name])
@@ -279,6 +340,7 @@ th, td { border: 1px solid #d5d9e0; padding: .25rem .5rem; text-align: left; whi
 th { background: #eef1f6; position: sticky; top: 0; } td.empty { color: #6b7280; font-style: italic; }
 nav a { margin-right: 1rem; } .chart { max-width: 1100px; overflow-x: auto; }
 code { background: #eef1f6; padding: 0 .2rem; }
+p.chart-title { font-weight: 600; margin: 1.2rem 0 .2rem; }
 .swatch { display: inline-block; width: .7rem; height: .7rem; margin-right: .35rem;
           border-radius: 2px; vertical-align: baseline; }
 ul.legend { list-style: none; padding: 0; display: flex; flex-wrap: wrap; gap: .4rem 1.2rem;
@@ -303,6 +365,8 @@ def _page(title: str, body: str, *, depth: int) -> str:
 
 
 def _figure_html(figure: Any, div_id: str) -> str:
+    """A chart's div and script. Its title is never Plotly's (the mode bar, drawn over the
+    figure's top right, covers that): ``_chart`` writes it as a heading above the figure."""
     return str(
         figure.to_html(
             full_html=False,
@@ -311,6 +375,47 @@ def _figure_html(figure: Any, div_id: str) -> str:
             config={"displaylogo": False, "responsive": True},
         )
     )
+
+
+def _chart(figure: Any, div_id: str, title: str, *, before: str = "") -> str:
+    """A chart under its title, a heading of the page (never covered, wrapped when narrow)."""
+    return (
+        f"<div class='chart' id='{html.escape(div_id)}-box'>"
+        f"<p class='chart-title'>{html.escape(title)}</p>{before}"
+        f"{_figure_html(figure, div_id)}</div>"
+    )
+
+
+def log_axis_ticks(values: Iterable[float]) -> tuple[list[float], list[str], list[float]]:
+    """Ticks of a log-scale ratio axis at 1, 2 and 5 times the powers of ten (only the powers
+    when the values span more than six decades), labelled ``0.5×``, ``1×``, ``2×`` (Plotly's
+    own log ticks label 0.3–0.7 as ``3 … 7``), and the axis range (in log10) from the tick
+    at or below the smallest value to the one at or above the largest, so that at least two
+    labelled ticks show however narrow the values are."""
+    positive = [v for v in values if v > 0 and math.isfinite(v)]
+    if not positive:
+        return [], [], []
+    smallest, largest = min(positive), max(positive)
+    low = math.floor(math.log10(smallest))
+    high = math.ceil(math.log10(largest))
+    steps = (1, 2, 5) if high - low <= 6 else (1,)
+    grid = [m * 10.0**e for e in range(low - 1, high + 1) for m in steps]
+    below = max(t for t in grid if t <= smallest * (1 + 1e-12))
+    above = min(t for t in grid if t >= largest * (1 - 1e-12))
+    if above <= below:  # every value on one tick: the next one up shows too
+        above = min(t for t in grid if t > below)
+    ticks = [t for t in grid if below <= t <= above]
+    pad = 0.02 * max(1.0, math.log10(above / below))
+    axis_range = [math.log10(below) - pad, math.log10(above) + pad]
+    return ticks, [ratio_tick(t) for t in ticks], axis_range
+
+
+def ratio_tick(value: float) -> str:
+    """``0.05×``, ``0.2×``, ``1×``, ``2,000×``: as many decimals as the value needs."""
+    if value >= 1:
+        return f"{value:,.0f}×"
+    digits = -math.floor(math.log10(value) + 1e-9)
+    return f"{value:.{digits}f}×"
 
 
 class _Reader:
@@ -375,25 +480,36 @@ def _write_report_into(
         curves = _grouped(reader.rows(DEFINITION_FAST_P_SQL), "definition")
         speedups = _grouped(reader.rows(DEFINITION_SPEEDUPS_SQL), "definition")
         cells = _grouped(reader.rows(DEFINITION_COVERAGE_SQL), "definition")
+        holders, holder_counts = record_holders(reader)
+        named_runs: set[str] = set()
         for definition in definitions:
             name = definition["definition"]
             page = pages_dir / definition_page_name(name)
+            records = holders.get(name, [])
+            named_runs.update(r["run_id"] for r in records)
             html_text = _definition_page(
                 definition,
                 boards.get(name, []),
                 curves.get(name, []),
                 speedups.get(name, []),
                 cells.get(name, []),
+                records,
+                holder_counts,
             )
             write_atomically(page, html_text.encode())
             result.pages.append(page)
-        change_pages = write_change_pages(
-            reader.connection, settings, pages_dir, _page, _table, _figure_html
+        with_pages = {d["definition"] for d in definitions}
+        changed = write_change_pages(reader.connection, settings, pages_dir, _page, _table, _chart)
+        result.pages += [path for _, path in changed.pages]
+        result.pages += write_record_pages(
+            reader.connection,
+            named_runs | changed.run_ids(),
+            pages_dir / RECORD_FOLDER,
+            _page,
+            lambda run: _record_nav(run, with_pages),
         )
-        result.pages += [path for _, path in change_pages]
-        overview, top_rows = _overview_page(reader, definitions, pages_folder)
-        overview = overview.replace(
-            "<body>", "<body>" + change_links_html(pages_folder, change_pages), 1
+        overview, top_rows = _overview_page(
+            reader, definitions, pages_folder, what_changed_html(pages_folder, changed, _table)
         )
     except BaseException as error:
         shutil.rmtree(pages_dir, ignore_errors=True)  # a page folder no index will link to
@@ -436,8 +552,80 @@ def _earlier_pages(out_dir: Path) -> list[Path]:
     ]
 
 
+def _record_nav(run: dict[str, Any], with_pages: set[str]) -> str:
+    """A record page's links back: the overview and the run's definition page (when its
+    definition has one: runs of a definition file that was rejected have none)."""
+    links = "<a href='../../index.html'>← overview</a>"
+    if run["definition"] in with_pages:
+        page = html.escape(definition_page_name(run["definition"]))
+        links += f"<a href='../{page}'>← {html.escape(run['definition'])}</a>"
+    return f"<nav>{links}</nav>"
+
+
+def record_holders(
+    reader: _Reader,
+) -> tuple[dict[str, list[dict[str, Any]]], dict[tuple[str, str], int]]:
+    """Per definition, the record holders its page names: per hardware the first
+    RECORD_ROWS_MAX comparison groups in workload order (``workload_order``), read in batches
+    so that no more are held; and how many groups each (definition, hardware) has."""
+    import heapq
+    import itertools
+
+    from pipelines.kernelindex import source_native_line
+
+    kept: dict[tuple[str, str], list[tuple[Any, int, dict[str, Any]]]] = {}
+    counts: dict[tuple[str, str], int] = {}
+    order = itertools.count()
+    cursor = reader.connection.execute(RECORD_HOLDERS_SQL)
+    names = [d[0] for d in cursor.description or []]
+    while batch := cursor.fetchmany(10_000):
+        for values in batch:
+            row = dict(zip(names, values, strict=True))
+            group = (row["definition"], row["hardware"])
+            counts[group] = counts.get(group, 0) + 1
+            # a max-heap of the smallest keys: the negated order is not comparable, so the
+            # heap holds (inverted key, tie, row) with the key wrapped to sort backwards
+            entry = (
+                _Backwards(workload_order(row["axes_json"], row["workload_key"])),
+                next(order),
+                row,
+            )
+            heap = kept.setdefault(group, [])
+            if len(heap) < RECORD_ROWS_MAX:
+                heapq.heappush(heap, entry)
+            elif entry[0] > heap[0][0]:
+                heapq.heapreplace(heap, entry)
+    by_definition: dict[str, list[dict[str, Any]]] = {}
+    for (definition, _), heap in sorted(kept.items()):
+        for _, _, row in sorted(heap, key=lambda e: e[0].key):
+            row["workload"] = workload_label(row["axes_json"], row["workload_key"])
+            row["source_native"] = (
+                source_native_line(row["speedup_factor"])
+                if row["speedup_factor"] is not None
+                else None
+            )
+            row["rank"] = f"1 of {row['cohort_size']:,}"
+            row["run_page"] = f"{RECORD_FOLDER}/{record_page_name(row['run_id'])}"
+            by_definition.setdefault(definition, []).append(row)
+    return by_definition, counts
+
+
+@dataclass(frozen=True)
+class _Backwards:
+    """A sort key compared the other way round (a min-heap of these keeps the largest keys
+    on top, to be replaced by smaller ones)."""
+
+    key: Any
+
+    def __lt__(self, other: _Backwards) -> bool:
+        return self.key > other.key
+
+    def __gt__(self, other: _Backwards) -> bool:
+        return self.key < other.key
+
+
 def _overview_page(
-    reader: _Reader, definitions: list[dict[str, Any]], pages_folder: str
+    reader: _Reader, definitions: list[dict[str, Any]], pages_folder: str, what_changed: str
 ) -> tuple[str, list[dict[str, Any]]]:
     from pipelines.queries import LEADERBOARD_ORDER_RULE
 
@@ -456,7 +644,9 @@ def _overview_page(
         row["page"] = f"{pages_folder}/{definition_page_name(row['definition'])}"
 
     parts = ["<h1>tracehouse report</h1>"]
-    # The first screen answers "who is fastest where".
+    # The first screen answers "what changed" (a regression is seen first), then "who is
+    # fastest where".
+    parts.append(what_changed)
     parts.append("<h2>Who is fastest where</h2>")
     parts.append(
         "<p class='note'>Per definition and hardware, the solution ranked first: its "
@@ -471,7 +661,7 @@ def _overview_page(
                 # the answer first, so that a narrow window still shows it without scrolling
                 ("definition", "definition"),
                 ("hardware", "hardware"),
-                ("geomean_speedup", "speedup ×"),
+                ("geomean_speedup", "speedup"),
                 ("coverage", "coverage"),
                 ("solution", "best solution"),
                 ("workloads_passed", "passed"),
@@ -555,7 +745,7 @@ def _overview_page(
                 ("rank", "#"),
                 ("author", "author"),
                 ("avg_speedup", "avg speedup"),
-                ("success_rate", "% resolved (÷100)"),
+                ("success_rate", "resolved"),
                 ("win_rate", "win rate"),
                 ("workloads", "workloads"),
                 ("definitions", "definitions"),
@@ -608,12 +798,33 @@ def workload_label(axes_json: str | None, workload_key: str) -> str:
     return workload_key[:8]
 
 
+def workload_order(axes_json: str | None, workload_key: str) -> tuple[Any, ...]:
+    """A sort key that orders workloads by their axis values as numbers (``M=1, M=128,
+    M=11006``, not text order), axis by axis; text values after numbers; the key breaks ties."""
+    import json
+
+    try:
+        axes = json.loads(axes_json) if axes_json else None
+    except ValueError:
+        axes = None
+    values: list[tuple[int, float, str]] = []
+    if isinstance(axes, dict):
+        for value in axes.values():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                values.append((0, float(value), ""))
+            else:
+                values.append((1, 0.0, str(value)))
+    return (len(values) == 0, tuple(values), workload_key)
+
+
 def _definition_page(
     definition: dict[str, Any],
     board: list[dict[str, Any]],
     curves: list[dict[str, Any]],
     speedups: list[dict[str, Any]],
     cells: list[dict[str, Any]],
+    records: list[dict[str, Any]],
+    record_counts: dict[tuple[str, str], int],
 ) -> str:
     import plotly.graph_objects as go
 
@@ -660,7 +871,36 @@ def _definition_page(
             _speedup_chart(go, [s for s in speedups if s["hardware"] == hardware], index, colours)
         )
         parts.append(_coverage_chart(go, [c for c in cells if c["hardware"] == hardware], index))
+        parts.append(_records_table(records, record_counts, name, hardware, index, colours))
     return _page(name, "".join(parts), depth=1)
+
+
+def _records_table(
+    records: list[dict[str, Any]],
+    counts: dict[tuple[str, str], int],
+    definition: str,
+    hardware: str,
+    index: int,
+    colours: dict[str, str],
+) -> str:
+    rows = [r for r in records if r["hardware"] == hardware]
+    total = counts.get((definition, hardware), 0)
+    note = (
+        f"The run ranked first in each of the {total:,} comparison groups (a workload on one "
+        "environment and protocol), by workload; each links to its record page."
+    )
+    if total > len(rows):
+        note += (
+            f" The first {len(rows):,} by workload are shown; <code>tracehouse record ID "
+            "--html OUT</code> writes the page of any other run."
+        )
+    return f"<p class='chart-title'>Record holders</p><p class='note'>{note}</p>" + _table(
+        rows,
+        RECORD_COLUMNS,
+        table_id=f"records-{index}",
+        links={"run_id": "run_page"},
+        swatches={"solution": colours},
+    )
 
 
 def _grouped(rows: Iterable[dict[str, Any]], key: str) -> dict[str, list[dict[str, Any]]]:
@@ -687,15 +927,15 @@ def _fast_p_chart(
             )
         )
     figure.update_layout(
-        title="fast_p: share of the baseline's workloads passed with speedup ≥ p",
         xaxis_title="p (speedup threshold)",
         yaxis_title="fast_p",
         yaxis_range=[0, 1.05],
         height=380,
-        margin={"t": 50, "b": 40},
+        margin={"t": 30, "b": 40},
         legend={"font": {"size": 10}},
     )
-    return f"<div class='chart'>{_figure_html(figure, f'fast-p-{index}')}</div>"
+    title = "fast_p: share of the baseline's workloads passed with speedup ≥ p"
+    return _chart(figure, f"fast-p-{index}", title)
 
 
 def _speedup_chart(
@@ -716,15 +956,21 @@ def _speedup_chart(
                 text=None if many else [plotly_label(p["workload_key"]) for p in points],
             )
         )
+    tickvals, ticktext, axis_range = log_axis_ticks(p["speedup"] for p in speedups)
     figure.update_layout(
-        title="Speedup over the baseline, per workload (log scale)",
-        yaxis_type="log",
-        yaxis_title="baseline / solution latency",
+        yaxis={
+            "type": "log",
+            "title": "baseline / solution latency",
+            "tickvals": tickvals,
+            "ticktext": ticktext,
+            "range": axis_range,
+        },
         showlegend=False,
         height=420,
-        margin={"t": 50, "b": 120},
+        margin={"t": 30, "b": 120},
     )
-    return f"<div class='chart'>{_figure_html(figure, f'speedups-{index}')}</div>"
+    title = "Speedup over the baseline, per workload (log scale)"
+    return _chart(figure, f"speedups-{index}", title)
 
 
 def _status_legend(statuses: Iterable[str], index: int) -> str:
@@ -751,7 +997,8 @@ def _coverage_chart(go: Any, cells: list[dict[str, Any]], index: int) -> str:
         for c in cells
     }
     labels = _workload_labels(cells)
-    workloads = sorted(labels, key=lambda key: (labels[key], key))
+    axes_of = {c["workload_key"]: c.get("axes_json") for c in cells}
+    workloads = sorted(labels, key=lambda key: workload_order(axes_of[key], key))
     if len(workloads) > COVERAGE_MAP_MAX_WORKLOADS:
         # A large definition: how many workloads each solution passed / failed how / did not
         # run, one stacked bar per solution (a histogram of statuses), not a map of every cell.
@@ -768,13 +1015,13 @@ def _coverage_chart(go: Any, cells: list[dict[str, Any]], index: int) -> str:
             )
         figure.update_layout(
             barmode="stack",
-            title=f"Coverage: {len(workloads):,} workloads, counted per solution and status",
             height=max(260, 26 * len(solutions) + 160),
-            margin={"t": 50, "l": 10},
+            margin={"t": 30, "l": 10},
             yaxis={"automargin": True},
             xaxis={"title": "workloads"},
         )
-        return f"{legend}<div class='chart'>{_figure_html(figure, f'coverage-{index}')}</div>"
+        title = f"Coverage: {len(workloads):,} workloads, counted per solution and status"
+        return _chart(figure, f"coverage-{index}", title, before=legend)
     codes = {status: position for position, status in enumerate(present)}
     z = [[codes[status_of[(s, w)]] for w in workloads] for s in solutions]
     text = [[STATUS_LABELS[status_of[(s, w)]] for w in workloads] for s in solutions]
@@ -801,13 +1048,17 @@ def _coverage_chart(go: Any, cells: list[dict[str, Any]], index: int) -> str:
         )
     )
     figure.update_layout(
-        title="Coverage: solutions × workloads, by status",
         height=max(260, 28 * len(solutions) + 160),
-        margin={"t": 50, "l": 10},
+        margin={"t": 30, "l": 10},
         yaxis={"automargin": True},
-        xaxis={"title": "workload (axes)", "automargin": True, "tickangle": -45},
+        xaxis={
+            "title": "workload (axes, in their numeric order)",
+            "automargin": True,
+            "tickangle": -45,
+        },
     )
-    return f"{legend}<div class='chart'>{_figure_html(figure, f'coverage-{index}')}</div>"
+    title = "Coverage: solutions × workloads, by status"
+    return _chart(figure, f"coverage-{index}", title, before=legend)
 
 
 def _workload_labels(cells: list[dict[str, Any]]) -> dict[str, str]:

@@ -4,7 +4,9 @@ the screenshots are not blank, and every number in the tables equals the warehou
 
 from __future__ import annotations
 
+import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ import pytest
 from pipelines.report import definition_page_name, format_value
 from pipelines.warehouse import Warehouse, connect_read_only
 from tests.browser import Chromium, chromium_path, png_pixels
-from tests.conftest import build, run_cli
+from tests.conftest import build, one_error_line, run_cli
 
 pytestmark = [
     pytest.mark.integration,
@@ -70,7 +72,7 @@ def assert_table_equals_sql(shown: list[list[dict[str, str]]], rows: list[dict[s
         for cell in cells:
             value = row[cell["column"]]
             assert cell["value"] == exact(value), (cell, value)
-            assert cell["text"] == format_value(value), (cell, value)
+            assert cell["text"] == format_value(value, cell["column"]), (cell, value)
 
 
 def not_blank(png: Path) -> None:
@@ -155,14 +157,105 @@ def check_numbers(warehouse: Path, tables: dict[str, Any]) -> None:
     assert checked > 0
 
 
-def test_demo_report_in_chromium(demo_warehouse: Path, tmp_path: Path) -> None:
-    out = tmp_path / "demo-report"
-    pages = render(demo_warehouse, out)
+@pytest.fixture(scope="module")
+def demo_report(demo_warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("demo-report") / "report"
+    render(demo_warehouse, out)
+    return out
+
+
+def definition_pages(out: Path) -> list[Path]:
+    """The definition pages of a report (its page folder's own pages, not the change or
+    record pages in the folders below it)."""
+    return sorted(current_pages_folder(out).glob("*.html"))
+
+
+def test_demo_report_in_chromium(demo_warehouse: Path, demo_report: Path, tmp_path: Path) -> None:
+    pages = [demo_report / "index.html", *definition_pages(demo_report)]
     assert (
         len(pages) == 1 + sql_rows(demo_warehouse, "SELECT count(*) AS n FROM definitions")[0]["n"]
     )
-    tables = check_pages(demo_warehouse, out, pages, tmp_path)
+    tables = check_pages(demo_warehouse, demo_report, pages, tmp_path)
     check_numbers(demo_warehouse, tables)
+
+
+# The tick labels Plotly drew (the rendered SVG, not the figure's JSON) of one chart, each with
+# its position on the page, and the chart's title box against the mode bar's.
+TICKS_JS = """
+((id, axis) => Array.from(document.getElementById(id).querySelectorAll(`.${axis}tick text`))
+  .map(t => ({text: t.textContent, x: t.getBoundingClientRect().x,
+              y: t.getBoundingClientRect().y})))
+"""
+
+
+def drawn_ticks(browser: Chromium, chart: str, axis: str) -> list[dict[str, Any]]:
+    """The chart's tick labels once Plotly has drawn them (it may finish a moment after the
+    SVG appears, on a busy machine)."""
+    deadline = time.monotonic() + 30
+    while True:
+        ticks = browser.evaluate(f"{TICKS_JS}({chart!r}, {axis!r})")
+        if ticks or time.monotonic() > deadline:
+            return ticks
+        time.sleep(0.2)
+
+
+def tick_value(label: str) -> float:
+    assert re.fullmatch(r"[0-9][0-9,]*(\.[0-9]+)?×", label), label
+    return float(label.removesuffix("×").replace(",", ""))
+
+
+def axes_values(label: str) -> tuple[float, ...]:
+    """``num_tokens=8, num_pages=5118`` -> (8.0, 5118.0)."""
+    return tuple(float(part.split("=", 1)[1]) for part in label.split(", "))
+
+
+def test_speedup_ticks_and_coverage_order_in_chromium(demo_report: Path, tmp_path: Path) -> None:
+    """Issue 27: the log axis reads 0.5×, 1×, 2× … upwards (Plotly's own labels read 0.3–0.7 as
+    3 … 7), the coverage map's workloads run in their axes' numeric order (not M=1, M=11006,
+    M=128), and no chart title lies under Plotly's mode bar."""
+    checked_ticks = checked_order = 0
+    with Chromium(tmp_path / "profile") as browser:
+        for page in definition_pages(demo_report):
+            visit = browser.visit(page.resolve().as_uri(), ready=CHARTS_READY_JS)
+            assert visit.errors == [], visit.errors
+            charts = browser.evaluate(
+                "Array.from(document.querySelectorAll('.plotly-graph-div')).map(d => d.id)"
+            )
+            for chart in charts:
+                if chart.startswith("speedups-"):
+                    ticks = drawn_ticks(browser, chart, "y")
+                    values = [tick_value(t["text"]) for t in ticks]
+                    assert values, chart
+                    for value in values:  # 1, 2 or 5 times a power of ten
+                        assert re.fullmatch(r"[125]\.0+e[+-]\d+", f"{value:e}"), values
+                    heights = sorted(zip([-t["y"] for t in ticks], values, strict=True))
+                    assert [v for _, v in heights] == sorted(values), ticks  # larger higher up
+                    checked_ticks += 1
+                if (
+                    chart.startswith("coverage-")
+                    and browser.evaluate(f"document.getElementById({chart!r}).data[0].type")
+                    == "heatmap"
+                ):
+                    ticks = drawn_ticks(browser, chart, "x")
+                    labels = [t["text"] for t in sorted(ticks, key=lambda t: t["x"])]
+                    assert [axes_values(label) for label in labels] == sorted(
+                        axes_values(label) for label in labels
+                    ), labels
+                    checked_order += 1
+            # every chart's title is page text above its figure, never inside it
+            overlaps = browser.evaluate(
+                "Array.from(document.querySelectorAll('.chart')).filter(box => {"
+                " const title = box.querySelector('p.chart-title');"
+                " const figure = box.querySelector('.plotly-graph-div');"
+                " return !title || !figure || title.getBoundingClientRect().bottom >"
+                " figure.getBoundingClientRect().top; }).map(box => box.id)"
+            )
+            assert overlaps == [], (page.name, overlaps)
+            titles = browser.evaluate(
+                "Array.from(document.querySelectorAll('.plotly-graph-div .gtitle')).length"
+            )
+            assert titles == 0, page.name
+    assert checked_ticks > 0 and checked_order > 0, (checked_ticks, checked_order)
 
 
 def test_golden_corpus_report_in_chromium(golden_warehouse: Path, tmp_path: Path) -> None:
@@ -281,7 +374,7 @@ def test_two_source_report_at_1400_and_800_pixels(tmp_path: Path) -> None:
                 shot = browser.screenshot(tmp_path / f"{page.stem}-{width}.png", full_page=False)
                 not_blank(shot)
                 if page == pages[0]:
-                    assert layout["first_heading"] == "Who is fastest where"
+                    assert layout["first_heading"] == "What changed"
                     assert layout["sources"] == ["golden", "statuses"]
                 else:
                     legend = {item["status"]: item["colour"] for item in layout["legend"]}
@@ -352,3 +445,241 @@ def test_a_large_definition_is_summarised_not_drawn_cell_by_cell(tmp_path: Path)
         )
         assert kinds == ["bar", "bar"], kinds  # one bar per status, no cell map
     assert page in pages
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 27: a regression is seen on the report's first page. Four git revisions of one source
+# with about 3 % noise; in the last, one solution is 2x slower and a broken one is fixed
+# (tests/test_history.py builds them the same way).
+
+# Per table row of the overview's "What changed": each cell's text, its link and its box.
+WHAT_CHANGED_JS = """
+((id) => {
+  const table = document.getElementById(id);
+  if (!table) return null;
+  return Array.from(table.querySelectorAll('tbody tr')).map(tr => Object.fromEntries(
+    Array.from(tr.querySelectorAll('td')).map(td => {
+      const box = td.getBoundingClientRect();
+      const link = td.querySelector('a');
+      return [td.dataset.column, {text: td.textContent, href: link ? link.href : null,
+                                  right: box.right, bottom: box.bottom}];
+    })));
+})
+"""
+VIEWPORT_JS = "({width: window.innerWidth, height: window.innerHeight})"
+
+
+@pytest.fixture(scope="module")
+def history_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
+    import shutil
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    from tests.test_history import build_series
+
+    root = tmp_path_factory.mktemp("report-history")
+    series = build_series(root)
+    out = root / "report"
+    render(series.warehouse, out)
+    return series, out
+
+
+@pytest.mark.slow
+def test_a_regression_is_on_the_first_screen_at_1400_and_800_pixels(
+    history_report: tuple[Any, Path], tmp_path: Path
+) -> None:
+    from tests.test_history import FIXED, SLOWED, WORKLOADS
+
+    _, out = history_report
+    index = (out / "index.html").resolve().as_uri()
+    with Chromium(tmp_path / "profile") as browser:
+        for width in (1400, 800):
+            browser.resize(width)
+            visit = browser.visit(index, ready=CHARTS_READY_JS)
+            assert visit.errors == [], visit.errors
+            screen = browser.evaluate(VIEWPORT_JS)
+            headings = browser.evaluate(
+                "Array.from(document.querySelectorAll('h2')).map(h => h.textContent)"
+            )
+            assert headings[:2] == ["What changed", "Who is fastest where"], headings
+            counts = browser.evaluate(
+                "Object.fromEntries(Array.from(document.querySelectorAll('[data-count]'))"
+                ".map(s => [s.dataset.count, s.textContent]))"
+            )
+            assert counts == {
+                "regressions": f"{len(WORKLOADS)} regressions",
+                "improvements": "0 improvements",
+                "newly_passing": f"{len(WORKLOADS)} newly passing",
+                "newly_failing": "0 newly failing",
+            }, counts
+            regressions = browser.evaluate(f"{WHAT_CHANGED_JS}('what-changed-regressions-0')")
+            assert regressions is not None and len(regressions) == len(WORKLOADS), regressions
+            changes = [row["relative_change"]["text"] for row in regressions]
+            assert all(re.fullmatch(r"\+\d+\.\d%", c) for c in changes), changes
+            assert [float(c[1:-1]) for c in changes] == sorted(
+                (float(c[1:-1]) for c in changes), reverse=True
+            )  # the worst first
+            assert all(float(c[1:-1]) > 80 for c in changes), changes  # 2x slower: about +100%
+            assert {row["solution"]["text"] for row in regressions} == {SLOWED}
+            assert all(
+                re.fullmatch(r"[\d.]+ µs → [\d.]+ µs", row["before_after"]["text"])
+                for row in regressions
+            ), regressions
+            assert {row["workload"]["text"] for row in regressions} == {
+                f"M={8 * (i + 1)}" for i in range(len(WORKLOADS))
+            }
+            worst = regressions[0]
+            for column in ("relative_change", "before_after", "solution"):  # the first screen
+                assert worst[column]["right"] <= screen["width"], (width, column, worst)
+                assert worst[column]["bottom"] <= screen["height"], (width, column, worst)
+            passing = browser.evaluate(f"{WHAT_CHANGED_JS}('what-changed-newly-passing-0')")
+            assert passing is not None and {r["solution"]["text"] for r in passing} == {FIXED}
+            assert {r["before_after"]["text"] for r in passing} == {"RUNTIME_ERROR → PASSED"}
+        # the worst row's change links to its chart of latency over the revisions
+        chart_url = worst["relative_change"]["href"]
+        assert chart_url and "#latency-" in chart_url, worst
+        visit = browser.visit(chart_url, ready=CHARTS_READY_JS)
+        assert visit.errors == [], visit.errors
+        fragment = chart_url.split("#", 1)[1]
+        chart = browser.evaluate(
+            f"(() => {{ const box = document.getElementById({fragment!r}); return box && "
+            "{title: box.querySelector('p.chart-title').textContent, "
+            "points: box.querySelector('.plotly-graph-div').data[0].y.length}; })()"
+        )
+        assert chart is not None, fragment
+        assert chart["title"].startswith(worst["relative_change"]["text"]), chart
+        assert SLOWED in chart["title"] and worst["workload"]["text"] in chart["title"], chart
+        assert chart["points"] == 4, chart  # one result per revision
+        # the source's page: the change in percent, latencies with units, figures on screen
+        browser.resize(800)
+        visit = browser.visit(chart_url.split("#", 1)[0], ready=CHARTS_READY_JS)
+        assert visit.errors == [], visit.errors
+        rows = browser.evaluate(f"{WHAT_CHANGED_JS}('regressions-0')")
+        assert rows is not None and len(rows) == len(WORKLOADS)
+        for row in rows:
+            assert re.fullmatch(r"\+\d+\.\d%", row["relative_change"]["text"]), row
+            for column in ("history_mean_ns", "latency_ns"):
+                assert re.fullmatch(r"[\d.]+ µs", row[column]["text"]), row
+            for column in ("relative_change", "history_mean_ns", "latency_ns", "z_score"):
+                assert row[column]["right"] <= 800, (column, row[column])
+        # and the run a row names has its record page
+        record_url = worst["run_id"]["href"]
+        assert record_url and "/runs/" in record_url, worst
+        visit = browser.visit(record_url)
+        assert visit.errors == [], visit.errors
+        facts = browser.evaluate(RECORD_FACTS_JS)
+        assert facts["run"].startswith(SLOWED), facts
+        assert facts["run id"] == worst["run_id"]["text"], facts
+
+
+# A record page's facts, label -> value (continuation rows joined to their label's value).
+RECORD_FACTS_JS = """
+(() => {
+  const facts = {};
+  for (const tr of document.querySelectorAll('#record-facts tr')) {
+    const label = tr.dataset.label, value = tr.querySelectorAll('td')[1].textContent;
+    facts[label] = label in facts ? facts[label] + '\\n' + value : value;
+  }
+  return facts;
+})()
+"""
+
+
+GOLDEN_RUN = "trace/flashinfer_wrapper_ea3787/892d1b8f-f6fe-40ad-aa3f-b6d391753bd3"
+GOLDEN_RUN_DEFINITION = "mla_paged_prefill_causal_h16_ckv512_kpe64_ps1"
+GOLDEN_RUN_KEY = "sha256:04ea3f7140e33a224bf6eb0850cd25eac0ff008365448e7b65534897eebd1d6d"
+
+
+def test_golden_record_page_is_reached_from_its_definition_page(
+    golden_warehouse: Path, tmp_path: Path
+) -> None:
+    """Issue 27: the run's record page, as KernelIndex shows it — 68.9 µs, 3958.47×
+    reference, rank 1 of 1, its comparison key and its manifest — linked from the record
+    holders table of its definition's page; and `record ID --html OUT` writes the page of
+    a run no table names, the same facts."""
+    ((run,),) = [
+        (r["run_id"],)
+        for r in sql_rows(
+            golden_warehouse, "SELECT run_id FROM runs WHERE external_id = $id", id=GOLDEN_RUN
+        )
+    ]
+    out = tmp_path / "report"
+    result = run_cli("report", "--out", str(out), "--warehouse", str(golden_warehouse))
+    assert result.returncode == 0, result.stderr
+    page = current_pages_folder(out) / definition_page_name(GOLDEN_RUN_DEFINITION)
+    # a run ranked second is named by no table: its page is written on demand
+    (other,) = [
+        r["run_id"]
+        for r in sql_rows(
+            golden_warehouse, "SELECT run_id FROM run_rankings WHERE rank = 2 ORDER BY 1 LIMIT 1"
+        )
+    ]
+    assert not (current_pages_folder(out) / "runs" / f"{other}.html").exists()
+    single = tmp_path / "other.html"
+    written = run_cli("record", other, "--html", str(single), "--warehouse", str(golden_warehouse))
+    assert written.returncode == 0, written.stderr
+    assert written.stdout == f"wrote the record page of run {other} to {single}\n"
+    with Chromium(tmp_path / "profile") as browser:
+        visit = browser.visit(page.resolve().as_uri(), ready=CHARTS_READY_JS)
+        assert visit.errors == [], visit.errors
+        links = browser.evaluate(
+            "Array.from(document.querySelectorAll('table[id^=records-] td[data-column=run_id] a'))"
+            ".map(a => ({run: a.parentElement.dataset.value, href: a.href}))"
+        )
+        (href,) = [link["href"] for link in links if link["run"] == run]
+        visit = browser.visit(href)
+        assert visit.errors == [], visit.errors
+        assert [u for u in visit.requests if not u.startswith(f"file://{out.resolve()}/")] == []
+        headline = browser.evaluate(
+            "Object.fromEntries(Array.from(document.querySelectorAll('.headline div'))"
+            ".map(d => [d.dataset.figure, d.querySelector('strong').textContent]))"
+        )
+        assert headline["mean latency"] == "68.9 µs", headline
+        assert headline["source-native"] == "3958.47× reference", headline
+        assert headline["in its comparison group"] == "rank 1 of 1", headline
+        facts = browser.evaluate(RECORD_FACTS_JS)
+        assert facts["comparison key"] == GOLDEN_RUN_KEY, facts
+        assert facts["external id"] == GOLDEN_RUN, facts
+        assert facts["rank"].startswith("rank 1 of 1"), facts
+        assert facts["record history"].endswith("68.9 µs  ← this run"), facts
+        assert facts["workload"].startswith("total_q=1954, num_pages=989669"), facts
+        assert "sm_scale scalar" in facts["inputs"], facts
+        assert facts["protocol"].startswith("FlashInfer-Bench trace harness"), facts
+        assert (
+            "NVIDIA B200" in facts["environment"] and "max absolute error" in facts["correctness"]
+        )
+        marked = browser.evaluate("document.querySelectorAll('#record-facts tr.this-run').length")
+        assert marked == 1
+        manifest = json.loads(browser.evaluate("document.getElementById('manifest').textContent"))
+        assert manifest == json.loads(
+            run_cli("record", run, "--json", "--warehouse", str(golden_warehouse)).stdout
+        )
+        # every fact `tracehouse record` prints is on the page, in its order
+        printed = run_cli(
+            "record", run, "--warehouse", str(golden_warehouse), env={"COLUMNS": "400"}
+        )
+        summary = printed.stdout.split("\n\n", 1)[0]
+        labels = [line[:22].strip() for line in summary.splitlines() if line[:22].strip()]
+        assert labels == [label for label in facts], (labels, list(facts))
+        # back to the definition page
+        back = browser.evaluate("Array.from(document.querySelectorAll('nav a')).map(a => a.href)")
+        assert page.resolve().as_uri() in back, back
+        visit = browser.visit(single.resolve().as_uri())
+        assert visit.errors == [] and visit.requests == [single.resolve().as_uri()], visit
+        facts = browser.evaluate(RECORD_FACTS_JS)
+        assert facts["run id"] == other and facts["rank"].startswith("rank 2 of "), facts
+
+
+def test_record_html_refuses_a_folder_and_a_missing_folder(
+    golden_warehouse: Path, tmp_path: Path
+) -> None:
+    for target, reason in (
+        (tmp_path, "is a folder"),
+        (tmp_path / "no" / "x.html", "does not exist"),
+    ):
+        result = run_cli(
+            "record", GOLDEN_RUN, "--html", str(target), "--warehouse", str(golden_warehouse)
+        )
+        line = one_error_line(result)
+        assert "--html" in line and reason in line, line
+    assert list(tmp_path.iterdir()) == []
