@@ -495,8 +495,8 @@ def axes_text(axes_json: str | None) -> str | None:
     return ", ".join(f"{name}={value}" for name, value in axes.items())
 
 
-def _workload_axes(connection: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], str]:
-    named: dict[tuple[str, str], str] = {}
+def _workload_axes(connection: duckdb.DuckDBPyConnection) -> dict[tuple[Any, Any], str]:
+    named: dict[tuple[Any, Any], str] = {}
     for definition, uuid, axes_json in connection.execute(WORKLOAD_AXES_SQL).fetchall():
         text = axes_text(axes_json)
         if text is not None:
