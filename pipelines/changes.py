@@ -654,10 +654,28 @@ def latest_changes(
     """Per (definition, hardware, solution): the regressions, improvements, newly passing and
     newly failing of the default `changes` comparison — the same verdicts, for the leaderboard
     and the report's first page."""
-    report = change_report(connection, settings, since=None, source=None)
+    snapshots = _snapshots(connection)
+    if not snapshots:
+        return {}
+    _register_windows(connection, change_windows(snapshots, since=None, source=None))
+    try:
+        # only the sections it needs (record holders and leader changes cost more)
+        verdicts = _rows(connection, VERDICTS_SQL)
+        statuses = _rows(connection, STATUS_CHANGES_SQL)
+        axes = _workload_axes(connection)
+    finally:
+        connection.unregister(WINDOWS_RELATION)
+    for row in verdicts + statuses:
+        row["workload_axes"] = axes.get((row["definition"], row["workload_uuid"]))
+    sections = {
+        "regressions": _worst_first([v for v in verdicts if v["verdict"] == "regression"], 1),
+        "improvements": _worst_first([v for v in verdicts if v["verdict"] == "improvement"], -1),
+        "newly_passing": [r for r in statuses if r["change"] == "newly passing"],
+        "newly_failing": [r for r in statuses if r["change"] == "newly failing"],
+    }
     found: dict[tuple[str, str, str], SolutionChange] = {}
-    for section in ("regressions", "improvements", "newly_passing", "newly_failing"):
-        for row in report.sections[section]:
+    for section, rows in sections.items():
+        for row in rows:
             key = (row["definition"], row["hardware"], row["solution"])
             getattr(found.setdefault(key, SolutionChange()), section).append(row)
     return found

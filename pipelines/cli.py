@@ -251,7 +251,7 @@ def _leaderboard_note(row: dict[str, Any]) -> str:
     if row["runs_not_evaluated"]:
         notes.append(f"{row['runs_not_evaluated']:,} skipped")
     if row["fib_all_gpus_avg_speedup"] == 0:
-        notes.append("fib× 0: a failed workload")
+        notes.append("fib× 0: a failure")
     return ", ".join(notes)
 
 

@@ -135,6 +135,32 @@ def test_record_events_follow_the_rule_on_the_demo_data(demo_warehouse: Path) ->
 
 
 @pytest.mark.slow
+def test_a_zero_fib_score_is_explained_in_the_leaderboard(demo_warehouse: Path) -> None:
+    """fib× 0.000 beside a geo× above 1 is no contradiction: FlashInfer-Bench zeroes a solution
+    with any failed workload; the row and the legend say so (issue 27). One snapshot: nothing
+    reads as regressed."""
+    zeroed = rows(
+        demo_warehouse,
+        "SELECT definition, solution FROM leaderboard WHERE fib_all_gpus_avg_speedup = 0"
+        " ORDER BY 1, 2",
+    )
+    assert zeroed
+    definition = zeroed[0]["definition"]
+    board = run_cli(
+        "leaderboard", definition, "--warehouse", str(demo_warehouse), env={"COLUMNS": "100"}
+    )
+    assert board.returncode == 0, board.stderr
+    table_rows = [line for line in board.stdout.splitlines() if line[:1].isdigit()]
+    zero_rows = [line for line in table_rows if " 0.000 " in line]
+    # the note comes last, so an elided note still ends with it
+    assert zero_rows and all(line.endswith(": a failure") for line in zero_rows), zero_rows
+    assert "FlashInfer-Bench scores 0 for a solution with any failed workload" in " ".join(
+        board.stdout.split()
+    )
+    assert "regressed" not in board.stdout and "newly passing" not in board.stdout
+
+
+@pytest.mark.slow
 def test_record_events_take_eligibility_from_run_rankings(demo_warehouse: Path) -> None:
     """Only runs run_rankings calls eligible hold records, and every eligible cohort has one."""
     ineligible_holders = rows(
