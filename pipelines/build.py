@@ -30,11 +30,13 @@ from pipelines.settings import Settings, SettingsError
 from pipelines.sources.local import SourceFile, discover, git_revision, require_dataset
 from pipelines.storage import create_folder, remove_created_folder
 from pipelines.warehouse import (
+    GenerationSource,
     Warehouse,
     generation_sources,
     holds_sources,
     schema_difference,
     source_key,
+    table_files,
 )
 
 # Written into each generation before it is published: the outcome of every invariant and
@@ -149,6 +151,21 @@ class BuildResult:
         return lines
 
 
+def _source_name(settings: Settings) -> str | None:
+    """The name a build gives its source: ``--revision-of`` (the source it continues) or
+    ``--source-name``; both only when they agree."""
+    if (
+        settings.revision_of is not None
+        and settings.source_name is not None
+        and settings.revision_of != settings.source_name
+    ):
+        raise SettingsError(
+            f"--revision-of {settings.revision_of!r} and --source-name {settings.source_name!r}: "
+            "a revision keeps its source's name; give one of them"
+        )
+    return settings.revision_of or settings.source_name
+
+
 def resolve_source(
     source: str, settings: Settings, progress: ProgressFn | None = None
 ) -> ResolvedSource:
@@ -157,7 +174,7 @@ def resolve_source(
         root = Path(source).resolve()
         require_dataset(root, source)
         revision = settings.revision or git_revision(root)
-        name, uri = source_identity(source, settings.source_name)
+        name, uri = source_identity(source, _source_name(settings))
         return ResolvedSource(root, source, None, revision, name=name, uri=uri)
     from pipelines.sources import hub
 
@@ -181,7 +198,7 @@ def resolve_source(
     require_complete(snapshot)
     require_dataset(snapshot.root, source)
     rejects = [Reject(r.path, None, "unsafe_path", r.message, None) for r in snapshot.rejected]
-    name, uri = source_identity(source, settings.source_name)
+    name, uri = source_identity(source, _source_name(settings))
     return ResolvedSource(
         snapshot.root,
         source,
@@ -432,13 +449,22 @@ def _build_locked(
         else {}
     )
     same_name = held.get(resolved.name)
-    if same_name is not None and same_name.uri != resolved.uri:
+    if settings.revision_of is not None and same_name is None:
+        names = ", ".join(map(repr, sorted(held))) or "none"
+        raise SettingsError(
+            f"--revision-of {settings.revision_of!r}: the warehouse has no source of that name "
+            f"(it holds {names}); build the first run without --revision-of"
+        )
+    if settings.revision_of is None and same_name is not None and same_name.uri != resolved.uri:
         raise SettingsError(
             f"--source {source}: the warehouse's source {resolved.name!r} is {same_name.uri}; "
             "building this one under that name would replace its rows. Pass --source-name "
-            "to give it its own name (`tracehouse sources` lists them)"
+            f"to give it its own name, or --revision-of {resolved.name} to record it as that "
+            "source's next revision (`tracehouse sources` lists them)"
         )
     files, discovery_rejects = discover(resolved.root, resolved.links_within)
+    if settings.revision_of is not None and current is not None and same_name is not None:
+        _refuse_another_dataset(settings, warehouse, resolved, files, current, same_name)
     state = _state_key(settings, resolved)
     manifest = read_manifest(warehouse.manifest_path)
     previous = manifest.sources.get(resolved.name)
@@ -483,6 +509,44 @@ def _build_locked(
     result.repaired = repair
     result.outdated = outdated
     return result
+
+
+def _refuse_another_dataset(
+    settings: Settings,
+    warehouse: Warehouse,
+    resolved: ResolvedSource,
+    files: list[SourceFile],
+    current: Path,
+    held: GenerationSource,
+) -> None:
+    """``--revision-of NAME`` continues NAME's history: refuse a folder that shares none of
+    NAME's definitions (another dataset's results would read as NAME's regressions)."""
+    import pyarrow.parquet as pq
+
+    paths = table_files(current, "definitions", held.key)
+    before = {
+        name
+        for path in paths
+        for name in pq.read_table(path, columns=["definition"]).column(0).to_pylist()
+    }
+    if not before:
+        return  # nothing to compare with: a source that had no definition files
+    loaded = _load_context_cached(
+        warehouse, [f for f in files if f.kind == "json"], settings, resolved
+    )
+    now = set(loaded.context.definitions)
+    if now & before:
+        return
+
+    def some(names: set[str]) -> str:
+        listed = ", ".join(sorted(names)[:3])
+        return f"{listed}, …" if len(names) > 3 else listed or "no definition"
+
+    raise SettingsError(
+        f"--revision-of {held.source!r}: {resolved.source} shares none of its definitions "
+        f"(it defines {some(now)}; {held.source!r} defines {some(before)}), so it is another "
+        "dataset, not a revision; build it under its own name (--source-name)"
+    )
 
 
 def _refuse_dropping_outdated_sources(

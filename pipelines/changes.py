@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -98,7 +98,9 @@ FROM source_snapshots
 ORDER BY built_at, source, snapshot_number
 """
 
-# Results first seen by the window's source in (before, after], by verdict.
+# Results first seen by the window's source in (before, after], with their verdict (every
+# verdict: `changes` lists the changes, and a leader replaced by its own solution's result is
+# reported only when that result is itself a change).
 VERDICTS_SQL = """
 SELECT v.source, v.verdict, v.solution, v.definition, v.workload_uuid, v.hardware,
        v.comparison_key, v.run_id, v.observed_at, v.latency_ns, v.history_size,
@@ -108,7 +110,6 @@ FROM latency_verdicts AS v
 JOIN change_windows AS w
     ON w.source = v.source
     AND v.first_snapshot_number > w.before_number AND v.first_snapshot_number <= w.after_number
-WHERE v.verdict IN ('regression', 'improvement', 'history too short')
 ORDER BY v.source, v.verdict, v.solution, v.definition, v.workload_uuid, v.hardware,
          v.first_seen_at, v.observed_at, v.run_id
 """
@@ -136,7 +137,11 @@ def _after_present(ctes_and_select: str) -> str:
 
 
 # A (solution, workload, hardware) passes in a state when one of its runs there has status
-# PASSED; it fails when it has runs and none passed. Compared between the two sides.
+# PASSED; it fails when it has runs and none passed. Its state after the window is compared
+# with the latest earlier state the warehouse holds of it, as a result's latency is judged
+# against every earlier result: the source's own state before the window when that holds it,
+# else the latest state of another source that held it, built before the window's end (one
+# folder per benchmark run, each its own source, still shows a fix as newly passing).
 STATUS_CHANGES_SQL = _after_present(
     """
 outcomes AS (
@@ -146,18 +151,68 @@ outcomes AS (
     FROM present
     WHERE solution IS NOT NULL
     GROUP BY ALL
+),
+own_before AS (
+    SELECT a.source, a.solution, a.definition, a.workload_uuid, a.hardware,
+           a.passes, a.statuses, b.passes AS passed_before, b.statuses AS statuses_before,
+           b.source AS compared_with
+    FROM outcomes AS a
+    JOIN outcomes AS b
+        ON b.side = 'before' AND b.source = a.source AND b.solution = a.solution
+        AND b.definition = a.definition AND b.workload_uuid IS NOT DISTINCT FROM a.workload_uuid
+        AND b.hardware IS NOT DISTINCT FROM a.hardware
+    WHERE a.side = 'after'
+),
+unmatched AS (
+    SELECT a.*
+    FROM outcomes AS a
+    ANTI JOIN own_before AS o
+        ON o.source = a.source AND o.solution = a.solution AND o.definition = a.definition
+        AND o.workload_uuid IS NOT DISTINCT FROM a.workload_uuid
+        AND o.hardware IS NOT DISTINCT FROM a.hardware
+    WHERE a.side = 'after'
+),
+elsewhere AS (
+    SELECT u.source, u.solution, u.definition, u.workload_uuid, u.hardware,
+           h.source AS other_source, s.snapshot_number AS other_snapshot, s.built_at,
+           bool_or(h.status = 'PASSED') AS passes,
+           string_agg(DISTINCT h.status, '/' ORDER BY h.status) AS statuses
+    FROM unmatched AS u
+    JOIN change_windows AS w ON w.source = u.source
+    JOIN source_snapshots AS e ON e.source = w.source AND e.snapshot_number = w.after_number
+    JOIN run_history AS h
+        ON h.source <> u.source AND h.solution = u.solution AND h.definition = u.definition
+        AND h.workload_uuid IS NOT DISTINCT FROM u.workload_uuid
+        AND h.hardware IS NOT DISTINCT FROM u.hardware
+    JOIN source_snapshots AS s
+        ON s.source = h.source
+        AND s.snapshot_number BETWEEN h.first_snapshot_number AND h.last_snapshot_number
+        AND s.built_at < e.built_at
+    GROUP BY u.source, u.solution, u.definition, u.workload_uuid, u.hardware, h.source,
+             s.snapshot_number, s.built_at
+    QUALIFY row_number() OVER (
+        PARTITION BY u.source, u.solution, u.definition, u.workload_uuid, u.hardware
+        ORDER BY s.built_at DESC, h.source, s.snapshot_number DESC
+    ) = 1
+),
+compared AS (
+    SELECT * FROM own_before
+    UNION ALL
+    SELECT u.source, u.solution, u.definition, u.workload_uuid, u.hardware,
+           u.passes, u.statuses, e.passes, e.statuses, e.other_source
+    FROM unmatched AS u
+    JOIN elsewhere AS e
+        ON e.source = u.source AND e.solution = u.solution AND e.definition = u.definition
+        AND e.workload_uuid IS NOT DISTINCT FROM u.workload_uuid
+        AND e.hardware IS NOT DISTINCT FROM u.hardware
 )
-SELECT a.source,
-       CASE WHEN a.passes THEN 'newly passing' ELSE 'newly failing' END AS change,
-       a.solution, a.definition, a.workload_uuid, a.hardware,
-       b.statuses AS status_before, a.statuses AS status_after
-FROM outcomes AS a
-JOIN outcomes AS b
-    ON b.side = 'before' AND b.source = a.source AND b.solution = a.solution
-    AND b.definition = a.definition AND b.workload_uuid IS NOT DISTINCT FROM a.workload_uuid
-    AND b.hardware IS NOT DISTINCT FROM a.hardware
-WHERE a.side = 'after' AND a.passes <> b.passes
-ORDER BY a.source, change, a.solution, a.definition, a.workload_uuid, a.hardware
+SELECT source,
+       CASE WHEN passes THEN 'newly passing' ELSE 'newly failing' END AS change,
+       solution, definition, workload_uuid, hardware,
+       statuses_before AS status_before, statuses AS status_after, compared_with
+FROM compared
+WHERE passes <> passed_before
+ORDER BY source, change, solution, definition, workload_uuid, hardware
 """
 )
 
@@ -198,17 +253,35 @@ ORDER BY e.source, e.first_seen_at, e."at", e.comparison_key
 """
 
 # Changes of a comparison key's rank-1 run made by the window's builds; a key's first leader
-# is already a record event, so only the changes of a leader are listed.
+# is already a record event, so only the changes of a leader are listed, each with the
+# definition, workload and hardware its comparison key stands for.
 LEADER_CHANGES_SQL = """
+WITH keys AS (
+    SELECT comparison_key, any_value(definition) AS definition,
+           any_value(workload_uuid) AS workload_uuid, any_value(hardware) AS hardware
+    FROM run_history
+    WHERE comparison_key IS NOT NULL
+    GROUP BY comparison_key
+)
 SELECT l.source, l.changed_at, l.snapshot_number, l.cause, l.comparison_key,
+       k.definition, k.workload_uuid, k.hardware,
        l.previous_solution, l.previous_latency_ns, l.solution, l.latency_ns,
        l.speedup_over_previous, l.previous_run_id, l.run_id
 FROM leader_changes AS l
 JOIN change_windows AS w
     ON w.source = l.source
     AND l.snapshot_number > w.before_number AND l.snapshot_number <= w.after_number
+LEFT JOIN keys AS k USING (comparison_key)
 WHERE l.cause <> 'first'
 ORDER BY l.source, l.changed_at, l.comparison_key
+"""
+
+# Axis values of every workload the warehouse holds, to name a workload by its shape (M=8).
+WORKLOAD_AXES_SQL = """
+SELECT DISTINCT definition, workload_uuid, axes_json
+FROM workloads
+WHERE workload_uuid IS NOT NULL
+ORDER BY ALL
 """
 
 SECTIONS = (
@@ -246,14 +319,12 @@ class Snapshot:
     uri: str  # the folder or hf:// dataset the source's name stands for
 
     @property
-    def revision(self) -> str:
-        return self.resolved_sha or self.requested_revision or "no revision"
+    def revision(self) -> str | None:
+        return self.resolved_sha or self.requested_revision
 
     def describe(self) -> str:
-        return (
-            f"snapshot {self.snapshot_number}, revision {self.revision[:12]}, "
-            f"built {_instant(self.built_at)}"
-        )
+        revision = f"revision {self.revision[:12]}" if self.revision else "no revision"
+        return f"snapshot {self.snapshot_number}, {revision}, built {_instant(self.built_at)}"
 
 
 @dataclass(frozen=True)
@@ -382,13 +453,18 @@ class ChangeReport:
     since: str | None
     thresholds: RegressionThresholds
     sections: dict[str, list[dict[str, Any]]]  # SECTIONS' keys, each a list of entries
+    # Per section (leader_changes, record_holders): the entries left out because a solution
+    # replaced its own result within noise (see is_a_change).
+    within_noise: dict[str, int] = field(default_factory=dict)
 
     def count(self, section: str) -> int:
         return len(self.sections[section])
 
 
-def _rows(connection: duckdb.DuckDBPyConnection, sql: str) -> list[dict[str, Any]]:
-    cursor = connection.execute(sql)
+def _rows(
+    connection: duckdb.DuckDBPyConnection, sql: str, parameters: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    cursor = connection.execute(sql, parameters or {})
     names = [d[0] for d in cursor.description or []]
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
@@ -406,6 +482,64 @@ def _register_windows(connection: duckdb.DuckDBPyConnection, windows: list[Windo
     connection.register(WINDOWS_RELATION, table)
 
 
+def axes_text(axes_json: str | None) -> str | None:
+    """A workload named by its axis values (``M=8, N=4096``), or None without any."""
+    import json
+
+    try:
+        axes = json.loads(axes_json) if axes_json else None
+    except ValueError:
+        return None
+    if not isinstance(axes, dict) or not axes:
+        return None
+    return ", ".join(f"{name}={value}" for name, value in axes.items())
+
+
+def _workload_axes(connection: duckdb.DuckDBPyConnection) -> dict[tuple[Any, Any], str]:
+    named: dict[tuple[Any, Any], str] = {}
+    for definition, uuid, axes_json in connection.execute(WORKLOAD_AXES_SQL).fetchall():
+        text = axes_text(axes_json)
+        if text is not None:
+            named.setdefault((definition, uuid), text)
+    return named
+
+
+def _listed_verdict(verdict: dict[str, Any], min_change: float) -> bool:
+    """A judged result `changes` lists: a regression, an improvement, or a change beyond the
+    limit whose history is too short for a z-score."""
+    if verdict["verdict"] in ("regression", "improvement"):
+        return True
+    return verdict["verdict"] == "history too short" and (
+        abs(verdict["relative_change"]) >= min_change
+    )
+
+
+def is_a_change(
+    row: dict[str, Any], verdict_of: dict[str, dict[str, Any]], min_change: float
+) -> bool:
+    """A rank-1 run (or a record) replaced: a change when it passes to another solution (or to
+    none); replaced by its own solution's new result, only when that result is itself a change
+    by the rule regressions use (its verdict; without one, a relative change of at least
+    ``min_change``). A solution replacing itself within noise is no change."""
+    if row["run_id"] is None or row["solution"] != row["previous_solution"]:
+        return True
+    verdict = verdict_of.get(row["run_id"])
+    if verdict is not None:
+        return _listed_verdict(verdict, min_change)
+    previous, latency = row["previous_latency_ns"], row["latency_ns"]
+    if not previous or latency is None:
+        return True
+    return abs(latency / previous - 1) >= min_change
+
+
+def _worst_first(rows: list[dict[str, Any]], sign: int) -> list[dict[str, Any]]:
+    """Regressions by how much slower (sign 1), improvements by how much faster (-1)."""
+    return sorted(
+        rows,
+        key=lambda r: (-sign * r["relative_change"], r["solution"], r["definition"], r["run_id"]),
+    )
+
+
 def change_report(
     connection: duckdb.DuckDBPyConnection,
     settings: Settings,
@@ -418,36 +552,133 @@ def change_report(
     if not snapshots:
         raise LookupError("the warehouse records no source snapshot; rebuild it")
     windows = change_windows(snapshots, since=since, source=source)
+    min_change = settings.regression_min_change
     _register_windows(connection, windows)
     try:
         verdicts = _rows(connection, VERDICTS_SQL)
         statuses = _rows(connection, STATUS_CHANGES_SQL)
         members = _rows(connection, MEMBERSHIP_SQL)
-        sections = {
-            "regressions": [v for v in verdicts if v["verdict"] == "regression"],
-            "improvements": [v for v in verdicts if v["verdict"] == "improvement"],
-            # Only the results that would have been judged a change with enough history.
-            "history_too_short": [
-                v
-                for v in verdicts
-                if v["verdict"] == "history too short"
-                and abs(v["relative_change"]) >= settings.regression_min_change
-            ],
-            "newly_failing": [r for r in statuses if r["change"] == "newly failing"],
-            "newly_passing": [r for r in statuses if r["change"] == "newly passing"],
-            **{
-                f"{kind}s_{change}": [
-                    m for m in members if m["kind"] == kind and m["change"] == change
-                ]
-                for kind in ("solution", "workload")
-                for change in ("appeared", "disappeared")
-            },
-            "record_holders": _rows(connection, RECORD_HOLDERS_SQL),
-            "leader_changes": _rows(connection, LEADER_CHANGES_SQL),
-        }
+        record_holders = _rows(connection, RECORD_HOLDERS_SQL)
+        leaders = _rows(connection, LEADER_CHANGES_SQL)
+        axes = _workload_axes(connection)
     finally:
         connection.unregister(WINDOWS_RELATION)
-    return ChangeReport(windows, since, RegressionThresholds.from_settings(settings), sections)
+    verdict_of = {v["run_id"]: v for v in verdicts}
+    changed_leaders = [r for r in leaders if is_a_change(r, verdict_of, min_change)]
+    new_holders = [r for r in record_holders if is_a_change(r, verdict_of, min_change)]
+    sections = {
+        "regressions": _worst_first([v for v in verdicts if v["verdict"] == "regression"], 1),
+        "improvements": _worst_first([v for v in verdicts if v["verdict"] == "improvement"], -1),
+        # Only the results that would have been judged a change with enough history.
+        "history_too_short": sorted(
+            (
+                v
+                for v in verdicts
+                if v["verdict"] == "history too short" and _listed_verdict(v, min_change)
+            ),
+            key=lambda r: (-abs(r["relative_change"]), r["solution"], r["run_id"]),
+        ),
+        "newly_failing": [r for r in statuses if r["change"] == "newly failing"],
+        "newly_passing": [r for r in statuses if r["change"] == "newly passing"],
+        **{
+            f"{kind}s_{change}": [m for m in members if m["kind"] == kind and m["change"] == change]
+            for kind in ("solution", "workload")
+            for change in ("appeared", "disappeared")
+        },
+        "record_holders": new_holders,
+        "leader_changes": changed_leaders,
+    }
+    for entries in sections.values():
+        for row in entries:
+            workload = row["name"] if row.get("kind") == "workload" else row.get("workload_uuid")
+            row["workload_axes"] = axes.get((row.get("definition"), workload))
+    within_noise = {
+        "leader_changes": len(leaders) - len(changed_leaders),
+        "record_holders": len(record_holders) - len(new_holders),
+    }
+    return ChangeReport(
+        windows, since, RegressionThresholds.from_settings(settings), sections, within_noise
+    )
+
+
+# The leaderboard's and the report's view of the same verdicts --------------------------------
+
+
+@dataclass
+class SolutionChange:
+    """What the default `changes` comparison (each source's previous snapshot and its current
+    one) found for one solution on one definition and hardware."""
+
+    regressions: list[dict[str, Any]] = field(default_factory=list)
+    improvements: list[dict[str, Any]] = field(default_factory=list)
+    newly_passing: list[dict[str, Any]] = field(default_factory=list)
+    newly_failing: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def word(self) -> str | None:
+        """``regressed``, ``faster``, ``newly passing``, ``newly failing`` (several joined)."""
+        words = [
+            word
+            for word, entries in (
+                ("regressed", self.regressions),
+                ("faster", self.improvements),
+                ("newly passing", self.newly_passing),
+                ("newly failing", self.newly_failing),
+            )
+            if entries
+        ]
+        return ", ".join(words) or None
+
+    def earlier(
+        self, figure: float | None, workloads: int, *, slower_is_higher: bool
+    ) -> float | None:
+        """``figure`` (a geometric mean over ``workloads`` workloads) as it was before the
+        judged results: each regressed or improved workload at the mean of its earlier results
+        (what its verdict compares with). ``slower_is_higher``: a latency, not a speedup."""
+        judged = self.regressions + self.improvements
+        if figure is None or not judged or workloads <= 0:
+            return None
+        by_workload: dict[Any, list[float]] = {}
+        for row in judged:
+            by_workload.setdefault(row["workload_uuid"], []).append(
+                math.log1p(row["relative_change"])
+            )
+        total = sum(sum(logs) / len(logs) for logs in by_workload.values())
+        step = math.exp(total / workloads)
+        return figure / step if slower_is_higher else figure * step
+
+
+def latest_changes(
+    connection: duckdb.DuckDBPyConnection, settings: Settings
+) -> dict[tuple[str, str, str], SolutionChange]:
+    """Per (definition, hardware, solution): the regressions, improvements, newly passing and
+    newly failing of the default `changes` comparison — the same verdicts, for the leaderboard
+    and the report's first page."""
+    snapshots = _snapshots(connection)
+    if not snapshots:
+        return {}
+    _register_windows(connection, change_windows(snapshots, since=None, source=None))
+    try:
+        # only the sections it needs (record holders and leader changes cost more)
+        verdicts = _rows(connection, VERDICTS_SQL)
+        statuses = _rows(connection, STATUS_CHANGES_SQL)
+        axes = _workload_axes(connection)
+    finally:
+        connection.unregister(WINDOWS_RELATION)
+    for row in verdicts + statuses:
+        row["workload_axes"] = axes.get((row["definition"], row["workload_uuid"]))
+    sections = {
+        "regressions": _worst_first([v for v in verdicts if v["verdict"] == "regression"], 1),
+        "improvements": _worst_first([v for v in verdicts if v["verdict"] == "improvement"], -1),
+        "newly_passing": [r for r in statuses if r["change"] == "newly passing"],
+        "newly_failing": [r for r in statuses if r["change"] == "newly failing"],
+    }
+    found: dict[tuple[str, str, str], SolutionChange] = {}
+    for section, rows in sections.items():
+        for row in rows:
+            key = (row["definition"], row["hardware"], row["solution"])
+            getattr(found.setdefault(key, SolutionChange()), section).append(row)
+    return found
 
 
 # What the command prints ---------------------------------------------------------------------
@@ -465,22 +696,21 @@ def _latency(ns: float | None) -> str:
     return "—" if ns is None else format_latency_ns(round(ns))
 
 
-def fit(text: str, width: int = WIDTH) -> str:
-    """``text`` in ``width`` columns: the middle elided (names keep their start and end), its
-    control characters (a name from the dataset, a source folder's name) escaped first
-    (``render.safe``), so what is measured is what prints."""
-    from pipelines import render
-
-    text = render.safe(text)
-    if len(text) <= width:
-        return text
-    keep = width - 1
-    return text[: keep - keep // 3] + "…" + text[len(text) - keep // 3 :]
+def _percent(ratio_minus_one: float | None) -> str:
+    return "—" if ratio_minus_one is None else f"{ratio_minus_one:+.1%}"
 
 
-def _where(row: dict[str, Any]) -> str:
-    workload = row.get("workload_uuid") or "?"
-    return f"{row['definition']} · {workload} · {row.get('hardware') or '?'}"
+def workload_name(row: dict[str, Any], *, wide: bool = False) -> str:
+    """A workload by its axes (``M=8``); its uuid only with ``wide``, or when it has no axes."""
+    uuid = row.get("workload_uuid") or (row.get("name") if row.get("kind") else None) or "?"
+    axes = row.get("workload_axes")
+    if axes is None:
+        return str(uuid)
+    return f"{axes} (workload {uuid})" if wide else axes
+
+
+def _where(row: dict[str, Any], wide: bool) -> str:
+    return f"{row['definition']} · {workload_name(row, wide=wide)} · {row.get('hardware') or '?'}"
 
 
 def _z(value: float | None) -> str:
@@ -491,119 +721,140 @@ def _z(value: float | None) -> str:
     return f"{value:+.1f}"
 
 
-def verdict_lines(row: dict[str, Any]) -> list[str]:
-    """A judged result: who, where, and the figures of the verdict."""
+def verdict_lines(row: dict[str, Any], wide: bool = False) -> list[str]:
+    """A judged result: who, where, the mean it is compared with -> its latency, the change."""
     figures = (
-        f"{_latency(row['latency_ns'])}, {row['relative_change']:+.1%} vs mean "
-        f"{_latency(row['history_mean_ns'])} of {row['history_size']} earlier"
+        f"{_latency(row['history_mean_ns'])} -> {_latency(row['latency_ns'])} "
+        f"{_percent(row['relative_change'])}, vs the mean of {row['history_size']} earlier"
     )
     if row["verdict"] == "history too short":
         figures += ", too few for a z-score"
     else:
         figures += f", z {_z(row['z_score'])}"
-    return [fit(f"  {row['solution']}"), fit(f"    {_where(row)}"), fit(f"    {figures}")]
+    return [f"  {row['solution']}", f"    {_where(row, wide)}", f"    {figures}"]
 
 
-def status_lines(row: dict[str, Any]) -> list[str]:
+def status_lines(row: dict[str, Any], wide: bool = False) -> list[str]:
+    against = (
+        f" (as source {row['compared_with']} had it)"
+        if row.get("compared_with") not in (None, row["source"])
+        else ""
+    )
     return [
-        fit(f"  {row['solution']}"),
-        fit(f"    {_where(row)}: {row['status_before']} -> {row['status_after']}"),
+        f"  {row['solution']}",
+        f"    {_where(row, wide)}: {row['status_before']} -> {row['status_after']}{against}",
     ]
 
 
-def member_line(row: dict[str, Any]) -> str:
-    return fit(f"  {row['definition']} · {row['name']}")
+def member_line(row: dict[str, Any], wide: bool = False) -> str:
+    name = workload_name(row, wide=wide) if row["kind"] == "workload" else row["name"]
+    return f"  {row['definition']} · {name}"
 
 
-def record_holder_lines(row: dict[str, Any]) -> list[str]:
+def record_holder_lines(row: dict[str, Any], wide: bool = False) -> list[str]:
     """One new record holder: who, how fast, where, from whom."""
     if row["previous_latency_ns"] is None:
         taken = "first result in its comparison group"
     else:
+        change = row["latency_ns"] / row["previous_latency_ns"] - 1
         taken = (
             f"took it from {row['previous_solution']} {_latency(row['previous_latency_ns'])} "
-            f"({row['speedup_over_previous']:.3f}× faster)"
+            f"-> {_latency(row['latency_ns'])} {_percent(change)}"
         )
     return [
-        fit(f"  {row['solution']} {_latency(row['latency_ns'])}"),
-        fit(f"    {_where(row)}"),
-        fit(f"    {taken}"),
+        f"  {row['solution']} {_latency(row['latency_ns'])}",
+        f"    {_where(row, wide)}",
+        f"    {taken}",
     ]
 
 
-def leader_change_line(row: dict[str, Any]) -> str:
-    """One change of a comparison key's rank-1 run between builds."""
-    to = (
-        "no eligible run left"
-        if row["run_id"] is None
-        else f"{row['solution']} {_latency(row['latency_ns'])}"
-    )
-    return fit(
-        f"  snapshot {row['snapshot_number']} {row['cause']}: {row['previous_solution']} "
-        f"{_latency(row['previous_latency_ns'])} -> {to} · {row['comparison_key'][7:19]}"
-    )
+def leader_change_lines(row: dict[str, Any], wide: bool = False) -> list[str]:
+    """One change of a comparison key's rank-1 run between builds: where, both solutions in
+    full with their latencies, the change in percent."""
+    where = _where(row, wide) if row.get("definition") is not None else row["comparison_key"][7:19]
+    if wide:
+        where += f" · key {row['comparison_key']}"
+    if row["run_id"] is None:
+        to = "no eligible run left"
+    else:
+        change = (
+            row["latency_ns"] / row["previous_latency_ns"] - 1
+            if row["previous_latency_ns"]
+            else None
+        )
+        to = f"{row['solution']} {_latency(row['latency_ns'])} {_percent(change)}"
+    return [
+        f"  {where} (snapshot {row['snapshot_number']}, {row['cause']})",
+        f"    {row['previous_solution']} {_latency(row['previous_latency_ns'])} -> {to}",
+    ]
 
 
-def _entry_lines(section: str, row: dict[str, Any]) -> list[str]:
+def _entry_lines(section: str, row: dict[str, Any], wide: bool) -> list[str]:
     if section in ("regressions", "improvements", "history_too_short"):
-        return verdict_lines(row)
+        return verdict_lines(row, wide)
     if section in ("newly_failing", "newly_passing"):
-        return status_lines(row)
+        return status_lines(row, wide)
     if section == "record_holders":
-        return record_holder_lines(row)
+        return record_holder_lines(row, wide)
     if section == "leader_changes":
-        return [leader_change_line(row)]
-    return [member_line(row)]
+        return leader_change_lines(row, wide)
+    return [member_line(row, wide)]
 
 
 def window_heading(window: Window) -> list[str]:
     """Which two states of the source are compared, and how the later one came about."""
+    from pipelines import render
+
     before = window.before
     lines = [
-        fit(
-            f"source {window.source}: "
-            + (
-                f"snapshot {before.snapshot_number} -> {window.after.snapshot_number}"
-                if before is not None
-                else f"everything up to snapshot {window.after.snapshot_number}"
-            )
+        f"source {window.source}: "
+        + (
+            f"snapshot {before.snapshot_number} -> {window.after.snapshot_number}"
+            if before is not None
+            else f"everything up to snapshot {window.after.snapshot_number}"
         ),
-        fit(f"  from {before.describe()}" if before is not None else "  from nothing (new)"),
-        fit(f"  to   {window.after.describe()}"),
+        f"  from {before.describe()}" if before is not None else "  from nothing (new)",
+        f"  to   {window.after.describe()}",
     ]
     if window.returns_to is not None:
         lines.append(
-            fit(
-                f"  went back: snapshot {window.after.snapshot_number} is the state of snapshot "
-                f"{window.returns_to.snapshot_number} again"
-            )
+            f"  went back: snapshot {window.after.snapshot_number} is the state of snapshot "
+            f"{window.returns_to.snapshot_number} again"
         )
         lines.append("  (its results were seen then, and are not judged again)")
     if window.empty:
         lines.append("  no build of this source since then: nothing to compare")
-    return lines
+    return [render.safe(line) for line in lines]
 
 
-def report_text(report: ChangeReport) -> str:
-    lines: list[str] = []
+def report_text(report: ChangeReport, *, wide: bool = False, width: int = WIDTH) -> str:
+    """What `tracehouse changes` prints: the one-line summary first, then each source's
+    window and every section; wrapped to ``width`` (names are wrapped, never elided)."""
+    from pipelines import render
+
+    lines = [summary_line(report, wide=wide)]
     for window in report.windows:
         lines += window_heading(window)
-    lines.append(fit(f"judged: {report.thresholds.describe()}"))
+    lines.append(f"judged: {report.thresholds.describe()}")
     for section, title in SECTIONS:
         entries = report.sections[section]
-        if section == "leader_changes" and not entries:
+        left_out = report.within_noise.get(section, 0)
+        if section == "leader_changes" and not entries and not left_out:
             continue  # only a warehouse that read several snapshots has any
-        lines += ["", fit(f"{title}: {len(entries)}")]
+        heading = f"{title}: {len(entries)}"
+        if left_out:
+            heading += f"; {left_out} more were a solution replacing itself within noise"
+        lines += ["", heading]
         for source in sorted({e["source"] for e in entries}):
             own = [e for e in entries if e["source"] == source]
             if len(report.windows) > 1:
-                lines.append(fit(f" [{source}]"))
+                lines.append(f" [{source}]")
             shown = own if section in LISTED_IN_FULL else own[:TEXT_SAMPLE]
             for entry in shown:
-                lines += _entry_lines(section, entry)
+                lines += _entry_lines(section, entry, wide)
             if len(shown) < len(own):
                 lines.append(f"  … and {len(own) - len(shown)} more (--format json lists all)")
-    return "\n".join(lines)
+    return "\n".join(render.fit_lines([render.safe(line) for line in lines], width))
 
 
 def _jsonable(value: Any) -> Any:
@@ -629,6 +880,7 @@ def report_json(report: ChangeReport) -> str:
     import json
 
     document = {
+        "summary": summary_line(report),
         "windows": [
             {
                 "source": w.source,
@@ -644,6 +896,7 @@ def report_json(report: ChangeReport) -> str:
             "min_change": report.thresholds.min_change,
             "z_threshold": report.thresholds.z_threshold,
         },
+        "within_noise": report.within_noise,
         **{
             section: [{k: _jsonable(v) for k, v in row.items()} for row in entries]
             for section, entries in report.sections.items()
@@ -659,6 +912,7 @@ CSV_COLUMNS = (
     "solution",
     "definition",
     "workload_uuid",
+    "workload_axes",
     "hardware",
     "comparison_key",
     "run_id",
@@ -683,21 +937,34 @@ def report_rows(report: ChangeReport) -> list[list[Any]]:
     ]
 
 
-def regression_failure_line(report: ChangeReport) -> str | None:
-    """Why `--fail-on-regression` fails, in one line; None when nothing regressed."""
+def summary_line(report: ChangeReport, *, wide: bool = False) -> str:
+    """The one line `changes` starts with, and `--fail-on-regression` prints when it fails:
+    how many regressions, in which sources, of which solutions, and the worst (its workload
+    by its axes; the uuid too with ``wide``)."""
     found = report.sections["regressions"]
     if not found:
-        return None
+        sources = ", ".join(w.source for w in report.windows) or "-"
+        return (
+            f"no regression in source {sources}; {report.count('improvements')} "
+            f"improvement(s), {report.count('newly_failing')} newly failing, "
+            f"{report.count('newly_passing')} newly passing"
+        )
     solutions = sorted({r["solution"] for r in found})
     sources = sorted({r["source"] for r in found})
-    worst = max(found, key=lambda r: r["relative_change"])
+    worst = found[0]  # worst first
     return (
         f"{len(found)} regression(s) in source {', '.join(sources)} of "
         f"{len(solutions)} solution(s) ({', '.join(solutions[:3])}"
         f"{', …' if len(solutions) > 3 else ''}); worst {worst['solution']} "
-        f"{worst['relative_change']:+.1%} on {worst['definition']} "
-        f"workload {worst['workload_uuid']}"
+        f"{_percent(worst['relative_change'])} on {worst['definition']} "
+        f"workload {workload_name(worst, wide=wide)}"
     )
+
+
+def regression_failure_line(report: ChangeReport, *, wide: bool = False) -> str | None:
+    """Why `--fail-on-regression` fails, in one line (``summary_line``); None when nothing
+    regressed."""
+    return summary_line(report, wide=wide) if report.sections["regressions"] else None
 
 
 # --------------------------------------------------------------------------------------------

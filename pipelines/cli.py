@@ -44,6 +44,7 @@ LIST_DEFINITIONS_HINT = '`tracehouse query "SELECT DISTINCT definition FROM runs
 BUILD_SETTINGS = (
     "source",
     "source_name",
+    "revision_of",
     "revision",
     "baselines_file",
     "exact",
@@ -191,6 +192,16 @@ LEADERBOARD_LEGEND = (
     "median latency · fib× FlashInfer-Bench's score, every GPU mixed · --wide: every column"
 )
 
+LEADERBOARD_CHANGE_LEGEND = (
+    "regressed / faster / newly passing: what `tracehouse changes` finds in the latest results "
+    "(each source's previous snapshot against its current one); `was` is the figure with those "
+    "workloads at the mean of their earlier results"
+)
+LEADERBOARD_FIB_ZERO = (
+    "fib× 0.000: FlashInfer-Bench scores 0 for a solution with any failed workload "
+    "(get_solution_score), whatever its speed elsewhere"
+)
+
 
 def _leaderboard_cell(kind: str, value: Any) -> str:
     from pipelines import render
@@ -208,8 +219,30 @@ def _leaderboard_cell(kind: str, value: Any) -> str:
     return render.text(value)
 
 
+def _change_note(row: dict[str, Any]) -> list[str]:
+    """What the latest `changes` comparison found (queries.LEADERBOARD_CHANGE_COLUMNS), with the
+    figure as it was before: ``regressed: was 0.440×``."""
+    if row["earlier_geomean_speedup"] is not None:
+        was = f"was {row['earlier_geomean_speedup']:,.3f}×"
+    elif row["earlier_latency_us"] is not None:
+        was = f"was {_leaderboard_cell('number', row['earlier_latency_us'])} µs"
+    else:
+        was = None
+    notes = []
+    if row["regressed_workloads"]:
+        notes.append(f"regressed: {was}" if was else "regressed")
+    if row["improved_workloads"]:
+        notes.append(f"faster: {was}" if was and not row["regressed_workloads"] else "faster")
+    if row["newly_passing_workloads"]:
+        notes.append(f"newly passing {row['newly_passing_workloads']:,}")
+    if row["newly_failing_workloads"]:
+        notes.append(f"newly failing {row['newly_failing_workloads']:,}")
+    return notes
+
+
 def _leaderboard_note(row: dict[str, Any]) -> str:
-    """What the speed figure does not say: the baseline, why there is no speedup, skipped records."""
+    """What the speed figure does not say: the baseline, why there is no speedup, skipped
+    records, a FlashInfer-Bench score zeroed by a failure (the change note comes first)."""
     notes = []
     if row["is_baseline"] or row["solution"] == row["baseline_solution"]:
         notes.append("baseline")
@@ -217,6 +250,8 @@ def _leaderboard_note(row: dict[str, Any]) -> str:
         notes.append(str(row["speedup_reason"]))
     if row["runs_not_evaluated"]:
         notes.append(f"{row['runs_not_evaluated']:,} skipped")
+    if row["fib_all_gpus_avg_speedup"] == 0:
+        notes.append("fib× 0: a failure")
     return ", ".join(notes)
 
 
@@ -233,7 +268,8 @@ def _print_leaderboard(result: Any, wide: bool) -> None:
     width = render.terminal_width(sys.stdout)
     rows = [dict(zip(result.columns, row, strict=True)) for row in result.rows]
     for row in rows:
-        row["note"] = _leaderboard_note(row)
+        row["change_note"] = ", ".join(_change_note(row))
+        row["other_notes"] = _leaderboard_note(row)
     headers = [header for _, header, _ in LEADERBOARD_COLUMNS]
     right = [
         kind in ("count", "ratio", "percent", "number") or name == "passed"
@@ -248,14 +284,44 @@ def _print_leaderboard(result: Any, wide: bool) -> None:
         if number:
             print()
         print(render.fit_lines([render.safe(heading)], width)[0][:width])
-        cells = [
-            [_leaderboard_cell(kind, row[name]) for name, _, kind in LEADERBOARD_COLUMNS]
-            for row in block
-        ]
-        table = render.fitted_table(headers, cells, width=width, right=right, elidable=elidable)
-        print("\n".join(table))
+        print("\n".join(_leaderboard_block(block, headers, right, elidable, width)))
     print(textwrap.fill(LEADERBOARD_ORDER_RULE, width=width))
     print(textwrap.fill(LEADERBOARD_LEGEND, width=width))
+    if any(row["latest_change"] for row in rows):
+        print(textwrap.fill(LEADERBOARD_CHANGE_LEGEND, width=width))
+    if any(row["fib_all_gpus_avg_speedup"] == 0 for row in rows):
+        print(textwrap.fill(LEADERBOARD_FIB_ZERO, width=width))
+
+
+def _leaderboard_block(
+    block: list[dict[str, Any]],
+    headers: list[str],
+    right: list[bool],
+    elidable: list[int],
+    width: int,
+) -> list[str]:
+    """One hardware's grid in ``width``. A change note (``regressed: was 0.440×``) is never
+    elided: the other notes give way first, then the solution names; only when that cannot fit
+    is the note elided like any name."""
+    from pipelines import render
+
+    def grid(other_notes: bool, columns: list[int]) -> list[str]:
+        cells = []
+        for row in block:
+            notes = [row["change_note"], row["other_notes"] if other_notes else ""]
+            row["note"] = ", ".join(note for note in notes if note)
+            cells.append(
+                [_leaderboard_cell(kind, row[name]) for name, _, kind in LEADERBOARD_COLUMNS]
+            )
+        return render.fitted_table(headers, cells, width=width, right=right, elidable=columns)
+
+    if any(row["change_note"] for row in block):
+        names_only = [i for i in elidable if LEADERBOARD_COLUMNS[i][0] != "note"]
+        for other_notes in (True, False):
+            table = grid(other_notes, names_only)
+            if all(len(line) <= width for line in table):
+                return table
+    return grid(True, elidable)
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
@@ -358,7 +424,11 @@ def cmd_changes(args: argparse.Namespace) -> int:
     finally:
         connection.close()
     if args.format == "table":
-        _print_lines([changes.report_text(report)])
+        from pipelines import render
+
+        # Wrapped here (80 columns for a pipe too): names are wrapped, never elided.
+        width = render.terminal_width(sys.stdout)
+        print(changes.report_text(report, wide=args.wide, width=width))
     elif args.format == "json":
         from pipelines import render
 
@@ -367,7 +437,7 @@ def cmd_changes(args: argparse.Namespace) -> int:
         _row_writer(args.format)(
             sys.stdout, list(changes.CSV_COLUMNS), [changes.report_rows(report)]
         )
-    failure = changes.regression_failure_line(report)
+    failure = changes.regression_failure_line(report, wide=args.wide)
     if args.fail_on_regression and failure is not None:
         sys.stdout.flush()
         _print_error(f"tracehouse changes: {failure}")
@@ -742,6 +812,11 @@ def build_parser() -> argparse.ArgumentParser:
         changes, ("regression_min_history", "regression_min_change", "regression_z_threshold")
     )
     changes.add_argument("--format", choices=OUTPUT_FORMATS, default="table")
+    changes.add_argument(
+        "--wide",
+        action="store_true",
+        help="name each workload by its uuid too (and each leader change by its comparison key)",
+    )
     changes.set_defaults(handler=cmd_changes)
 
     demo = add(

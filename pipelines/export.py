@@ -415,13 +415,24 @@ class KernelIndexExport:
     """What `export --kernelindex` wrote, and what it could not say about each run."""
 
     runs: int
-    without_manifest: int  # no KernelIndex identity (identityError says why): manifest null
+    without_manifest: int  # no KernelIndex identity: manifest null
     not_eligible: int  # may not rank (ineligibleReasons)
+    # Of those without a manifest: the ones whose only missing part is the implementation
+    # digest of a source built without a dataset revision (identityError is null for them).
+    without_revision: int = 0
 
     def summary(self, definition: str, out: Path | str) -> str:
         left_out = []
-        if self.without_manifest:
-            left_out.append(f"{self.without_manifest:,} without a manifest (see identityError)")
+        if self.without_revision:
+            left_out.append(
+                f"{self.without_revision:,} without a manifest (no dataset revision: pass "
+                "--revision to the build, or build from a git clone or hf://)"
+            )
+        if self.without_manifest > self.without_revision:
+            left_out.append(
+                f"{self.without_manifest - self.without_revision:,} without a manifest "
+                "(see identityError)"
+            )
         if self.not_eligible:
             left_out.append(f"{self.not_eligible:,} not eligible to rank (see ineligibleReasons)")
         tail = f"; of them {', '.join(left_out)}" if left_out else "; every one with a manifest"
@@ -455,13 +466,34 @@ def export_kernelindex(settings: Settings, definition: str, out: Path) -> Kernel
             "source": {"file": row["source_file"], "line": row["source_line"]},
         }
         results.append(entry)
+    unrevised = _sources_without_revision(settings)
     document = {"apiVersion": kernelindex.API_VERSION, "definition": definition, "runs": results}
     write_atomically(out, json.dumps(document, indent=2, ensure_ascii=False).encode() + b"\n")
     return KernelIndexExport(
         runs=len(results),
         without_manifest=sum(1 for entry in results if entry["manifest"] is None),
         not_eligible=sum(1 for entry in results if not entry["eligible"]),
+        without_revision=sum(
+            1
+            for row, entry in zip(rows, results, strict=True)
+            if entry["manifest"] is None
+            and row["implementation_digest"] is None
+            and (row["source"], row["solution"]) in unrevised
+        ),
     )
+
+
+def _sources_without_revision(settings: Settings) -> set[tuple[str, str]]:
+    """(source, solution) whose implementation digest is missing because the source was built
+    without a dataset revision (implementations.identity_error, not the run's)."""
+    from pipelines.queries import fetch
+
+    found = fetch(
+        settings,
+        "SELECT DISTINCT source, solution FROM implementations "
+        "WHERE identity_error = 'no_dataset_revision'",
+    )
+    return {(str(source), str(solution)) for source, solution in found.rows}
 
 
 def _write_sorted(

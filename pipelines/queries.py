@@ -299,8 +299,63 @@ def _spool_file(settings: Settings) -> IO[str]:
         return io.StringIO(newline="\n")
 
 
+# What the latest comparison of `tracehouse changes` found for each leaderboard row (the same
+# verdicts: pipelines.changes.latest_changes), appended to LEADERBOARD_SQL's columns.
+LEADERBOARD_CHANGE_COLUMNS = (
+    "latest_change",  # regressed / faster / newly passing / newly failing, or null
+    "earlier_geomean_speedup",  # geomean_speedup with the judged workloads as they were
+    "earlier_latency_us",  # latency_us likewise
+    "regressed_workloads",
+    "improved_workloads",
+    "newly_passing_workloads",
+    "newly_failing_workloads",
+)
+
+
 def leaderboard(settings: Settings, definition: str, *, hardware: str | None = None) -> Result:
-    return fetch(settings, LEADERBOARD_SQL, {"definition": definition, "hardware": hardware})
+    """The leaderboard's rows, each with what the latest `changes` comparison found for it."""
+    from pipelines.changes import latest_changes
+
+    connection = connect(settings)
+    try:
+        with within_limits(settings):
+            result = _fetch(
+                connection, LEADERBOARD_SQL, {"definition": definition, "hardware": hardware}, None
+            )
+            found = latest_changes(connection, settings) if result.rows else {}
+    finally:
+        connection.close()
+    rows = []
+    for row in result.rows:
+        named = dict(zip(result.columns, row, strict=True))
+        change = found.get((definition, named["hardware"], named["solution"]))
+        rows.append((*row, *_change_cells(change, named)))
+    return Result([*result.columns, *LEADERBOARD_CHANGE_COLUMNS], rows, result.total_rows)
+
+
+def _change_cells(change: Any, row: dict[str, Any]) -> tuple[Any, ...]:
+    if change is None:
+        return (None, None, None, 0, 0, 0, 0)
+    passed = int(str(row["passed"]).split("/", 1)[0])
+    # The baseline reads 1.000× whatever its latency: its change shows in µs only.
+    is_baseline = row["solution"] == row["baseline_solution"]
+    speedup = (
+        None
+        if is_baseline
+        else change.earlier(
+            row["geomean_speedup"], row["workloads_compared"], slower_is_higher=False
+        )
+    )
+    latency = change.earlier(row["latency_us"], passed, slower_is_higher=True)
+    return (
+        change.word,
+        None if speedup is None else round(speedup, 3),
+        None if latency is None else round(latency, 2),
+        len(change.regressions),
+        len(change.improvements),
+        len(change.newly_passing),
+        len(change.newly_failing),
+    )
 
 
 def leaderboard_not_found(settings: Settings, definition: str, hardware: str | None) -> str:

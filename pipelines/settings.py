@@ -249,6 +249,16 @@ class Settings:
         flag="--source-name",
         check=_source_name,
     )
+    revision_of: str | None = setting(
+        None,
+        "Record this build's folder or hf:// dataset as the next revision of the warehouse's "
+        "source of this name (`tracehouse sources`): one folder per benchmark run, one source "
+        "with its history. Refused when no source has the name, or when the new folder shares "
+        "none of its definitions.",
+        str,
+        flag="--revision-of",
+        check=_source_name,
+    )
     sources: str | None = setting(
         None,
         "Dagster only: several sources, one partition of the tables each, as "
