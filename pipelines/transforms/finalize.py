@@ -813,8 +813,12 @@ def _write_duckdb_file(generation: Path, settings: Settings) -> None:
     reader = generation / READER_DUCKDB_FILE
     connection = duckdb.connect(str(reader), config=DUCKDB_FILE_CONFIG)
     try:
+        # One transaction: each DDL statement committed alone syncs the file (~5-20 ms each,
+        # over a thousand statements with the comments).
+        connection.execute("BEGIN TRANSACTION")
         create_table_views(connection, generation.resolve())
         create_sql_views(connection, settings)
+        connection.execute("COMMIT")
         connection.execute("CHECKPOINT")
     finally:
         connection.close()
@@ -834,6 +838,7 @@ def _write_published_duckdb_file(generation: Path, reader: Path, settings: Setti
     )
     try:
         connection.execute(f"ATTACH {sql_literal(reader.resolve())} AS build (READ_ONLY)")
+        connection.execute("BEGIN TRANSACTION")  # one commit, not one per statement
         for name, table in schemas.TABLES.items():
             if not (generation / f"{name}.parquet").exists():
                 continue
@@ -841,8 +846,9 @@ def _write_published_duckdb_file(generation: Path, reader: Path, settings: Setti
             _comment(connection, "TABLE", name, table.doc)
             for column in table.columns:
                 _comment(connection, "COLUMN", f'{name}."{column.name}"', column.doc)
-        connection.execute("DETACH build")
         create_sql_views(connection, settings)
+        connection.execute("COMMIT")
+        connection.execute("DETACH build")
         connection.execute("CHECKPOINT")
     finally:
         connection.close()
