@@ -46,7 +46,6 @@ BUILD_SETTINGS = (
     "source_name",
     "revision",
     "baselines_file",
-    "exact",
     "workers",
     "lock_timeout_s",
     "include_blobs",

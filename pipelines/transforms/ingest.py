@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 from pipelines import kernelindex, schemas
 from pipelines.files import replace_atomically, sha256_file
 from pipelines.kernelindex import digest, manifest_digest, text_digest
+from pipelines.transforms.dataset_context import DatasetContext
 from pipelines.transforms.evaluation_rules import was_evaluated
 from pipelines.transforms.fib_lines import fib_trace_line, is_fib_trace_file
 from pipelines.transforms.normalize import (
@@ -35,18 +36,8 @@ from pipelines.transforms.normalize import (
 from pipelines.transforms.records import Record, Reject, iter_jsonl, looks_binary, raw_prefix
 from pipelines.transforms.timestamps import observed_at
 
-if TYPE_CHECKING:  # the columnar path imports this module; imported here only when used
+if TYPE_CHECKING:  # imported where used: it brings Polars, which a finalize never needs
     from pipelines.ingest.columnar import ColumnarBatch
-
-
-@dataclass(frozen=True)
-class DatasetContext:
-    """What every file's rows depend on besides its own bytes. Picklable, sent once per worker."""
-
-    definitions: dict[str, dict[str, Any]]  # name -> definition object as parsed
-    operation_digests: dict[str, str | None]
-    definition_stems: frozenset[str]
-    fingerprint: str  # changes whenever anything above changes
 
 
 MAX_SAFE_LATENCY_NS = 2**53 - 1
@@ -70,8 +61,6 @@ class FileResult:
     runs: int = 0
     workload_records: int = 0
     rejected: int = 0
-    # Records the columnar path took; the rest of `records` took the exact per-line path.
-    columnar_records: int = 0
 
 
 @dataclass
@@ -182,6 +171,11 @@ class FileIngester:
         # The last trace this ingester normalised: the columnar path's entity derivation reads
         # it instead of normalising its representative line a second time.
         self.last_trace: Trace | None = None
+
+    def scratch(self) -> FileIngester:
+        """A fresh ingester of the same file and context with parts of its own: the columnar
+        path derives a line's entities in one."""
+        return FileIngester(self.rel, self.context)
 
     def reject(self, line: int | None, reason: str, message: str, raw: bytes | None) -> None:
         self.parts["rejects"].add(
@@ -518,7 +512,6 @@ def _ingest_lines(
                 ingester.parts["rejects"].rows[-1]["raw_prefix"] = item.raw_prefix
             elif columnar is not None and columnar.take(item, ingester):
                 counts.records += 1
-                counts.columnar_records += 1
             else:
                 ingester.fib_line(item)
                 ingester.record(item)
