@@ -35,7 +35,7 @@ from pipelines import kernelindex
 from pipelines.kernelindex import canonical_number
 from pipelines.rejects import FORBIDS_CORRECTNESS
 from pipelines.transforms.dataset_context import DatasetContext
-from pipelines.transforms.evaluation_rules import not_evaluated, was_evaluated
+from pipelines.transforms.evaluation_rules import not_evaluated, tolerance_bounds, was_evaluated
 from pipelines.transforms.fib_lines import fib_trace_line
 from pipelines.transforms.normalize import LOG_TRUNCATED_SUFFIX, log_excerpt
 from pipelines.transforms.records import Record
@@ -543,7 +543,7 @@ def _derive_combination(ingester: FileIngester, record: Record) -> _Combination 
     environment_variants = tuple(
         v for v in trace.variants if v in ("device_key", "numeric_lib_version")
     )
-    tolerance = trace.workload.get("tolerance") or {}
+    max_atol, max_rtol = tolerance_bounds(trace.workload)
     line = fib_trace_line(ingester.rel, record) or {}
     return _Combination(
         columns={name: row.get(name) for name in COMBINATION_COLUMNS},
@@ -554,8 +554,8 @@ def _derive_combination(ingester: FileIngester, record: Record) -> _Combination 
         workload_variants=workload_variants,
         environment_variants=environment_variants,
         environment_extra=trace.environment_extra,
-        tolerance_max_atol=_tolerance(tolerance.get("max_atol")),
-        tolerance_max_rtol=_tolerance(tolerance.get("max_rtol")),
+        tolerance_max_atol=max_atol,
+        tolerance_max_rtol=max_rtol,
         fib_columns={name: line.get(name) for name in FIB_ENTITY_COLUMNS},
     )
 
@@ -574,10 +574,6 @@ def _derive_workload_row(ingester: FileIngester, record: Record) -> _WorkloadRec
         return None
     row = scratch.parts["workloads"].rows[0]
     return _WorkloadRecord(row, row["workload_key"])
-
-
-def _tolerance(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 # --- per-run expressions -----------------------------------------------------------------------

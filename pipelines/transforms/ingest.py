@@ -21,7 +21,7 @@ from pipelines import kernelindex, schemas
 from pipelines.files import replace_atomically, sha256_file
 from pipelines.kernelindex import digest, manifest_digest, text_digest
 from pipelines.transforms.dataset_context import DatasetContext
-from pipelines.transforms.evaluation_rules import was_evaluated
+from pipelines.transforms.evaluation_rules import tolerance_bounds, was_evaluated
 from pipelines.transforms.fib_lines import fib_trace_line, is_fib_trace_file
 from pipelines.transforms.normalize import (
     RecordError,
@@ -391,7 +391,7 @@ class FileIngester:
         if trace.correctness is not None:
             absolute, relative = trace.absolute_error, trace.relative_error
             assert absolute is not None and relative is not None
-            tolerance = trace.workload.get("tolerance") or {}
+            max_atol, max_rtol = tolerance_bounds(trace.workload)
             correctness_extra = {
                 k: v
                 for k, v in trace.correctness.items()
@@ -406,15 +406,11 @@ class FileIngester:
                     "max_relative_error_special": relative.special,
                     "matched_ratio": trace.matched_ratio,
                     "comparator": kernelindex.RUN_COMPARATOR,
-                    "tolerance_max_atol": _float_or_none(tolerance.get("max_atol")),
-                    "tolerance_max_rtol": _float_or_none(tolerance.get("max_rtol")),
+                    "tolerance_max_atol": max_atol,
+                    "tolerance_max_rtol": max_rtol,
                     "extra_json": to_json(correctness_extra) if correctness_extra else None,
                 }
             )
-
-
-def _float_or_none(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 class PartWriter:
