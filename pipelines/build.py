@@ -32,6 +32,7 @@ from pipelines.storage import create_folder, remove_created_folder
 from pipelines.warehouse import (
     GenerationSource,
     Warehouse,
+    discard_reusable_cache,
     generation_sources,
     holds_sources,
     schema_difference,
@@ -99,8 +100,6 @@ class BuildResult:
     records_read: int
     snapshot_id: str | None
     source: ResolvedSource | None = None
-    # JSONL records by the path that took them ({"columnar": n, "exact": m}); see ingest_paths.
-    records_by_path: dict[str, int] = field(default_factory=dict)
     generation: str | None = None
     # Every invariant and publish guard evaluated before publishing, by name (empty when
     # nothing was built: the current generation's are in its checks.json).
@@ -127,13 +126,6 @@ class BuildResult:
             f"  files parsed {self.files_parsed:,}, reused {self.files_reused:,}, "
             f"records read {self.records_read:,}"
         )
-        if self.records_by_path:
-            total = sum(self.records_by_path.values()) or 1
-            shares = ", ".join(
-                f"{path} {count:,} ({100 * count / total:.1f}%)"
-                for path, count in self.records_by_path.items()
-            )
-            lines.append(f"  records by path: {shares}")
         for table, count in self.table_counts.items():
             lines.append(f"  {table:<17} {count:>10,}")
         if self.rejects_by_reason:
@@ -288,7 +280,6 @@ class IngestTask:
     files: tuple[tuple[str, str], ...]  # (absolute path, dataset-relative path)
     staging: str
     part_key: str
-    exact: bool
     size: int
     chunk_rows: int  # rows buffered before a part is written (memory stays flat)
 
@@ -301,7 +292,6 @@ def _ingest_task(task: IngestTask) -> Any:
         _WORKER_CONTEXT,
         Path(task.staging),
         task.part_key,
-        exact=task.exact,
         chunk_rows=task.chunk_rows,
     )
 
@@ -593,19 +583,6 @@ def _refuse_losing_other_sources(
         )
 
 
-def discard_reusable_cache(warehouse: Warehouse) -> None:
-    """Forget every part and parse result the cache holds, so a repair (or a rebuild of an
-    older schema version) re-reads the source instead of reusing anything derived before (the
-    cache holds copies: the generations keep their own files)."""
-    import shutil
-
-    warehouse.manifest_path.unlink(missing_ok=True)
-    for folder in (warehouse.staging, warehouse.parts):
-        shutil.rmtree(folder, ignore_errors=True)
-    for pickle_file in warehouse.cache.glob("context-*.pickle"):
-        pickle_file.unlink(missing_ok=True)
-
-
 def table_counts(generation: Path) -> dict[str, int]:
     """Rows of every table of a generation, from the Parquet footers (no data read)."""
     from pipelines.schemas import TABLES
@@ -729,11 +706,7 @@ def _plan_ingest(
 
     before = manifest.sources.get(resolved.name)
     previous: dict[str, FileEntry] = {}
-    if (
-        before is not None
-        and before.context == context.fingerprint
-        and before.exact == settings.exact
-    ):
+    if before is not None and before.context == context.fingerprint:
         previous = before.files
     warehouse.staging.mkdir(parents=True, exist_ok=True)
     file_entries: dict[str, FileEntry] = {}
@@ -741,7 +714,7 @@ def _plan_ingest(
     groups: dict[int, list[SourceFile]] = {}
     for source_file in line_files:
         groups.setdefault(file_group(source_file.rel), []).append(source_file)
-    group_mode = f"{context.fingerprint}\n{settings.exact}"
+    group_mode = context.fingerprint
     for members in groups.values():
         reused = _reusable_group(warehouse, members, previous, group_mode)
         if reused is not None:
@@ -759,7 +732,6 @@ def _plan_ingest(
                 tuple((str(f.path), f.rel) for f in members),
                 str(warehouse.staging),
                 part_key,
-                settings.exact,
                 sum(f.size for f in members),
                 ingest.CHUNK_ROWS,
             )
@@ -836,7 +808,6 @@ def _full_build(
             entry.records = counts.records
             entry.runs = counts.runs
             entry.rejected = counts.rejected
-            entry.columnar_records = counts.columnar_records
             entry.kernelindex_unreadable = counts.kernelindex_unreadable
 
     _refuse_a_source_without_runs(settings, resolved, file_entries)
@@ -858,7 +829,6 @@ def _full_build(
     manifest.sources[resolved.name] = SourceManifest(
         state=state,
         context=context.fingerprint,
-        exact=settings.exact,
         fingerprints=file_fingerprints(files),
         files=file_entries,
         snapshot_id=outcome.snapshot_id,
@@ -878,7 +848,6 @@ def _full_build(
         records_read + len(json_files),
         outcome.snapshot_id,
         resolved,
-        outcome.records_by_path,
         generation=outcome.generation.name,
         checks=outcome.checks,
     )

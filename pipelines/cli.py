@@ -47,7 +47,6 @@ BUILD_SETTINGS = (
     "revision_of",
     "revision",
     "baselines_file",
-    "exact",
     "workers",
     "lock_timeout_s",
     "include_blobs",

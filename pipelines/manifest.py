@@ -32,7 +32,6 @@ class FileEntry:
     records: int = 0
     runs: int = 0
     rejected: int = 0
-    columnar_records: int = 0
     kernelindex_unreadable: bool = False
 
     @classmethod
@@ -46,7 +45,6 @@ class FileEntry:
             records=int(entry.get("records", 0)),
             runs=int(entry.get("runs", 0)),
             rejected=int(entry.get("rejected", 0)),
-            columnar_records=int(entry.get("columnar_records", 0)),
             kernelindex_unreadable=bool(entry.get("kernelindex_unreadable", False)),
         )
 
@@ -57,7 +55,6 @@ class SourceManifest:
 
     state: dict[str, Any]  # build._state_key: importer, source, root, revision, baselines
     context: str  # the dataset context fingerprint (definitions, solutions, workloads)
-    exact: bool
     fingerprints: dict[str, list[Any]]  # every discovered file -> fingerprint
     files: dict[str, FileEntry]  # JSONL files -> their entry
     snapshot_id: str
@@ -67,7 +64,6 @@ class SourceManifest:
         return cls(
             state=dict(entry["state"]),
             context=str(entry["context"]),
-            exact=bool(entry["exact"]),
             fingerprints={rel: list(fp) for rel, fp in entry["fingerprints"].items()},
             files={rel: FileEntry.from_json(e) for rel, e in entry["files"].items()},
             snapshot_id=str(entry["snapshot_id"]),

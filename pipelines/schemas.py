@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from pipelines import IMPORTER_VERSION  # noqa: F401  (re-exported)
-from pipelines.warehouse import PER_SOURCE_TABLES, VIEW_ADDED_COLUMNS
+from pipelines.table_layout import PER_SOURCE_TABLES, VIEW_ADDED_COLUMNS
 
 UTC_MS = pa.timestamp("ms", tz="UTC")
 STRINGS = pa.list_(pa.string())
@@ -595,31 +595,6 @@ BASELINE_MAP = Table(
     ),
 )
 
-INGEST_PATHS = Table(
-    "ingest_paths",
-    "Per JSONL file: how many records the columnar path took and how many the exact per-line path.",
-    ("source", "source_file"),
-    (
-        _c("source_file", S, "Dataset-relative path of the JSONL file.", False),
-        _c("records", I64, "Non-blank records read from the file (imported or rejected).", False),
-        _c("runs", I64, "Records imported as runs.", False),
-        _c(
-            "columnar_records",
-            I64,
-            "Records the columnar path (Polars expressions) took; always runs.",
-            False,
-        ),
-        _c(
-            "exact_records",
-            I64,
-            "Records the exact per-line reference path took (every record under --exact).",
-            False,
-        ),
-        SOURCE_NAME,
-        SNAPSHOT_OF_ROW,
-    ),
-)
-
 # run_history is stored as two append-only tables per source, so that a new snapshot costs what
 # changed: a row in run_appearances when a run appears (or comes back), a row in
 # run_disappearances when a later snapshot of its source no longer holds it. The view
@@ -704,7 +679,6 @@ TABLES: dict[str, Table] = {
         RUN_RANKINGS,
         TRACE_LINES,
         BASELINE_MAP,
-        INGEST_PATHS,
         RUN_APPEARANCES,
         RUN_DISAPPEARANCES,
     )
@@ -798,7 +772,6 @@ TABLE_ORDER = {
     "correctness": "run_id",
     "rejects": "file, line NULLS FIRST, reason, message, raw_prefix NULLS FIRST, source",
     "run_rankings": "run_id",
-    "ingest_paths": "source_file, source",
     "trace_lines": "source_file, source_line, record_index, source",
     "baseline_map": "definition, position",
     "run_appearances": "source, run_id, first_snapshot_number",

@@ -282,13 +282,6 @@ class Settings:
         flag="--baselines",
         check=_file_or_absent,
     )
-    exact: bool = setting(
-        False,
-        "Take every record through the exact per-line reference path instead of the columnar "
-        "one (same tables, slower; to check the fast path against).",
-        bool,
-        flag="--exact",
-    )
     workers: int = setting(
         None,
         f"Worker processes that parse trace files, 1 to {MAX_WORKERS} (default: cores, at most 8).",

@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING
 from pipelines import interrupts
 from pipelines.files import sha256_file, symlink_atomically
 from pipelines.settings import Settings
+from pipelines.table_layout import PER_SOURCE_TABLES
 
 if TYPE_CHECKING:
     import duckdb
@@ -645,25 +646,8 @@ PARTED_TABLES = ("runs", "correctness", "rejects", "trace_lines", "run_rankings"
 SNAPSHOT_FILE = "snapshot_id"  # the snapshot the generation's own build produced
 SOURCES_FILE = "sources.json"  # every source of the generation (GenerationSource)
 
-# Names of per-source tables: the generation holds <table>.parquet/<source key>/*.parquet.
-PER_SOURCE_TABLES = (
-    "definitions",
-    "implementations",
-    "workloads",
-    "environments",
-    "runs",
-    "correctness",
-    "rejects",
-    "trace_lines",
-    "ingest_paths",
-    "run_appearances",
-    "run_disappearances",
-)
 # Per-source tables that keep every build's files (run_history's events), not only the latest.
 HISTORY_TABLES = ("run_appearances", "run_disappearances")
-# Columns of per-source tables the views add from sources.json (schemas.VIEW_ADDED_COLUMNS):
-# stored in the parts they would change every part on every build.
-VIEW_ADDED_COLUMNS = ("source", "snapshot_id")
 
 
 @dataclass(frozen=True)
@@ -1093,3 +1077,14 @@ def describe_generation(folder: Path, current: bool) -> dict[str, object]:
         "revision": snapshot.get("resolved_sha"),
         "snapshot_id": snapshot.get("snapshot_id"),
     }
+
+
+def discard_reusable_cache(warehouse: Warehouse) -> None:
+    """Forget every part and parse result the cache holds, so a repair (or a rebuild of an
+    older schema version) re-reads the source instead of reusing anything derived before (the
+    cache holds copies: the generations keep their own files)."""
+    warehouse.manifest_path.unlink(missing_ok=True)
+    for folder in (warehouse.staging, warehouse.parts):
+        shutil.rmtree(folder, ignore_errors=True)
+    for pickle_file in warehouse.cache.glob("context-*.pickle"):
+        pickle_file.unlink(missing_ok=True)

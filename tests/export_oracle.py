@@ -9,9 +9,9 @@ do that only for a change of an export made on purpose, and say which tables cha
 Each table's digest covers its Arrow schema and every row in order. Two things are normalised
 because they name where the corpus lay, not what it holds: the `uri` of a source (a scratch
 folder here, another checkout on CI) and the `snapshot_id` hashed over it, each replaced by its
-order of first appearance. Two build-describing tables are left out in part: `source_snapshots`
-carries the build's wall-clock time (`built_at`) and `ingest_paths` counts which internal ingest
-path took each record (an implementation detail, not data; left out whole).
+order of first appearance. `source_snapshots` carries the build's wall-clock time (`built_at`),
+left out. (`ingest_paths`, which counted the records each internal ingest path took, was left
+out whole while it existed; issue 26 removed the table.)
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ REVISION = "a" * 40
 # What a table's digest leaves out: build-describing columns, or the whole table (None).
 LEFT_OUT: dict[str, tuple[str, ...] | None] = {
     "source_snapshots": ("built_at",),
-    "ingest_paths": None,
 }
 
 

@@ -140,22 +140,15 @@ def test_an_evaluation_that_is_not_an_object_is_rejected_on_both_paths(tmp_path:
         [f"odd{n}" for n, (_, rejected) in enumerate(ODD_EVALUATIONS) if not rejected]
         + ["absent", "w0", "w1", "w2"]
     )
-    found = {}
-    for path in ("columnar", "exact"):
-        warehouse = tmp_path / path
-        flags = ["--exact"] if path == "exact" else []
-        built = run_cli("build", "--source", str(source), "--warehouse", str(warehouse), *flags)
-        assert built.returncode == 0, built.stderr
-        rejects = query(warehouse, "SELECT file, line, reason, message FROM rejects ORDER BY line")
-        assert [{k: r[k] for k in ("file", "line", "reason")} for r in rejects] == (
-            expected_rejects
-        ), path
-        assert all(r["message"].startswith("evaluation is ") for r in rejects), rejects
-        workloads = query(warehouse, "SELECT workload_uuid FROM workloads ORDER BY 1")
-        assert [w["workload_uuid"] for w in workloads] == kept, path
-        assert query(warehouse, "SELECT count(*) AS n FROM runs") == [{"n": 3}]
-        found[path] = rejects
-    assert found["columnar"] == found["exact"]
+    warehouse = tmp_path / "warehouse"
+    built = run_cli("build", "--source", str(source), "--warehouse", str(warehouse))
+    assert built.returncode == 0, built.stderr
+    rejects = query(warehouse, "SELECT file, line, reason, message FROM rejects ORDER BY line")
+    assert [{k: r[k] for k in ("file", "line", "reason")} for r in rejects] == expected_rejects
+    assert all(r["message"].startswith("evaluation is ") for r in rejects), rejects
+    workloads = query(warehouse, "SELECT workload_uuid FROM workloads ORDER BY 1")
+    assert [w["workload_uuid"] for w in workloads] == kept
+    assert query(warehouse, "SELECT count(*) AS n FROM runs") == [{"n": 3}]
 
 
 def test_tables_takes_the_warehouse_flag_like_every_command(tmp_path: Path) -> None:

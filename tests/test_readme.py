@@ -232,7 +232,7 @@ def test_the_dagster_commands_act_on_the_ui_dg_dev_starts(server: str, tmp_path:
         assert {"/".join(n["assetKey"]["path"]): n["staleStatus"] for n in nodes} == {
             "/".join(n["assetKey"]["path"]): "FRESH" for n in nodes
         }
-        assert len(nodes) == 23
+        assert len(nodes) == 22  # ingest_paths left the warehouse (issue 26)
         printed = err.read_text() + out.read_text()
         if server == "dagster dev":  # Dagster's own note that `dg dev` supersedes it, only
             note = "SupersessionWarning: Function `dev_command` is superseded"

@@ -198,8 +198,6 @@ def _build_metadata(result: BuildResult) -> dict[str, Any]:
         "files_parsed": result.files_parsed,
         "files_reused": result.files_reused,
         "records_read": result.records_read,
-        "records_columnar": result.records_by_path.get("columnar", 0),
-        "records_exact": result.records_by_path.get("exact", 0),
         "source": source.source if source else None,
         "resolved_sha": source.resolved_sha if source else None,
     }

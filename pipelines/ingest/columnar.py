@@ -15,7 +15,7 @@ latency, timestamps, numbers, the canonical run body) are Polars expressions ove
 batch; only byte hashing (line, log) and small JSON re-encodings stay in the reading loop.
 
 The differential tests (tests/test_columnar.py) build the same data both ways and compare
-every column; ``tracehouse build --exact`` turns this path off.
+every column (``ingest_group(..., exact=True)`` sends every record down the exact path).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 import polars as pl
@@ -34,13 +34,37 @@ import pyarrow as pa
 from pipelines import kernelindex
 from pipelines.kernelindex import canonical_number
 from pipelines.rejects import FORBIDS_CORRECTNESS
-from pipelines.transforms.evaluation_rules import not_evaluated, was_evaluated
+from pipelines.transforms.dataset_context import DatasetContext
+from pipelines.transforms.evaluation_rules import not_evaluated, tolerance_bounds, was_evaluated
 from pipelines.transforms.fib_lines import fib_trace_line
+from pipelines.transforms.normalize import LOG_TRUNCATED_SUFFIX, log_excerpt
 from pipelines.transforms.records import Record
 
-if TYPE_CHECKING:  # ingest imports this module when it runs; these are for the type checker
-    from pipelines.transforms.ingest import DatasetContext, FileIngester
-from pipelines.transforms.normalize import LOG_TRUNCATED_SUFFIX, log_excerpt
+if TYPE_CHECKING:
+    from pipelines.transforms.normalize import Trace
+
+
+class FileIngester(Protocol):
+    """What this path reads and writes of the exact path's ingester of a file
+    (``transforms.ingest.FileIngester``); named here so that this module, which that one
+    imports, does not import it back."""
+
+    rel: str
+    context: DatasetContext
+    in_scope: bool
+    fib_reads: bool
+    parts: dict[str, Any]
+    environments_seen: set[str]
+    workloads_seen: set[tuple[str, str]]
+    result: Any
+    last_trace: Trace | None
+
+    def record(self, record: Record) -> None: ...
+
+    def fib_line(self, record: Record) -> None: ...
+
+    def scratch(self) -> FileIngester: ...
+
 
 # Members of a trace line, its evaluation, correctness and performance blocks this path takes;
 # any other member changes `extra_json` or the schema variant in ways the exact path owns.
@@ -504,9 +528,7 @@ _ENTITY_SCHEMA: dict[str, pl.DataType] = {
 def _derive_combination(ingester: FileIngester, record: Record) -> _Combination | None:
     """Run the exact path on a representative line in a scratch ingester and keep what every
     line of its combination shares; None when the exact path would not import it."""
-    from pipelines.transforms.ingest import FileIngester
-
-    scratch = FileIngester(ingester.rel, ingester.context)
+    scratch = ingester.scratch()
     scratch.record(record)
     trace = scratch.last_trace
     if (
@@ -521,7 +543,7 @@ def _derive_combination(ingester: FileIngester, record: Record) -> _Combination 
     environment_variants = tuple(
         v for v in trace.variants if v in ("device_key", "numeric_lib_version")
     )
-    tolerance = trace.workload.get("tolerance") or {}
+    max_atol, max_rtol = tolerance_bounds(trace.workload)
     line = fib_trace_line(ingester.rel, record) or {}
     return _Combination(
         columns={name: row.get(name) for name in COMBINATION_COLUMNS},
@@ -532,8 +554,8 @@ def _derive_combination(ingester: FileIngester, record: Record) -> _Combination 
         workload_variants=workload_variants,
         environment_variants=environment_variants,
         environment_extra=trace.environment_extra,
-        tolerance_max_atol=_tolerance(tolerance.get("max_atol")),
-        tolerance_max_rtol=_tolerance(tolerance.get("max_rtol")),
+        tolerance_max_atol=max_atol,
+        tolerance_max_rtol=max_rtol,
         fib_columns={name: line.get(name) for name in FIB_ENTITY_COLUMNS},
     )
 
@@ -546,18 +568,12 @@ class _WorkloadRecord:
 
 def _derive_workload_row(ingester: FileIngester, record: Record) -> _WorkloadRecord | None:
     """The exact path's workloads row for a workload-only record, or None when it rejects it."""
-    from pipelines.transforms.ingest import FileIngester
-
-    scratch = FileIngester(ingester.rel, ingester.context)
+    scratch = ingester.scratch()
     scratch.record(record)
     if len(scratch.parts["workloads"]) != 1 or scratch.result.rejected:
         return None
     row = scratch.parts["workloads"].rows[0]
     return _WorkloadRecord(row, row["workload_key"])
-
-
-def _tolerance(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 # --- per-run expressions -----------------------------------------------------------------------

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # only for the annotation; workload.py imports this module
-    from pipelines.kernelindex.workload import WorkloadIdentity
+if TYPE_CHECKING:  # only for the annotation
+    from pipelines.kernelindex.workload_identity import WorkloadIdentity
 
 IDENTITY_REASON_CODES: dict[str, str] = {
     # §2.3 field checks (a definition or solution failing them is skipped; a trace line rejected)

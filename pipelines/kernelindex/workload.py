@@ -27,6 +27,7 @@ from pipelines.kernelindex.transformations import (
     kebab,
 )
 from pipelines.kernelindex.validation import validate_workload
+from pipelines.kernelindex.workload_identity import WorkloadIdentity
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -363,15 +364,6 @@ def workload_digest(
     return manifest_digest(
         "WorkloadCase", workload_case_spec(workload, definition, operation_digest)
     )
-
-
-@dataclass(frozen=True, slots=True)
-class WorkloadIdentity:
-    """What the first-line-wins workload cache holds per workload key (§2.4 step 4)."""
-
-    workload_digest: str
-    operation_digest: str  # the workload's operationSpecDigest (may be another definition's)
-    correctness_key: str
 
 
 def workload_identity(

@@ -77,6 +77,7 @@ from pipelines.warehouse import (
     GenerationSource,
     Warehouse,
     WarehouseMissing,
+    discard_reusable_cache,
     generation_sources,
     holds_sources,
     record_generation_files,
@@ -760,8 +761,6 @@ def discard_stale_staging(settings: Settings, staging: Warehouse) -> str | None:
     publication of a source never landed (killed before its publication row) disagrees too,
     and is rebuilt the same way.
     """
-    from pipelines.build import discard_reusable_cache
-
     current = staging.current_generation()
     if current is None or not holds_sources(current):
         return None

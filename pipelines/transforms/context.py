@@ -14,7 +14,7 @@ from typing import Any
 from pipelines import IMPORTER_VERSION, kernelindex
 from pipelines.kernelindex import digest
 from pipelines.sources.local import SourceFile
-from pipelines.transforms.ingest import DatasetContext
+from pipelines.transforms.dataset_context import DatasetContext
 from pipelines.transforms.normalize import (
     RecordError,
     classify,

@@ -82,6 +82,17 @@ def read_latency(value: Any, field: str, *, required: bool) -> Latency:
     return Latency(number, None)
 
 
+def tolerance_bounds(workload: dict[str, Any]) -> tuple[float | None, float | None]:
+    """A workload's ``tolerance`` as the correctness rows store it: (max_atol, max_rtol), each
+    the JSON number as a float, else null (absent, a string, a boolean)."""
+    tolerance = workload.get("tolerance") or {}
+    return _tolerance_bound(tolerance.get("max_atol")), _tolerance_bound(tolerance.get("max_rtol"))
+
+
+def _tolerance_bound(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def latency_ns_problem(latency_ms: float) -> str | None:
     """Why a finite positive ``latency_ms`` has no latency in whole nanoseconds, or None.
 

@@ -20,7 +20,8 @@ import pyarrow.parquet as pq
 from pipelines import kernelindex, schemas
 from pipelines.files import replace_atomically, sha256_file
 from pipelines.kernelindex import digest, manifest_digest, text_digest
-from pipelines.transforms.evaluation_rules import was_evaluated
+from pipelines.transforms.dataset_context import DatasetContext
+from pipelines.transforms.evaluation_rules import tolerance_bounds, was_evaluated
 from pipelines.transforms.fib_lines import fib_trace_line, is_fib_trace_file
 from pipelines.transforms.normalize import (
     RecordError,
@@ -35,18 +36,8 @@ from pipelines.transforms.normalize import (
 from pipelines.transforms.records import Record, Reject, iter_jsonl, looks_binary, raw_prefix
 from pipelines.transforms.timestamps import observed_at
 
-if TYPE_CHECKING:  # the columnar path imports this module; imported here only when used
+if TYPE_CHECKING:  # imported where used: it brings Polars, which a finalize never needs
     from pipelines.ingest.columnar import ColumnarBatch
-
-
-@dataclass(frozen=True)
-class DatasetContext:
-    """What every file's rows depend on besides its own bytes. Picklable, sent once per worker."""
-
-    definitions: dict[str, dict[str, Any]]  # name -> definition object as parsed
-    operation_digests: dict[str, str | None]
-    definition_stems: frozenset[str]
-    fingerprint: str  # changes whenever anything above changes
 
 
 MAX_SAFE_LATENCY_NS = 2**53 - 1
@@ -70,8 +61,6 @@ class FileResult:
     runs: int = 0
     workload_records: int = 0
     rejected: int = 0
-    # Records the columnar path took; the rest of `records` took the exact per-line path.
-    columnar_records: int = 0
 
 
 @dataclass
@@ -182,6 +171,11 @@ class FileIngester:
         # The last trace this ingester normalised: the columnar path's entity derivation reads
         # it instead of normalising its representative line a second time.
         self.last_trace: Trace | None = None
+
+    def scratch(self) -> FileIngester:
+        """A fresh ingester of the same file and context with parts of its own: the columnar
+        path derives a line's entities in one."""
+        return FileIngester(self.rel, self.context)
 
     def reject(self, line: int | None, reason: str, message: str, raw: bytes | None) -> None:
         self.parts["rejects"].add(
@@ -397,7 +391,7 @@ class FileIngester:
         if trace.correctness is not None:
             absolute, relative = trace.absolute_error, trace.relative_error
             assert absolute is not None and relative is not None
-            tolerance = trace.workload.get("tolerance") or {}
+            max_atol, max_rtol = tolerance_bounds(trace.workload)
             correctness_extra = {
                 k: v
                 for k, v in trace.correctness.items()
@@ -412,15 +406,11 @@ class FileIngester:
                     "max_relative_error_special": relative.special,
                     "matched_ratio": trace.matched_ratio,
                     "comparator": kernelindex.RUN_COMPARATOR,
-                    "tolerance_max_atol": _float_or_none(tolerance.get("max_atol")),
-                    "tolerance_max_rtol": _float_or_none(tolerance.get("max_rtol")),
+                    "tolerance_max_atol": max_atol,
+                    "tolerance_max_rtol": max_rtol,
                     "extra_json": to_json(correctness_extra) if correctness_extra else None,
                 }
             )
-
-
-def _float_or_none(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 class PartWriter:
@@ -518,7 +508,6 @@ def _ingest_lines(
                 ingester.parts["rejects"].rows[-1]["raw_prefix"] = item.raw_prefix
             elif columnar is not None and columnar.take(item, ingester):
                 counts.records += 1
-                counts.columnar_records += 1
             else:
                 ingester.fib_line(item)
                 ingester.record(item)
