@@ -825,6 +825,7 @@ def _load_or_create(
         with creation.update_spec() as spec:
             spec.add_identity(SOURCE_COLUMN)
     _declare_sort_order(creation, name)
+    _document_columns(creation, name)
     # Another writer created it first: the catalog says so either way, by the kind of catalog.
     with contextlib.suppress(TableAlreadyExistsError, CommitFailedException):
         creation.commit_transaction()
@@ -1017,13 +1018,8 @@ def _materialize(
                 snapshot_id = snapshots.get(table)
                 if table in PER_SOURCE_TABLES:
                     _download_source_slices(catalog, io, table, snapshot_id, temporary, sources)
-                elif snapshot_id is None:  # never committed: an empty table
-                    pq.write_table(
-                        schemas.TABLES[table].arrow_schema.empty_table(),
-                        temporary / f"{table}.parquet",
-                    )
                 else:
-                    _download_table(catalog, io, table, snapshot_id, temporary)
+                    _download_table(catalog, table, snapshot_id, temporary)
             _compute_rankings(replica, temporary)
             (temporary / SNAPSHOT_FILE).write_text(publication["snapshot_id"] + "\n")
             write_duckdb_file(temporary, settings)
@@ -1213,26 +1209,33 @@ def _compute_rankings(replica: Warehouse, generation: Path) -> None:
     write_empty_parts(generation)
 
 
-def _download_table(
-    catalog: Catalog, io: FileIO, table: str, snapshot_id: int, folder: Path
-) -> None:
-    """The data files of one table snapshot as they are (one file: ``<table>.parquet``; several:
-    a folder of them); rewritten through Arrow only when the snapshot has delete files."""
+def _download_table(catalog: Catalog, table: str, snapshot_id: int | None, folder: Path) -> None:
+    """A table the build holds in one file (``protocols``, ``baseline_map``), written from the
+    snapshot's rows (none: a table never committed, empty) as the build writes it (its stored schema, sorted and written by DuckDB):
+    the build's very bytes for the same rows, which an export copies as they are, whatever
+    writer made the data files."""
+    import duckdb
+
+    from pipelines.transforms.finalize import _stored_schema as stored_schema
+
     target = folder / f"{table}.parquet"
-    files = _scan_files(catalog, io, table, snapshot_id)
-    if files is None:
-        pq.write_table(_scan_rows(catalog, table, snapshot_id), target)
-        return
-    paths = [path for path, _ in files]
-    if len(paths) == 1:
-        _download(io, paths[0], target)
-        return
-    if not paths:  # every row deleted: an empty table, not a missing one
-        pq.write_table(schemas.TABLES[table].arrow_schema.empty_table(), target)
-        return
-    target.mkdir()
-    for index, path in enumerate(paths):
-        _download(io, path, target / f"{index:06d}.parquet")
+    staged = folder / f"_{table}.parquet"
+    stored = stored_schema(table)
+    rows = (
+        stored.empty_table()
+        if snapshot_id is None
+        else _scan_rows(catalog, table, snapshot_id).select(stored.names).cast(stored)
+    )
+    pq.write_table(rows, staged, compression="zstd")
+    connection = duckdb.connect(config={"threads": 1})
+    try:
+        connection.sql(
+            f"SELECT * FROM read_parquet({sql_literal(staged)}) "  # noqa: S608  (own names)
+            f"ORDER BY {schemas.TABLE_ORDER[table]}"
+        ).write_parquet(str(target), compression="zstd")
+    finally:
+        connection.close()
+    staged.unlink()
 
 
 def _remove_old_replicas(replica: Warehouse, current: Path) -> None:
