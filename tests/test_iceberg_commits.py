@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,6 @@ from pipelines.publish.iceberg import (
 )
 from tests.conftest import run_cli
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
 BUCKET = "tracehouse-commits"
 REVISION = "1" * 40
 TABLES = (*PUBLISHED_TABLES, *(m for m in MARTS if m not in PUBLISHED_TABLES))
@@ -159,6 +159,8 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Published]:
         yield Published(tables, first, counts, exports)
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_a_rebuild_commits_only_the_changed_parts_in_one_snapshot(published: Published) -> None:
     committed = {}
     for name, table in published.tables.items():
@@ -179,6 +181,8 @@ def test_a_rebuild_commits_only_the_changed_parts_in_one_snapshot(published: Pub
     assert int(runs.current_snapshot().summary["total-data-files"]) > 2
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_every_snapshot_holds_the_whole_table(published: Published) -> None:
     """No snapshot a reader can travel to is a half-done commit: each holds exactly the rows
     tracehouse shows for the table at the build that made it."""
@@ -192,6 +196,8 @@ def test_every_snapshot_holds_the_whole_table(published: Published) -> None:
             assert rows == expected, name
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_reading_back_equals_the_build_after_a_partial_commit(published: Published) -> None:
     """The replica of a table whose parts come from two builds exports what the build that
     published it exports, byte for byte."""
@@ -200,6 +206,8 @@ def test_reading_back_equals_the_build_after_a_partial_commit(published: Publish
     assert [name for name in remote if remote[name] != staged[name]] == []
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_pyiceberg_reads_field_ids_from_every_data_file(published: Published) -> None:
     from pyiceberg.io.pyarrow import pyarrow_to_schema
 
@@ -217,6 +225,8 @@ def test_pyiceberg_reads_field_ids_from_every_data_file(published: Published) ->
                 assert field.metadata and b"PARQUET:field_id" in field.metadata, (path, field)
 
 
+@pytest.mark.integration
+@pytest.mark.slow
 def test_required_fields_sort_orders_and_docs_on_every_table(published: Published) -> None:
     from pyiceberg.table.sorting import NullOrder
 
@@ -236,3 +246,56 @@ def test_required_fields_sort_orders_and_docs_on_every_table(published: Publishe
     # the marts are declared in schemas (their docs come from there)
     for mart in MARTS:
         assert mart in schemas.TABLES or mart in schemas.VIEWS
+
+
+@pytest.mark.slow
+def test_a_table_an_older_publisher_made_is_brought_up_to_date(tmp_path: Path) -> None:
+    """A table made before (every field optional, a file without field IDs added as it was):
+    the next commit of its partition declares the required fields and replaces that file with
+    one written with field IDs, in one snapshot; another source's old file stays readable."""
+    import pyarrow as pa
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.io.pyarrow import pyarrow_to_schema
+
+    from pipelines.publish.iceberg import declared_schema, publish_table
+
+    catalog = SqlCatalog(
+        "tracehouse", uri=f"sqlite:///{tmp_path / 'c.db'}", warehouse=(tmp_path / "wh").as_uri()
+    )
+    catalog.create_namespace("tracehouse")
+    old_schema = pa.schema([pa.field(f.name, f.type) for f in declared_schema("source_snapshots")])
+    made = catalog.create_table(("tracehouse", "source_snapshots"), schema=old_schema)
+    with made.update_spec() as spec:
+        spec.add_identity("source")
+    old_files = []
+    for source in ("left", "right"):
+        row = {f.name: None for f in old_schema}
+        row.update(
+            snapshot_id=f"{source}-1", source=source, uri=f"/data/{source}", snapshot_number=1,
+            built_at=datetime(2026, 1, 1, tzinfo=UTC), files=1, bytes=2,
+            file_list_digest="d", importer_version="v",
+        )  # fmt: skip
+        path = tmp_path / f"{source}.parquet"
+        pq.write_table(pa.Table.from_pylist([row], schema=old_schema), path)
+        old_files.append(path.as_uri())
+    catalog.load_table(("tracehouse", "source_snapshots")).add_files(old_files)
+
+    newer = tmp_path / "newer.parquet"
+    rows = pq.read_table(tmp_path / "left.parquet").to_pylist()
+    rows[0]["snapshot_id"] = "left-2"
+    pq.write_table(pa.Table.from_pylist(rows, schema=old_schema), newer)
+    publish_table(catalog, "source_snapshots", newer, "left", {})
+    table = catalog.load_table(("tracehouse", "source_snapshots"))
+    assert {f.name for f in table.schema().fields if f.required} == set(
+        required_columns("source_snapshots")
+    )
+    assert len(table.snapshots()) == 2  # add_files, then the one commit
+    files = {task.file.partition[0]: task.file.file_path for task in table.scan().plan_files()}
+    with table.io.new_input(files["left"]).open() as stream:
+        pyarrow_to_schema(pq.ParquetFile(stream).schema_arrow)  # raises without field IDs
+    assert files["right"] == old_files[1]
+    shown = sorted(table.scan().to_arrow().column("snapshot_id").to_pylist())
+    assert shown == ["left-2", "right-1"]
+    # the same rows again: no commit
+    again = publish_table(catalog, "source_snapshots", newer, "left", {})
+    assert again.unchanged and len(catalog.load_table(table.name()).snapshots()) == 2

@@ -5,14 +5,18 @@ Writing. A build works in a local folder exactly as a folder warehouse does (sta
 generations, invariants, publish guards). Once its generation is complete, every table is
 committed to Iceberg, one commit per table:
 
-- one Parquet file is uploaded: a per-source table's rows of the build's own source, with the
-  ``source`` and ``snapshot_id`` columns its view adds (a generation stores them as the folder
-  the source's files are in), sorted; ``source_snapshots``' rows of that source; the
-  generation's own file for the rest (the bytes a local build wrote);
-- one transaction deletes the rows the build replaces and adds that file. Tables with a
-  ``source`` column are partitioned by it and a build replaces only its own source's rows
-  (the delete is ``source = <this source>``), so builds of different sources touch disjoint
-  partitions; tables without one are replaced whole.
+- the build's rows of the table are cut into parts (``Part``): one per file the generation
+  stores for the build's source in a per-source table (a group of trace files, a history
+  delta), with the ``source`` and ``snapshot_id`` columns its view adds; ``source_snapshots``'
+  rows of that source; the generation's own file for the rest. Each part is named by a digest
+  of its content, and its data files by that name.
+- one snapshot (an ``overwrite`` of files, in one transaction with any schema, doc or sort
+  order change) removes the files of parts the table no longer wants and adds those of the
+  parts it does not hold yet, written by pyiceberg's own writer (field IDs in every file); a
+  table that holds exactly its parts is not committed. Tables with a ``source`` column are
+  partitioned by it and a build touches only its own source's partition, so builds of
+  different sources touch disjoint partitions; tables without one are replaced whole. Every
+  snapshot therefore holds the whole table (no empty snapshot between a delete and an append).
 - A commit that loses the race against another writer (``CommitFailedException``) reloads the
   table and tries again, so two builds from two machines both land.
 - Tables computed across every source (``run_rankings``) are not published as part of a
@@ -32,7 +36,8 @@ ones name, the one with the highest sequence number (snapshots of a table form o
 one holds every earlier published commit, whichever source made it). The data files of those
 snapshots are downloaded as they are into a local replica folder laid out as a generation of
 several sources (``sources.json`` from each source's latest ``source_snapshots`` row, each
-source's files in its own folder), ``run_rankings`` is ranked there over every source with the
+source's files in its own folder; ``protocols`` and ``baseline_map`` written from their rows as
+a build writes them, the bytes an export copies), ``run_rankings`` is ranked there over every source with the
 build's own SQL, and the usual DuckDB views are created over it; so every read command works
 unchanged, and an unchanged warehouse is not downloaded twice.
 """
