@@ -47,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import itertools
 import json
 import os
 import random
@@ -487,7 +488,7 @@ class Part:
 
     @property
     def write_uuid(self) -> uuid.UUID:
-        """The name pyiceberg's writer gives the part's files (``00000-<n>-<uuid>.parquet``)."""
+        """The part's name in its data files' names (``00000-<n>-<uuid>.parquet``)."""
         return uuid.UUID(hex=self.digest[:32])
 
 
@@ -714,8 +715,13 @@ def _write_part(transaction: Any, table: IcebergTable, part: Part) -> list[DataF
             [f.with_nullable(f.name not in fields or fields[f.name].optional) for f in rows.schema]
         )
     )
+    # The name's number is new to each write: a build that lost the race to another build of
+    # the same part (other snapshot_id values) never overwrites the file that build committed.
+    number = itertools.count(random.getrandbits(40))
     metadata = transaction.table_metadata
-    return list(write_data_files(metadata, rows, table.io, write_uuid=part.write_uuid))
+    return list(
+        write_data_files(metadata, rows, table.io, write_uuid=part.write_uuid, counter=number)
+    )
 
 
 def column_docs(table: str) -> dict[str, str]:
