@@ -216,8 +216,8 @@ def test_folder_warehouse_with_a_catalog_inside_it(tmp_path: Path) -> None:
         counts.append(_count({}, "runs", "--warehouse", str(warehouse)))  # the folder, no catalog
     assert counts[1] > counts[0]
     assert _count({}, "runs", *where, "--as-of", REVISION_A) == counts[0]
-    # data files under the table location
-    assert any((warehouse / "iceberg" / "tracehouse" / "runs" / "data").glob("*.parquet"))
+    # data files under the table location (a folder per source partition)
+    assert any((warehouse / "iceberg" / "tracehouse" / "runs" / "data").rglob("*.parquet"))
 
 
 def _stop_during_publish(

@@ -118,6 +118,7 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Published]:
             args = ("build", "--source", str(source), "--revision", REVISION, *where)
             result = run_cli(*args, env=env)
             assert result.returncode == 0, result.stderr
+            assert "Warning" not in result.stderr, result.stderr  # a build says nothing more
 
         def shown(*as_of: str) -> dict[str, int]:
             """Rows of every table as tracehouse reads the publication (one query)."""

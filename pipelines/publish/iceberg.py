@@ -542,10 +542,10 @@ def _source_part_rows(path: Path, table: str, source: str, snapshot_id: str) -> 
     order = schemas.TABLE_ORDER.get(table)
     connection = duckdb.connect(config={"preserve_insertion_order": True, "threads": 1})
     try:
-        rows = connection.execute(
-            f"SELECT *{''.join(f', ${c} AS {c}' for c in added)} "  # noqa: S608  (own names)
-            f"FROM read_parquet({sql_literal(path)})" + (f" ORDER BY {order}" if order else ""),
-            {c: constants[c] for c in added},
+        columns = "".join(f", {sql_literal(constants[c])} AS {c}" for c in added)
+        rows = connection.sql(
+            f"SELECT *{columns} FROM read_parquet({sql_literal(path)})"  # noqa: S608  (own names, quoted values)
+            + (f" ORDER BY {order}" if order else "")
         ).to_arrow_table()
     finally:
         connection.close()
