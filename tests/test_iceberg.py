@@ -216,8 +216,8 @@ def test_folder_warehouse_with_a_catalog_inside_it(tmp_path: Path) -> None:
         counts.append(_count({}, "runs", "--warehouse", str(warehouse)))  # the folder, no catalog
     assert counts[1] > counts[0]
     assert _count({}, "runs", *where, "--as-of", REVISION_A) == counts[0]
-    # data files under the table location
-    assert any((warehouse / "iceberg" / "tracehouse" / "runs" / "data").glob("*.parquet"))
+    # data files under the table location (a folder per source partition)
+    assert any((warehouse / "iceberg" / "tracehouse" / "runs" / "data").rglob("*.parquet"))
 
 
 def _stop_during_publish(
@@ -319,7 +319,6 @@ source, rounds, folder = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
 settings = load_settings()
 catalog = iceberg.open_catalog(settings)
 iceberg._ensure_namespace(catalog)
-io = catalog._load_file_io(location=iceberg.location(settings))
 time.sleep(max(0.0, float(sys.argv[4]) - time.time()))  # both writers start together
 retries = 0
 for round_ in range(rounds):
@@ -327,7 +326,7 @@ for round_ in range(rounds):
     rows = {"source": [source] * 3, "round": [round_] * 3, "item": [0, 1, 2]}
     pq.write_table(pa.table(rows), local)
     properties = {iceberg.PROPERTY_SNAPSHOT: f"{source}-{round_}"}
-    outcome = iceberg.publish_table(catalog, io, settings, "probe", local, source, properties)
+    outcome = iceberg.publish_table(catalog, "probe", local, source, properties)
     retries += outcome.retries
 print(retries)
 """

@@ -5,14 +5,18 @@ Writing. A build works in a local folder exactly as a folder warehouse does (sta
 generations, invariants, publish guards). Once its generation is complete, every table is
 committed to Iceberg, one commit per table:
 
-- one Parquet file is uploaded: a per-source table's rows of the build's own source, with the
-  ``source`` and ``snapshot_id`` columns its view adds (a generation stores them as the folder
-  the source's files are in), sorted; ``source_snapshots``' rows of that source; the
-  generation's own file for the rest (the bytes a local build wrote);
-- one transaction deletes the rows the build replaces and adds that file. Tables with a
-  ``source`` column are partitioned by it and a build replaces only its own source's rows
-  (the delete is ``source = <this source>``), so builds of different sources touch disjoint
-  partitions; tables without one are replaced whole.
+- the build's rows of the table are cut into parts (``Part``): one per file the generation
+  stores for the build's source in a per-source table (a group of trace files, a history
+  delta), with the ``source`` and ``snapshot_id`` columns its view adds; ``source_snapshots``'
+  rows of that source; the generation's own file for the rest. Each part is named by a digest
+  of its content, and its data files by that name.
+- one snapshot (an ``overwrite`` of files, in one transaction with any schema, doc or sort
+  order change) removes the files of parts the table no longer wants and adds those of the
+  parts it does not hold yet, written by pyiceberg's own writer (field IDs in every file); a
+  table that holds exactly its parts is not committed. Tables with a ``source`` column are
+  partitioned by it and a build touches only its own source's partition, so builds of
+  different sources touch disjoint partitions; tables without one are replaced whole. Every
+  snapshot therefore holds the whole table (no empty snapshot between a delete and an append).
 - A commit that loses the race against another writer (``CommitFailedException``) reloads the
   table and tries again, so two builds from two machines both land.
 - Tables computed across every source (``run_rankings``) are not published as part of a
@@ -32,7 +36,8 @@ ones name, the one with the highest sequence number (snapshots of a table form o
 one holds every earlier published commit, whichever source made it). The data files of those
 snapshots are downloaded as they are into a local replica folder laid out as a generation of
 several sources (``sources.json`` from each source's latest ``source_snapshots`` row, each
-source's files in its own folder), ``run_rankings`` is ranked there over every source with the
+source's files in its own folder; ``protocols`` and ``baseline_map`` written from their rows as
+a build writes them, the bytes an export copies), ``run_rankings`` is ranked there over every source with the
 build's own SQL, and the usual DuckDB views are created over it; so every read command works
 unchanged, and an unchanged warehouse is not downloaded twice.
 """
@@ -40,7 +45,9 @@ unchanged, and an unchanged warehouse is not downloaded twice.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import itertools
 import json
 import os
 import random
@@ -74,6 +81,7 @@ from pipelines.warehouse import (
     PARTED_TABLES,
     PER_SOURCE_TABLES,
     SNAPSHOT_FILE,
+    VIEW_ADDED_COLUMNS,
     GenerationSource,
     Warehouse,
     WarehouseMissing,
@@ -84,6 +92,7 @@ from pipelines.warehouse import (
     remove_generation_unless_open,
     source_key,
     sql_literal,
+    table_files,
     table_view_sql,
     write_generation_sources,
 )
@@ -91,6 +100,7 @@ from pipelines.warehouse import (
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.io import FileIO
+    from pyiceberg.manifest import DataFile
     from pyiceberg.table import Table as IcebergTable
 
 CATALOG_NAME = "tracehouse"  # pyiceberg's name for the catalog (SQL catalogs key rows by it)
@@ -104,6 +114,29 @@ PUBLISHED_TABLES = tuple(t for t in schemas.TABLES if t not in COMPUTED_TABLES)
 # latest one (as a reader computes them) and each replaced whole: ranks and the main marts.
 # tracehouse's own readers never read these back (they rank and run the views themselves).
 MARTS = ("run_rankings", "run_summary", "leaderboard", "author_rankings")
+# The order of a mart's rows (and its Iceberg sort order) where schemas.TABLE_ORDER has none:
+# its key.
+MART_ORDER = {
+    "run_summary": "run_id",
+    "leaderboard": ", ".join(schemas.VIEW_KEYS["leaderboard"]),
+    "author_rankings": ", ".join(schemas.VIEW_KEYS["author_rankings"]),
+}
+# The columns of a mart that is a view which never hold null: its key's (author_rankings'
+# rank is null on its `empty` and `error` rows), and run_summary's columns taken as they are
+# from a required column of runs (its other tables are LEFT JOINed), with is_baseline
+# (coalesced to false).
+MART_REQUIRED = {
+    "run_summary": (
+        *(
+            c
+            for c in schemas.VIEWS["run_summary"].column_names
+            if c in {col.name for col in schemas.TABLES["runs"].columns if not col.nullable}
+        ),
+        "is_baseline",
+    ),
+    "leaderboard": schemas.VIEW_KEYS["leaderboard"],
+    "author_rankings": ("source", "hardware", "scope_kind", "scope", "outcome"),
+}
 PROPERTY_MARTS_OF = "tracehouse.marts-of-publication"  # the publication the marts were read at
 # Per-source tables a build stores as several files per source: group parts (and the rejects
 # found before the ingest), history deltas (beside an empty first file).
@@ -276,7 +309,6 @@ def publish_generation(
             PROPERTY_REVISION: snapshot["revision"] or "",
             PROPERTY_PUBLICATION: publication_id,
         }
-        io = catalog._load_file_io(location=location(settings))  # the catalog's own file IO
         work = warehouse.cache / "publish"
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
@@ -284,9 +316,17 @@ def publish_generation(
         retries = unchanged = 0
         try:
             for table in PUBLISHED_TABLES:
-                local = _table_file(generation, table, work, snapshot["source"])
-                outcome = publish_table(
-                    catalog, io, settings, table, local, snapshot["source"], properties
+                parts = _table_parts(
+                    generation, table, work, snapshot["source"], snapshot["snapshot_id"]
+                )
+                outcome = commit_parts(
+                    catalog,
+                    table,
+                    declared_schema(table),
+                    parts,
+                    snapshot["source"],
+                    properties,
+                    SOURCE_COLUMN in schemas.TABLES[table].column_names,
                 )
                 if outcome.snapshot_id is not None:  # None: no source has rows there yet
                     committed[table] = [outcome.snapshot_id, outcome.sequence_number]
@@ -311,14 +351,14 @@ def publish_generation(
             )
             if settings.object_store is not None:
                 interrupts.note_published(generation.name)
-        _publish_marts(settings, catalog, io, warehouse.cache / "publish-marts", properties)
+        _publish_marts(settings, catalog, warehouse.cache / "publish-marts", properties)
     return Published(
         publication_id, snapshot["snapshot_id"], len(committed), retries, unchanged=unchanged
     )
 
 
 def _publish_marts(
-    settings: Settings, catalog: Catalog, io: FileIO, work: Path, properties: dict[str, str]
+    settings: Settings, catalog: Catalog, work: Path, properties: dict[str, str]
 ) -> None:
     """Commit ``MARTS`` as Iceberg tables, read from the latest publication as a reader reads
     it (every source; ranks computed over all of them). Two builds publishing at once may leave
@@ -333,14 +373,14 @@ def _publish_marts(
         connection = connect_read_only(Warehouse(reading.warehouse))
         try:
             for mart in MARTS:
-                order = schemas.TABLE_ORDER.get(mart)
+                order = table_order(mart)
                 rows = connection.sql(
                     f"SELECT * FROM {mart}" + (f" ORDER BY {order}" if order else "")  # noqa: S608  (own names)
                 ).to_arrow_table()
                 local = work / f"{mart}.parquet"
                 pq.write_table(_plain_types(rows), local, compression="zstd")
                 marts_of = {**properties, PROPERTY_MARTS_OF: _latest_publication_id(reading)}
-                publish_table(catalog, io, settings, mart, local, None, marts_of)
+                publish_table(catalog, mart, local, None, marts_of)
         finally:
             connection.close()
     finally:
@@ -397,14 +437,14 @@ def _already_published(publications: IcebergTable, snapshot: dict[str, Any]) -> 
 
 
 def _table_file(generation: Path, table: str, work: Path, source: str | None) -> Path:
-    """The one Parquet file to publish for ``table``: the generation's own file where there is
-    one (the bytes a local build wrote), else the table's rows as its view shows them, in the
-    table's order; only this build's source's rows when the table holds several sources (a
-    per-source table's rows carry the ``source`` and ``snapshot_id`` its view adds)."""
+    """The one Parquet file to publish for a table a build does not store as parts of its
+    source: the generation's own file where there is one (the bytes a local build wrote), else
+    the table's rows as its view shows them, in the table's order; only this build's source's
+    rows when the table holds several sources."""
     from pipelines.export import _write_sorted as write_sorted_table  # export's exact bytes
 
     path = generation / f"{table}.parquet"
-    if table in PER_SOURCE_TABLES and source is not None:
+    if table in PER_SOURCE_TABLES and source is not None:  # a generation of the first layout
         path = work / f"{table}.parquet"
         _write_source_rows(generation, table, source, path)
         return path
@@ -438,6 +478,82 @@ def _write_source_rows(generation: Path, table: str, source: str, target: Path) 
 
 
 @dataclass(frozen=True)
+class Part:
+    """Rows that become one data file of an Iceberg table (more than one past the table's
+    target file size), named by a digest of their content: a commit writes only the parts the
+    table does not hold yet and removes the files of the parts it no longer wants, so rows a
+    build did not change keep their files."""
+
+    digest: str  # of the rows, the table and the source partition they go to
+    rows: Callable[[], pa.Table]  # read only when the part must be written
+
+    @property
+    def write_uuid(self) -> uuid.UUID:
+        """The part's name in its data files' names (``00000-<n>-<uuid>.parquet``)."""
+        return uuid.UUID(hex=self.digest[:32])
+
+
+def _part_of(path: str) -> uuid.UUID | None:
+    """The part a data file holds, from its name (None: a file tracehouse did not write so,
+    such as one of an older publisher, which the next commit of its partition replaces)."""
+    name = path.rsplit("/", 1)[-1].removesuffix(".parquet")
+    fields = name.split("-", 2)
+    try:
+        return uuid.UUID(fields[2]) if len(fields) == 3 and fields[0] == "00000" else None
+    except ValueError:
+        return None
+
+
+def _file_part(table: str, local: Path) -> list[Part]:
+    """One local file as the one part of its table (none when it holds no row)."""
+    if pq.read_metadata(local).num_rows == 0:
+        return []
+    digest = hashlib.sha256(f"{table}\0{_sha256(local)}".encode()).hexdigest()
+    return [Part(digest, lambda: pq.read_table(local))]
+
+
+def _table_parts(
+    generation: Path, table: str, work: Path, source: str | None, snapshot_id: str
+) -> list[Part]:
+    """What to publish of ``table``: for a per-source table, one part per file the generation
+    stores for the build's source (a group of trace files, a history delta: a build rewrites
+    only the files whose rows changed); otherwise the table's one file (``_table_file``)."""
+    if table not in PER_SOURCE_TABLES or source is None or not holds_sources(generation):
+        return _file_part(table, _table_file(generation, table, work, source))
+    key = next(s.key for s in generation_sources(generation) if s.source == source)
+    parts = []
+    for path in table_files(generation, table, key):
+        if pq.read_metadata(path).num_rows == 0:  # the empty file beside history deltas
+            continue
+        content = _sha256(path)
+        digest = hashlib.sha256(f"{table}\0{source}\0{content}".encode()).hexdigest()
+        rows = functools.partial(_source_part_rows, path, table, source, snapshot_id)
+        parts.append(Part(digest, rows))
+    return parts
+
+
+def _source_part_rows(path: Path, table: str, source: str, snapshot_id: str) -> pa.Table:
+    """One stored file of a per-source table, with the ``source`` and ``snapshot_id`` its view
+    adds (the snapshot of the build that writes the part: a part no build changed since keeps
+    the snapshot that first published it), in the table's order."""
+    import duckdb
+
+    added = [c for c in VIEW_ADDED_COLUMNS if c in schemas.TABLES[table].column_names]
+    constants = {SOURCE_COLUMN: source, "snapshot_id": snapshot_id}
+    order = schemas.TABLE_ORDER.get(table)
+    connection = duckdb.connect(config={"preserve_insertion_order": True, "threads": 1})
+    try:
+        columns = "".join(f", {sql_literal(constants[c])} AS {c}" for c in added)
+        rows = connection.sql(
+            f"SELECT *{columns} FROM read_parquet({sql_literal(path)})"  # noqa: S608  (own names, quoted values)
+            + (f" ORDER BY {order}" if order else "")
+        ).to_arrow_table()
+    finally:
+        connection.close()
+    return _plain_types(rows)
+
+
+@dataclass(frozen=True)
 class TableCommit:
     snapshot_id: int | None  # None: the table has no snapshot yet (nothing to commit)
     sequence_number: int
@@ -446,92 +562,103 @@ class TableCommit:
 
 
 def publish_table(
-    catalog: Catalog,
-    io: FileIO,
-    settings: Settings,
-    table: str,
-    local: Path,
-    source: str | None,
-    properties: dict[str, str],
+    catalog: Catalog, table: str, local: Path, source: str | None, properties: dict[str, str]
 ) -> TableCommit:
-    """Upload one table's file (named by its content) and commit it: this source's rows of the
-    Iceberg table (all rows, for a table without a ``source`` column) become the file's."""
-    digest = _sha256(local)[:16]
-    publication = properties.get(PROPERTY_PUBLICATION, "manual")
-    schema = pq.read_schema(local)
-    uploaded: dict[str, str] = {}
-
-    def upload(table_location: str) -> str:
-        # Under the table's own location, where Iceberg tools (expire, orphan-file removal,
-        # copies of a table) expect its data files.
-        if table_location not in uploaded:
-            target = f"{table_location.rstrip('/')}/data/{publication}-{digest}.parquet"
-            _upload(io, local, target)
-            uploaded[table_location] = target
-        return uploaded[table_location]
-
-    rows = pq.read_metadata(local).num_rows
+    """Commit one local file as the rows of ``table`` this source holds (all rows, for a
+    table without a ``source`` column)."""
+    found = pq.read_schema(local)
     # A mart spans every source in one file: one partition per source would not hold it.
-    partitioned = SOURCE_COLUMN in schema.names and table not in MARTS
-    return _commit_table(
-        catalog, io, table, schema, upload, digest, rows, source, properties, partitioned
+    partitioned = SOURCE_COLUMN in found.names and table not in MARTS
+    parts = _file_part(table, local)
+    return commit_parts(
+        catalog, table, declared_schema(table, found), parts, source, properties, partitioned
     )
 
 
-def _live_files(table: IcebergTable, io: FileIO) -> list[str]:
+def declared_schema(table: str, found: pa.Schema | None = None) -> pa.Schema:
+    """The Arrow schema an Iceberg table is created with and kept at: ``schemas``' columns
+    (for a table it declares) or those ``found`` in the rows (a mart), each required where
+    tracehouse guarantees a value (``required_columns``)."""
+    declared = schemas.TABLES.get(table)
+    fields = list(declared.arrow_schema if declared is not None else found or pa.schema([]))
+    required = set(required_columns(table))
+    return pa.schema([f.with_nullable(f.name not in required) for f in fields])
+
+
+def required_columns(table: str) -> tuple[str, ...]:
+    """The columns of ``table`` that never hold null: as ``schemas`` declares them, or, for a
+    mart that is a view, its key and the columns it passes through from a required column."""
+    declared = schemas.TABLES.get(table)
+    if declared is not None:
+        return tuple(c.name for c in declared.columns if not c.nullable)
+    return MART_REQUIRED.get(table, ())
+
+
+def table_order(table: str) -> str | None:
+    """The order of every data file of ``table`` (``schemas.TABLE_ORDER``, or a mart's key)."""
+    return schemas.TABLE_ORDER.get(table) or MART_ORDER.get(table)
+
+
+def _live_files(table: IcebergTable, io: FileIO, source: str | None) -> list[DataFile]:
+    """The live data files of the table's current snapshot (with ``source``, only those of that
+    source's partition)."""
+    from pyiceberg.manifest import ManifestContent
+
     snapshot = table.current_snapshot()
     if snapshot is None:
         return []
-    return [
-        entry.data_file.file_path
-        for manifest in snapshot.manifests(io)
-        for entry in manifest.fetch_manifest_entry(io, discard_deleted=True)
-    ]
+    specs = table.specs()
+    files = []
+    for manifest in snapshot.manifests(io):
+        if manifest.content != ManifestContent.DATA:
+            continue
+        names = [field.name for field in specs[manifest.partition_spec_id].fields]
+        position = names.index(SOURCE_COLUMN) if SOURCE_COLUMN in names else None
+        for entry in manifest.fetch_manifest_entry(io, discard_deleted=True):
+            if source is None or (
+                position is not None and entry.data_file.partition[position] == source
+            ):
+                files.append(entry.data_file)
+    return files
 
 
-def _commit_table(
+def commit_parts(
     catalog: Catalog,
-    io: FileIO,
     name: str,
     schema: pa.Schema,
-    upload: Callable[[str], str],
-    digest: str,
-    rows: int,
+    parts: list[Part],
     source: str | None,
     properties: dict[str, str],
     partitioned: bool,
 ) -> TableCommit:
-    """Replace this build's rows of one table with the uploaded file in one Iceberg commit,
-    retried against a fresh table state when another writer committed first."""
-    from pyiceberg.expressions import AlwaysTrue, EqualTo
-
-    by_source = partitioned and source is not None
-    empty = rows == 0
-    # (pyright reads EqualTo's pydantic fields as its constructor; (term, literal) is its API)
-    replaced = (
-        EqualTo(SOURCE_COLUMN, source)  # pyright: ignore[reportCallIssue]
-        if by_source
-        else AlwaysTrue()
-    )
+    """Make this build's rows of one table (this source's partition in a table partitioned by
+    source, else the whole table) exactly ``parts``, in one Iceberg snapshot: the files of the
+    parts it does not hold yet are written (with the table's field IDs) and added, the files of
+    parts no longer wanted removed, and a table that holds just these parts is not committed.
+    Retried against a fresh table state when another writer committed first."""
+    scope = source if partitioned else None
+    wanted = {part.write_uuid: part for part in parts}
     for attempt in range(COMMIT_ATTEMPTS):
         table = _load_or_create(catalog, name, schema, partitioned)
-        live = _live_files(table, io)
-        # Files are named by their content (which holds the source column where there is
-        # one): the same rows are already there, as a rebuild that changed no row finds.
-        mine = [path for path in live if path.endswith(f"-{digest}.parquet")]
+        live = _live_files(table, table.io, scope)
+        held = {_part_of(f.file_path) for f in live}
+        stale = [f for f in live if _part_of(f.file_path) not in wanted]
+        missing = [part for key, part in wanted.items() if key not in held]
         current = table.current_snapshot()
-        if current is not None and mine and (by_source or len(live) == 1):
+        if not stale and not missing:
+            if current is None:  # a new table and this source has no rows: nothing to write
+                return TableCommit(None, 0, attempt, False)
             return TableCommit(current.snapshot_id, current.sequence_number or 0, attempt, True)
         try:
             transaction = table.transaction()
-            with transaction.update_schema() as update:
-                update.union_by_name(schema)  # a column added by a newer importer
-            _document_columns(transaction, name)
-            if transaction.table_metadata.sort_order().is_unsorted:  # a table made before
-                _declare_sort_order(transaction, name)
-            transaction.delete(replaced, snapshot_properties=properties)
-            if not (by_source and empty):  # a source with no rows here: only the delete
-                transaction.add_files([upload(table.location())], snapshot_properties=properties)
+            _evolve_schema(transaction, name, schema)
+            written = [f for part in missing for f in _write_part(transaction, table, part)]
+            # One snapshot removes and adds the files: every snapshot holds the whole table.
+            with transaction.update_snapshot(snapshot_properties=properties).overwrite() as files:
+                for data_file in stale:
+                    files.delete_data_file(data_file)
+                for data_file in written:
+                    files.append_data_file(data_file)
             committed = transaction.commit_transaction()
         except Exception as error:
             if not _lost_race(error):
@@ -539,12 +666,62 @@ def _commit_table(
             _backoff(attempt)
             continue
         current = committed.current_snapshot()
-        if current is None:  # a new table and this source has no rows: nothing was written
-            return TableCommit(None, 0, attempt, False)
+        assert current is not None  # it just committed one
         return TableCommit(current.snapshot_id, current.sequence_number or 0, attempt, False)
     raise PublishError(
         f"could not commit table {name} after {COMMIT_ATTEMPTS} attempts: other writers kept "
         "changing it; run the build again"
+    )
+
+
+def _evolve_schema(transaction: Any, name: str, schema: pa.Schema) -> None:
+    """Bring the table's schema, docs and sort order to what this build declares (each only
+    where it differs: an unchanged table gets no schema change)."""
+    with transaction.update_schema() as update:
+        update.union_by_name(schema)  # a column added by a newer importer
+    _require_columns(transaction, schema)
+    _document_columns(transaction, name)
+    if transaction.table_metadata.sort_order().is_unsorted:  # a table made before
+        _declare_sort_order(transaction, name)
+
+
+def _require_columns(transaction: Any, schema: pa.Schema) -> None:
+    """Declare required the columns ``schema`` requires that a table made by an older
+    publisher holds as optional (its rows hold no null there: the build's checks say so)."""
+    current = transaction.table_metadata.schema()
+    names = {field.name: field for field in current.fields}
+    loose = [
+        f.name for f in schema if not f.nullable and f.name in names and names[f.name].optional
+    ]
+    if not loose:
+        return
+    with transaction.update_schema(allow_incompatible_changes=True) as update:
+        for column in loose:
+            update.update_column(column, required=True)
+
+
+def _write_part(transaction: Any, table: IcebergTable, part: Part) -> list[DataFile]:
+    """Write one part's rows as data files of the table with pyiceberg's own writer (each
+    Parquet field carries its Iceberg field ID), named by the part."""
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files as write_data_files
+
+    rows = part.rows()
+    fields = {field.name: field for field in transaction.table_metadata.schema().fields}
+    for column in rows.column_names:
+        field = fields.get(column)
+        if field is not None and field.required and rows.column(column).null_count:
+            raise ValueError(f"table {table.name()[-1]}: required column {column} holds null")
+    rows = rows.cast(
+        pa.schema(
+            [f.with_nullable(f.name not in fields or fields[f.name].optional) for f in rows.schema]
+        )
+    )
+    # The name's number is new to each write: a build that lost the race to another build of
+    # the same part (other snapshot_id values) never overwrites the file that build committed.
+    number = itertools.count(random.getrandbits(40))
+    metadata = transaction.table_metadata
+    return list(
+        write_data_files(metadata, rows, table.io, write_uuid=part.write_uuid, counter=number)
     )
 
 
@@ -557,7 +734,7 @@ def column_docs(table: str) -> dict[str, str]:
 def sort_terms(table: str) -> list[tuple[str, bool]]:
     """(column, nulls first) of the order every file of ``table`` is written in
     (``schemas.TABLE_ORDER``, ascending; DuckDB puts nulls last unless told otherwise)."""
-    order = schemas.TABLE_ORDER.get(table)
+    order = table_order(table)
     if order is None:
         return []
     terms = [term.strip().split() for term in order.split(",")]
@@ -660,6 +837,7 @@ def _load_or_create(
         with creation.update_spec() as spec:
             spec.add_identity(SOURCE_COLUMN)
     _declare_sort_order(creation, name)
+    _document_columns(creation, name)
     # Another writer created it first: the catalog says so either way, by the kind of catalog.
     with contextlib.suppress(TableAlreadyExistsError, CommitFailedException):
         creation.commit_transaction()
@@ -850,13 +1028,8 @@ def _materialize(
                 snapshot_id = snapshots.get(table)
                 if table in PER_SOURCE_TABLES:
                     _download_source_slices(catalog, io, table, snapshot_id, temporary, sources)
-                elif snapshot_id is None:  # never committed: an empty table
-                    pq.write_table(
-                        schemas.TABLES[table].arrow_schema.empty_table(),
-                        temporary / f"{table}.parquet",
-                    )
                 else:
-                    _download_table(catalog, io, table, snapshot_id, temporary)
+                    _download_table(catalog, table, snapshot_id, temporary)
             _compute_rankings(replica, temporary)
             (temporary / SNAPSHOT_FILE).write_text(publication["snapshot_id"] + "\n")
             write_duckdb_file(temporary, settings)
@@ -1046,26 +1219,33 @@ def _compute_rankings(replica: Warehouse, generation: Path) -> None:
     write_empty_parts(generation)
 
 
-def _download_table(
-    catalog: Catalog, io: FileIO, table: str, snapshot_id: int, folder: Path
-) -> None:
-    """The data files of one table snapshot as they are (one file: ``<table>.parquet``; several:
-    a folder of them); rewritten through Arrow only when the snapshot has delete files."""
+def _download_table(catalog: Catalog, table: str, snapshot_id: int | None, folder: Path) -> None:
+    """A table the build holds in one file (``protocols``, ``baseline_map``), written from the
+    snapshot's rows (none: a table never committed, empty) as the build writes it (its stored schema, sorted and written by DuckDB):
+    the build's very bytes for the same rows, which an export copies as they are, whatever
+    writer made the data files."""
+    import duckdb
+
+    from pipelines.transforms.finalize import _stored_schema as stored_schema
+
     target = folder / f"{table}.parquet"
-    files = _scan_files(catalog, io, table, snapshot_id)
-    if files is None:
-        pq.write_table(_scan_rows(catalog, table, snapshot_id), target)
-        return
-    paths = [path for path, _ in files]
-    if len(paths) == 1:
-        _download(io, paths[0], target)
-        return
-    if not paths:  # every row deleted: an empty table, not a missing one
-        pq.write_table(schemas.TABLES[table].arrow_schema.empty_table(), target)
-        return
-    target.mkdir()
-    for index, path in enumerate(paths):
-        _download(io, path, target / f"{index:06d}.parquet")
+    staged = folder / f"_{table}.parquet"
+    stored = stored_schema(table)
+    rows = (
+        stored.empty_table()
+        if snapshot_id is None
+        else _scan_rows(catalog, table, snapshot_id).select(stored.names).cast(stored)
+    )
+    pq.write_table(rows, staged, compression="zstd")
+    connection = duckdb.connect(config={"threads": 1})
+    try:
+        connection.sql(
+            f"SELECT * FROM read_parquet({sql_literal(staged)}) "  # noqa: S608  (own names)
+            f"ORDER BY {schemas.TABLE_ORDER[table]}"
+        ).write_parquet(str(target), compression="zstd")
+    finally:
+        connection.close()
+    staged.unlink()
 
 
 def _remove_old_replicas(replica: Warehouse, current: Path) -> None:
