@@ -495,6 +495,11 @@ def axes_text(axes_json: str | None) -> str | None:
     return ", ".join(f"{name}={value}" for name, value in axes.items())
 
 
+def workload_label(axes_json: str | None, workload_key: str) -> str:
+    """A workload by its axes (``M=8, N=4``), the key's first characters when it has none."""
+    return axes_text(axes_json) or workload_key[:8]
+
+
 def _workload_axes(connection: duckdb.DuckDBPyConnection) -> dict[tuple[Any, Any], str]:
     named: dict[tuple[Any, Any], str] = {}
     for definition, uuid, axes_json in connection.execute(WORKLOAD_AXES_SQL).fetchall():

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pipelines import export, kernelindex
+from pipelines import export, kernelindex, render
 from pipelines.files import write_atomically
 
 RECORD_FOLDER = "runs"  # inside the report's page folder
@@ -107,11 +107,10 @@ def standalone_page(row: dict[str, Any], events: list[dict[str, Any]], style: st
 
 def write_record_html(settings: Any, run_or_external_id: str, out: Path) -> dict[str, Any]:
     """`tracehouse record ID --html OUT`: the run's page written (atomically) to ``out``."""
-    from pipelines.report import STYLE
 
     row = export.find_run(settings, run_or_external_id)
     events = export.record_history(settings, row["comparison_key"]) if row["eligible"] else []
-    write_atomically(out, standalone_page(row, events, STYLE).encode())
+    write_atomically(out, standalone_page(row, events, render.PAGE_STYLE).encode())
     return row
 
 

@@ -461,3 +461,26 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str
         *("| " + " | ".join(cell(v) for v in row) + " |" for row in rows),
     ]
     return "\n".join(lines)
+
+
+# The stylesheet of every report page (overview, definition, change and record pages).
+PAGE_STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.5rem 2rem;
+       color: #1d2330; background: #fafbfc; }
+h1 { font-size: 1.5rem; margin-bottom: .2rem; } h2 { font-size: 1.2rem; margin-top: 2rem; }
+h3 { font-size: 1.05rem; margin-top: 1.5rem; }
+p.note { color: #4b5563; max-width: 60rem; font-size: .9rem; }
+div.scroll { max-width: 100%; overflow-x: auto; margin: .6rem 0 1rem; }
+table { border-collapse: collapse; font-size: .82rem; background: white; }
+th, td { border: 1px solid #d5d9e0; padding: .25rem .5rem; text-align: left; white-space: nowrap; }
+th { background: #eef1f6; position: sticky; top: 0; } td.empty { color: #6b7280; font-style: italic; }
+nav a { margin-right: 1rem; } .chart { max-width: 1100px; overflow-x: auto; }
+code { background: #eef1f6; padding: 0 .2rem; }
+p.chart-title { font-weight: 600; margin: 1.2rem 0 .2rem; }
+.swatch { display: inline-block; width: .7rem; height: .7rem; margin-right: .35rem;
+          border-radius: 2px; vertical-align: baseline; }
+ul.legend { list-style: none; padding: 0; display: flex; flex-wrap: wrap; gap: .4rem 1.2rem;
+            font-size: .85rem; }
+ul.legend .swatch { border: 1px solid #9aa3af; }
+@media (max-width: 900px) { body { margin: 1rem; } }
+"""

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipelines import interrupts, rejects
+from pipelines import changes, interrupts, rejects, render
 from pipelines.files import write_atomically
 from pipelines.output_folder import OutputKind, claimed
 from pipelines.record_page import RECORD_FOLDER, record_page_name, write_record_pages
@@ -328,28 +328,6 @@ def _table(
     )
 
 
-STYLE = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.5rem 2rem;
-       color: #1d2330; background: #fafbfc; }
-h1 { font-size: 1.5rem; margin-bottom: .2rem; } h2 { font-size: 1.2rem; margin-top: 2rem; }
-h3 { font-size: 1.05rem; margin-top: 1.5rem; }
-p.note { color: #4b5563; max-width: 60rem; font-size: .9rem; }
-div.scroll { max-width: 100%; overflow-x: auto; margin: .6rem 0 1rem; }
-table { border-collapse: collapse; font-size: .82rem; background: white; }
-th, td { border: 1px solid #d5d9e0; padding: .25rem .5rem; text-align: left; white-space: nowrap; }
-th { background: #eef1f6; position: sticky; top: 0; } td.empty { color: #6b7280; font-style: italic; }
-nav a { margin-right: 1rem; } .chart { max-width: 1100px; overflow-x: auto; }
-code { background: #eef1f6; padding: 0 .2rem; }
-p.chart-title { font-weight: 600; margin: 1.2rem 0 .2rem; }
-.swatch { display: inline-block; width: .7rem; height: .7rem; margin-right: .35rem;
-          border-radius: 2px; vertical-align: baseline; }
-ul.legend { list-style: none; padding: 0; display: flex; flex-wrap: wrap; gap: .4rem 1.2rem;
-            font-size: .85rem; }
-ul.legend .swatch { border: 1px solid #9aa3af; }
-@media (max-width: 900px) { body { margin: 1rem; } }
-"""
-
-
 def _page(title: str, body: str, *, depth: int) -> str:
     prefix = "../" * depth
     return (
@@ -358,7 +336,7 @@ def _page(title: str, body: str, *, depth: int) -> str:
         # no favicon request: the page asks for nothing it does not ship
         "<link rel='icon' href='data:,'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<style>{STYLE}</style>"
+        f"<style>{render.PAGE_STYLE}</style>"
         f"<script src='{prefix}{PLOTLY_BUNDLE}'></script>"
         f"</head><body>{body}</body></html>\n"
     )
@@ -598,7 +576,7 @@ def record_holders(
     by_definition: dict[str, list[dict[str, Any]]] = {}
     for (definition, _), heap in sorted(kept.items()):
         for _, _, row in sorted(heap, key=lambda e: e[0].key):
-            row["workload"] = workload_label(row["axes_json"], row["workload_key"])
+            row["workload"] = changes.workload_label(row["axes_json"], row["workload_key"])
             row["source_native"] = (
                 source_native_line(row["speedup_factor"])
                 if row["speedup_factor"] is not None
@@ -783,19 +761,6 @@ def solution_colours(solutions: Iterable[str]) -> dict[str, str]:
     """One colour per solution of a page, by name order: the same in every chart and table."""
     ordered = sorted(set(solutions))
     return {name: SOLUTION_PALETTE[i % len(SOLUTION_PALETTE)] for i, name in enumerate(ordered)}
-
-
-def workload_label(axes_json: str | None, workload_key: str) -> str:
-    """A workload by its axes (``M=8, N=4``), the key's first characters when it has none."""
-    import json
-
-    try:
-        axes = json.loads(axes_json) if axes_json else None
-    except ValueError:
-        axes = None
-    if isinstance(axes, dict) and axes:
-        return ", ".join(f"{k}={v}" for k, v in axes.items())
-    return workload_key[:8]
 
 
 def workload_order(axes_json: str | None, workload_key: str) -> tuple[Any, ...]:
@@ -1067,7 +1032,8 @@ def _workload_labels(cells: list[dict[str, Any]]) -> dict[str, str]:
     by_key: dict[str, str] = {}
     for cell in cells:
         by_key.setdefault(
-            cell["workload_key"], workload_label(cell.get("axes_json"), cell["workload_key"])
+            cell["workload_key"],
+            changes.workload_label(cell.get("axes_json"), cell["workload_key"]),
         )
     seen: dict[str, list[str]] = {}
     for key in sorted(by_key):

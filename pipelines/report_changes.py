@@ -137,8 +137,6 @@ def _label_workloads(connection: duckdb.DuckDBPyConnection, report: changes.Chan
     """Each entry's ``workload``: its axes (``M=8``) where the warehouse knows them."""
     import pyarrow as pa
 
-    from pipelines.report import workload_label
-
     entries = [e for section in LABELLED_SECTIONS for e in report.sections[section]]
     wanted = sorted(
         {(e["source"], e["definition"], e["workload_uuid"]) for e in entries if e["workload_uuid"]}
@@ -163,7 +161,7 @@ def _label_workloads(connection: duckdb.DuckDBPyConnection, report: changes.Chan
     for entry in entries:
         uuid = entry["workload_uuid"] or ""
         found = axes.get((entry["source"], entry["definition"], uuid))
-        entry["workload"] = workload_label(found, uuid) if found else (uuid or "?")
+        entry["workload"] = changes.workload_label(found, uuid) if found else (uuid or "?")
 
 
 def write_change_pages(

@@ -75,13 +75,13 @@ from pipelines.storage import (
     redact,
     uri_scheme,
 )
+from pipelines.table_layout import VIEW_ADDED_COLUMNS
 from pipelines.warehouse import (
     COMPLETE_MARKER,
     DUCKDB_FILE,
     PARTED_TABLES,
     PER_SOURCE_TABLES,
     SNAPSHOT_FILE,
-    VIEW_ADDED_COLUMNS,
     GenerationSource,
     Warehouse,
     WarehouseMissing,
