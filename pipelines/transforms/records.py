@@ -6,11 +6,19 @@ line never costs the rest of its file. Parsing is strict first (orjson, fast) an
 to Python's json module for what older writers produced: bare ``NaN``/``Infinity`` tokens,
 integers beyond 64 bits. Lines that needed the fallback, or held two concatenated objects, are
 flagged ``strict=False``: KernelIndex's strict parser would refuse the whole file (§2.2).
+
+A damaged region costs only its lines (``_lines``). A line ends at LF, CRLF or a CR that no LF
+follows, as most editors count them, so a CR-only stretch is read as the lines it holds. A line
+holding a NUL byte is not text: it is one ``binary_line`` reject, and a stretch of UTF-16 text
+(a NUL every other byte) is counted in its own line ends, so the lines after it keep their
+numbers. A file is refused as a whole (``binary_file``) only when its first 8 KiB hold a NUL and
+none of its lines holds a JSON object (``looks_binary``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +30,14 @@ from pipelines.rejects import REJECT_REASONS
 
 BOM = b"\xef\xbb\xbf"
 RAW_PREFIX_CHARS = 200
+# A file with a NUL byte this early may be binary as a whole (``looks_binary``).
+BINARY_HEAD_BYTES = 8192
+# A CR that ends a line by itself (classic Mac OS line ends, or a stray one mid-line).
+_LONE_CR = re.compile(rb"\r(?!\n)")
+# UTF-16 is told from a zero-filled region by its NULs: at least this share of the bytes of one
+# parity and at most the rest of the other (ASCII text in UTF-16 has exactly one parity zero).
+_UTF16_NUL_SHARE = 0.75
+_UTF16_MIN_BYTES = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,24 +160,92 @@ def _parse_line(raw: bytes) -> tuple[list[tuple[Any, bool]], tuple[str, str] | N
         return [], ("invalid_json", f"not valid JSON: {error}")
 
 
+def _utf16_order(chunk: bytes, *, continuing: bool) -> str | None:
+    """"LE" or "BE" when ``chunk`` (one LF-ended read) is UTF-16 text, else None; a stretch
+    already begun also continues with its short lines (a blank one is CR NUL LF)."""
+    if len(chunk) < (2 if continuing else _UTF16_MIN_BYTES):
+        return None
+    even, odd = chunk[0::2], chunk[1::2]
+    even_nul, odd_nul = even.count(0) / len(even), odd.count(0) / len(odd)
+    if odd_nul >= _UTF16_NUL_SHARE and even_nul <= 1 - _UTF16_NUL_SHARE:
+        return "LE"
+    if even_nul >= _UTF16_NUL_SHARE and odd_nul <= 1 - _UTF16_NUL_SHARE:
+        return "BE"
+    return None
+
+
+# (line number, byte offset, bytes, damage): damage is None for a line to parse, else the
+# message and the text to show of a line that is not UTF-8 text.
+_Line = tuple[int, int, bytes, tuple[str, str] | None]
+
+
+def _lines(handle: Any, content: Any = None) -> Iterator[_Line]:
+    """The lines of a binary file handle, numbered as an editor shows them.
+
+    Lines end at LF, CRLF or a lone CR. A line holding NUL bytes comes with its damage. In a
+    UTF-16 stretch only UTF-16 line ends count: its CR NUL LF NUL is one line end, and the NUL
+    that a little-endian LF leaves at the start of the next read belongs to the line before.
+    The common line (no NUL, no CR but a final CRLF) costs two byte scans.
+    """
+    number = 0
+    offset = 0
+    stretch: str | None = None  # the byte order of the UTF-16 stretch the last line was in
+    for chunk in handle:
+        if content is not None:
+            content.update(chunk)
+        start = offset
+        offset += len(chunk)
+        if number == 0 and chunk.startswith(BOM):
+            chunk = chunk[len(BOM) :]
+            start += len(BOM)
+        if stretch == "LE" and chunk.startswith(b"\x00"):
+            chunk = chunk[1:]
+            start += 1
+        has_nul = b"\x00" in chunk
+        if has_nul:
+            stretch = _utf16_order(chunk, continuing=stretch is not None)
+        elif stretch is not None and chunk.strip():
+            stretch = None
+        if stretch is not None:
+            number += 1
+            if chunk.replace(b"\x00", b"").strip():
+                text = (chunk + b"\x00" * (len(chunk) % 2)).decode(f"utf-16-{stretch}", "replace")
+                message = f"UTF-16{stretch} text (a NUL every other byte), not UTF-8"
+                yield number, start, chunk, (message, text.strip().lstrip("\ufeff"))
+            continue
+        cr = chunk.find(b"\r")
+        if cr == -1 or (cr == len(chunk) - 2 and chunk.endswith(b"\n")):
+            pieces: list[tuple[int, bytes]] = [(0, chunk)]
+        else:
+            pieces, position = [], 0
+            for match in _LONE_CR.finditer(chunk):
+                pieces.append((position, chunk[position : match.end()]))
+                position = match.end()
+            if position < len(chunk):
+                pieces.append((position, chunk[position:]))
+        for position, piece in pieces:
+            number += 1
+            nuls = piece.count(0) if has_nul else 0
+            if nuls:
+                message = f"{nuls} NUL byte{'s' * (nuls > 1)}: a zero-filled region or binary data"
+                yield number, start + position, piece, (message, raw_prefix(piece.strip()))
+            else:
+                yield number, start + position, piece, None
+
+
 def iter_jsonl(path: Path, rel: str, content: Any = None) -> Iterator[Record | Reject]:
     """Stream the records of a JSONL file; blank lines are skipped, never rejected.
 
     ``content``, a hashlib object, is fed every byte of the file on the way, so the file's
     digest costs no second read.
     """
-    offset = 0
     with path.open("rb") as handle:
-        for number, line in enumerate(handle, start=1):
-            if content is not None:
-                content.update(line)
-            line_offset = offset
-            offset += len(line)
-            if number == 1 and line.startswith(BOM):
-                line = line[len(BOM) :]
-                line_offset += len(BOM)
+        for number, line_offset, line, damage in _lines(handle, content):
             raw = line.strip()
             if not raw:
+                continue
+            if damage is not None:
+                yield Reject(rel, number, "binary_line", damage[0], damage[1][:RAW_PREFIX_CHARS])
                 continue
             values, problem = parse_line(raw)
             if problem is not None:
@@ -196,6 +280,17 @@ def read_json_file(path: Path, rel: str) -> Record | Reject:
 
 
 def looks_binary(path: Path) -> bool:
+    """Whether a JSONL file is refused as a whole (``binary_file``): a NUL byte in its first
+    8 KiB and no line holding a JSON object. A file with good lines among damaged ones is read
+    line by line instead; only files starting with a NUL are read here a second time."""
     with path.open("rb") as handle:
-        head = handle.read(8192)
-    return b"\x00" in head
+        if b"\x00" not in handle.read(BINARY_HEAD_BYTES):
+            return False
+        handle.seek(0)
+        for _, _, line, damage in _lines(handle):
+            raw = line.strip()
+            if damage is None and raw.startswith(b"{"):
+                values, problem = parse_line(raw)
+                if problem is None and any(type(value) is dict for value, _ in values):
+                    return False
+    return True
