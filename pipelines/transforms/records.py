@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -161,8 +161,8 @@ def _parse_line(raw: bytes) -> tuple[list[tuple[Any, bool]], tuple[str, str] | N
 
 
 def _utf16_order(chunk: bytes, *, continuing: bool) -> str | None:
-    """"LE" or "BE" when ``chunk`` (one LF-ended read) is UTF-16 text, else None; a stretch
-    already begun also continues with its short lines (a blank one is CR NUL LF)."""
+    """The byte order, LE or BE, when ``chunk`` (one LF-ended read) is UTF-16 text, else None;
+    a stretch already begun also continues with its short lines (a blank one is CR NUL LF)."""
     if len(chunk) < (2 if continuing else _UTF16_MIN_BYTES):
         return None
     even, odd = chunk[0::2], chunk[1::2]
@@ -174,86 +174,131 @@ def _utf16_order(chunk: bytes, *, continuing: bool) -> str | None:
     return None
 
 
-# (line number, byte offset, bytes, damage): damage is None for a line to parse, else the
-# message and the text to show of a line that is not UTF-8 text.
-_Line = tuple[int, int, bytes, tuple[str, str] | None]
+# (line number, byte offset, bytes, damage, whole): damage is None for a line to parse, else
+# the message and the text to show of a line that is not UTF-8 text; whole is False when the
+# line is only part of what KernelIndex reads as a line, which splits on LF alone (§2.2).
+_Line = tuple[int, int, bytes, tuple[str, str] | None, bool]
 
 
-def _lines(handle: Any, content: Any = None) -> Iterator[_Line]:
-    """The lines of a binary file handle, numbered as an editor shows them.
+def _crlf_only(chunk: bytes) -> bool:
+    """Whether a read (one LF-ended line) with a CR has it only in a final CRLF. A read with no
+    NUL and no other CR, outside a UTF-16 stretch, is one line as it is. The callers test
+    ``0 not in chunk`` and ``13 not in chunk`` first: a memchr each, where ``find`` is not."""
+    return chunk.find(b"\r") == len(chunk) - 2 and chunk.endswith(b"\n")
+
+
+class _Lines:
+    """Numbers the lines of one file, read by read, as an editor shows them.
 
     Lines end at LF, CRLF or a lone CR. A line holding NUL bytes comes with its damage. In a
     UTF-16 stretch only UTF-16 line ends count: its CR NUL LF NUL is one line end, and the NUL
     that a little-endian LF leaves at the start of the next read belongs to the line before.
-    The common line (no NUL, no CR but a final CRLF) costs two byte scans.
+    KernelIndex, which splits on LF only, cannot parse a read holding several lines or the NUL of
+    a UTF-16 LF, so their lines are not ``whole``: their records are not strict JSON for it.
+    A common read (no NUL, no CR but a final CRLF: ``_crlf_only``) outside a UTF-16 stretch
+    never comes here.
     """
-    number = 0
-    offset = 0
-    stretch: str | None = None  # the byte order of the UTF-16 stretch the last line was in
-    for chunk in handle:
-        if content is not None:
-            content.update(chunk)
-        start = offset
-        offset += len(chunk)
-        if number == 0 and chunk.startswith(BOM):
-            chunk = chunk[len(BOM) :]
-            start += len(BOM)
-        if stretch == "LE" and chunk.startswith(b"\x00"):
+
+    __slots__ = ("number", "stretch")
+
+    def __init__(self) -> None:
+        self.number = 0  # the number of the last line
+        self.stretch: str | None = None  # the byte order of the UTF-16 stretch it was in
+
+    def split(self, chunk: bytes, start: int) -> list[_Line]:
+        whole = True
+        if self.stretch == "LE" and chunk.startswith(b"\x00"):
             chunk = chunk[1:]
             start += 1
+            whole = False
         has_nul = b"\x00" in chunk
         if has_nul:
-            stretch = _utf16_order(chunk, continuing=stretch is not None)
-        elif stretch is not None and chunk.strip():
-            stretch = None
-        if stretch is not None:
-            number += 1
-            if chunk.replace(b"\x00", b"").strip():
-                text = (chunk + b"\x00" * (len(chunk) % 2)).decode(f"utf-16-{stretch}", "replace")
-                message = f"UTF-16{stretch} text (a NUL every other byte), not UTF-8"
-                yield number, start, chunk, (message, text.strip().lstrip("\ufeff"))
-            continue
-        cr = chunk.find(b"\r")
-        if cr == -1 or (cr == len(chunk) - 2 and chunk.endswith(b"\n")):
-            pieces: list[tuple[int, bytes]] = [(0, chunk)]
-        else:
-            pieces, position = [], 0
-            for match in _LONE_CR.finditer(chunk):
-                pieces.append((position, chunk[position : match.end()]))
-                position = match.end()
-            if position < len(chunk):
-                pieces.append((position, chunk[position:]))
+            self.stretch = _utf16_order(chunk, continuing=self.stretch is not None)
+        elif self.stretch is not None and chunk.strip():
+            self.stretch = None
+        if self.stretch is not None:
+            self.number += 1
+            if not chunk.replace(b"\x00", b"").strip():
+                return []
+            text = (chunk + b"\x00" * (len(chunk) % 2)).decode(f"utf-16-{self.stretch}", "replace")
+            message = f"UTF-16{self.stretch} text (a NUL every other byte), not UTF-8"
+            return [(self.number, start, chunk, (message, text.strip().lstrip("\ufeff")), False)]
+        pieces, position = [], 0
+        for match in _LONE_CR.finditer(chunk):
+            pieces.append((position, chunk[position : match.end()]))
+            position = match.end()
+        if position < len(chunk):
+            pieces.append((position, chunk[position:]))
+        whole = whole and sum(1 for _, piece in pieces if piece.strip()) < 2
+        lines: list[_Line] = []
         for position, piece in pieces:
-            number += 1
+            self.number += 1
             nuls = piece.count(0) if has_nul else 0
             if nuls:
                 message = f"{nuls} NUL byte{'s' * (nuls > 1)}: a zero-filled region or binary data"
-                yield number, start + position, piece, (message, raw_prefix(piece.strip()))
+                damage = (message, raw_prefix(piece.strip()))
+                lines.append((self.number, start + position, piece, damage, False))
             else:
-                yield number, start + position, piece, None
+                lines.append((self.number, start + position, piece, None, whole))
+        return lines
+
+
+def _file_lines(handle: Any) -> Iterator[_Line]:
+    """Every line of a file, as ``iter_jsonl`` numbers them."""
+    lines = _Lines()
+    offset = 0
+    for chunk in handle:
+        start = offset
+        offset += len(chunk)
+        if start == 0 and chunk.startswith(BOM):
+            chunk = chunk[len(BOM) :]
+            start += len(BOM)
+        if 0 not in chunk and lines.stretch is None and (13 not in chunk or _crlf_only(chunk)):
+            lines.number += 1
+            yield lines.number, start, chunk, None, True
+        else:
+            yield from lines.split(chunk, start)
 
 
 def iter_jsonl(path: Path, rel: str, content: Any = None) -> Iterator[Record | Reject]:
     """Stream the records of a JSONL file; blank lines are skipped, never rejected.
 
     ``content``, a hashlib object, is fed every byte of the file on the way, so the file's
-    digest costs no second read.
+    digest costs no second read. Lines are numbered as ``_Lines`` says (``_file_lines``,
+    inlined: this loop runs once per line of every build).
     """
+    lines = _Lines()
+    offset = 0
     with path.open("rb") as handle:
-        for number, line_offset, line, damage in _lines(handle, content):
-            raw = line.strip()
-            if not raw:
-                continue
-            if damage is not None:
-                yield Reject(rel, number, "binary_line", damage[0], damage[1][:RAW_PREFIX_CHARS])
-                continue
-            values, problem = parse_line(raw)
-            if problem is not None:
-                yield Reject(rel, number, problem[0], problem[1], raw_prefix(raw))
-                continue
-            for index, (value, strict) in enumerate(values):
-                record_raw = raw if len(values) == 1 else orjson.dumps(value, default=str)
-                yield Record(number, index, line_offset, record_raw, value, strict)
+        for chunk in handle:
+            if content is not None:
+                content.update(chunk)
+            line_offset = offset
+            offset += len(chunk)
+            if line_offset == 0 and chunk.startswith(BOM):
+                chunk = chunk[len(BOM) :]
+                line_offset += len(BOM)
+            if 0 not in chunk and lines.stretch is None and (13 not in chunk or _crlf_only(chunk)):
+                lines.number += 1
+                batch: Iterable[_Line] = ((lines.number, line_offset, chunk, None, True),)
+            else:
+                batch = lines.split(chunk, line_offset)
+            for line_number, start, line, damage, whole in batch:
+                raw = line.strip()
+                if not raw:
+                    continue
+                if damage is not None:
+                    yield Reject(
+                        rel, line_number, "binary_line", damage[0], damage[1][:RAW_PREFIX_CHARS]
+                    )
+                    continue
+                values, problem = parse_line(raw)
+                if problem is not None:
+                    yield Reject(rel, line_number, problem[0], problem[1], raw_prefix(raw))
+                    continue
+                for index, (value, strict) in enumerate(values):
+                    record_raw = raw if len(values) == 1 else orjson.dumps(value, default=str)
+                    yield Record(line_number, index, start, record_raw, value, strict and whole)
 
 
 def read_json_file(path: Path, rel: str) -> Record | Reject:
@@ -287,7 +332,7 @@ def looks_binary(path: Path) -> bool:
         if b"\x00" not in handle.read(BINARY_HEAD_BYTES):
             return False
         handle.seek(0)
-        for _, _, line, damage in _lines(handle):
+        for _, _, line, damage, _ in _file_lines(handle):
             raw = line.strip()
             if damage is None and raw.startswith(b"{"):
                 values, problem = parse_line(raw)
