@@ -35,7 +35,12 @@ from pipelines import kernelindex
 from pipelines.kernelindex import canonical_number
 from pipelines.rejects import FORBIDS_CORRECTNESS
 from pipelines.transforms.dataset_context import DatasetContext
-from pipelines.transforms.evaluation_rules import not_evaluated, tolerance_bounds, was_evaluated
+from pipelines.transforms.evaluation_rules import (
+    latency_ns_problem,
+    not_evaluated,
+    tolerance_bounds,
+    was_evaluated,
+)
 from pipelines.transforms.fib_lines import fib_trace_line
 from pipelines.transforms.normalize import LOG_TRUNCATED_SUFFIX, log_excerpt
 from pipelines.transforms.records import Record
@@ -79,8 +84,6 @@ ERROR_BOUND_WORDS = frozenset({"NaN", "Infinity"})
 # to milliseconds (identity doc §9.5). Offsets and other spellings take the exact path.
 CLEAN_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?Z?")
 MAX_SAFE_INTEGER = 2**53 - 1
-# latency_ns = round(latency_ms × 1e6) must stay a safe integer; far below, so no rounding edge.
-MAX_LATENCY_MS = 9.0e6
 # Polars writes a Float64 as the shortest round-trip digits, in plain decimal notation from 1e-4
 # up to 1e16 (`1.0`, `0.0001`, `123.456`), the same digits ECMAScript's Number::toString chooses;
 # ECMAScript prints that whole range in plain notation too, without a trailing `.0`. So inside it
@@ -161,7 +164,8 @@ def _clean_trace(value: Any, definitions: dict[str, Any]) -> bool:
         if type(performance) is not dict or not performance.keys() <= PERFORMANCE_MEMBERS:
             return False
         latency = _number(performance.get("latency_ms"))
-        if latency is None or not 0 < latency <= MAX_LATENCY_MS:
+        # Outside latency_ns's range the exact path rejects the line, by the same rule.
+        if latency is None or latency_ns_problem(latency) is not None:
             return False
         for member in ("reference_latency_ms", "speedup_factor"):
             other = performance.get(member)

@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from pipelines.kernelindex.numbers import MAX_SAFE_INTEGER, js_round
+
 SKIPPED_LOG = re.compile(r"\s*Solution skipped after \d+ failures?\b")
 SKIPPED_STATUS = "COMPILE_ERROR"
 NON_FINITE_TEXT = {
@@ -94,18 +96,23 @@ def _tolerance_bound(value: Any) -> float | None:
 
 
 def latency_ns_problem(latency_ms: float) -> str | None:
-    """Why a finite positive ``latency_ms`` has no latency in whole nanoseconds, or None.
+    """Why a finite ``latency_ms`` has no ``latency_ns`` the warehouse stores, or None.
 
-    KernelIndex keeps latencies as integer nanoseconds (round-half-up of the IEEE product
-    ``latency_ms * 1e6``). A value so large that the product is infinite or beyond int64, or
-    so small that it rounds to 0 ns, cannot be stored or ranked: the line is rejected, naming
-    its file and line, instead of failing the build or a publish invariant for its whole source.
+    The one latency range rule of every ingest path. ``latency_ns`` is KernelIndex's
+    ``timing.latencyNs.mean``: round-half-up of the IEEE product ``latency_ms * 1e6`` (§9.4),
+    a whole number of nanoseconds from 1 to 2**53 - 1 (104 days; KernelIndex refuses larger
+    integers, and JSON readers in JavaScript could not hold them). A latency that rounds to
+    0 ns or lies beyond that range is one ``invalid_latency`` reject naming its file and line,
+    never a publish invariant refusing its whole source.
     """
-    from pipelines.kernelindex.numbers import js_round
-
+    if not latency_ms > 0:
+        return f"latency_ms must be > 0, got {latency_ms!r}"
     product = latency_ms * 1e6
-    if not math.isfinite(product) or product >= 2**63:
-        return f"latency_ms {latency_ms!r} is beyond the nanoseconds an int64 holds"
+    if not math.isfinite(product) or product > MAX_SAFE_INTEGER:
+        return (
+            f"latency_ms {latency_ms!r} is beyond the {MAX_SAFE_INTEGER} ns (104 days) "
+            "latency_ns holds"
+        )
     if js_round(product) < 1:
         return f"latency_ms {latency_ms!r} rounds to 0 ns"
     return None

@@ -40,8 +40,6 @@ if TYPE_CHECKING:  # imported where used: it brings Polars, which a finalize nev
     from pipelines.ingest.columnar import ColumnarBatch
 
 
-MAX_SAFE_LATENCY_NS = 2**53 - 1
-
 # Rows a worker holds before writing them out: memory stays flat whatever the file size.
 CHUNK_ROWS = 20_000
 
@@ -380,10 +378,8 @@ class FileIngester:
             row["ki_status"] = kernelindex.STATUS_MAP.get(trace.status_raw)
             row["log_digest"] = text_digest(trace.log) if trace.log else None
             if trace.latency_ms is not None:
-                nanoseconds = kernelindex.latency_ns(trace.latency_ms)
-                # Beyond 2**53 - 1 ns (104 days) KernelIndex refuses the number; beyond int64
-                # the column could not even hold it and the whole file used to fail.
-                row["latency_ns"] = nanoseconds if nanoseconds <= MAX_SAFE_LATENCY_NS else None
+                # In range: normalize_trace rejected the line otherwise (latency_ns_problem).
+                row["latency_ns"] = kernelindex.latency_ns(trace.latency_ms)
         row["identity_error"] = skip_reason
         self.parts["runs"].add(row)
         self.result.runs += 1

@@ -6,12 +6,20 @@ line never costs the rest of its file. Parsing is strict first (orjson, fast) an
 to Python's json module for what older writers produced: bare ``NaN``/``Infinity`` tokens,
 integers beyond 64 bits. Lines that needed the fallback, or held two concatenated objects, are
 flagged ``strict=False``: KernelIndex's strict parser would refuse the whole file (§2.2).
+
+A damaged region costs only its lines (``_lines``). A line ends at LF, CRLF or a CR that no LF
+follows, as most editors count them, so a CR-only stretch is read as the lines it holds. A line
+holding a NUL byte is not text: it is one ``binary_line`` reject, and a stretch of UTF-16 text
+(a NUL every other byte) is counted in its own line ends, so the lines after it keep their
+numbers. A file is refused as a whole (``binary_file``) only when its first 8 KiB hold a NUL and
+none of its lines holds a JSON object (``looks_binary``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +30,14 @@ from pipelines.rejects import REJECT_REASONS
 
 BOM = b"\xef\xbb\xbf"
 RAW_PREFIX_CHARS = 200
+# A file with a NUL byte this early may be binary as a whole (``looks_binary``).
+BINARY_HEAD_BYTES = 8192
+# A CR that ends a line by itself (classic Mac OS line ends, or a stray one mid-line).
+_LONE_CR = re.compile(rb"\r(?!\n)")
+# UTF-16 is told from a zero-filled region by its NULs: at least this share of the bytes of one
+# parity and at most the rest of the other (ASCII text in UTF-16 has exactly one parity zero).
+_UTF16_NUL_SHARE = 0.75
+_UTF16_MIN_BYTES = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,32 +160,145 @@ def _parse_line(raw: bytes) -> tuple[list[tuple[Any, bool]], tuple[str, str] | N
         return [], ("invalid_json", f"not valid JSON: {error}")
 
 
+def _utf16_order(chunk: bytes, *, continuing: bool) -> str | None:
+    """The byte order, LE or BE, when ``chunk`` (one LF-ended read) is UTF-16 text, else None;
+    a stretch already begun also continues with its short lines (a blank one is CR NUL LF)."""
+    if len(chunk) < (2 if continuing else _UTF16_MIN_BYTES):
+        return None
+    even, odd = chunk[0::2], chunk[1::2]
+    even_nul, odd_nul = even.count(0) / len(even), odd.count(0) / len(odd)
+    if odd_nul >= _UTF16_NUL_SHARE and even_nul <= 1 - _UTF16_NUL_SHARE:
+        return "LE"
+    if even_nul >= _UTF16_NUL_SHARE and odd_nul <= 1 - _UTF16_NUL_SHARE:
+        return "BE"
+    return None
+
+
+# (line number, byte offset, bytes, damage, whole): damage is None for a line to parse, else
+# the message and the text to show of a line that is not UTF-8 text; whole is False when the
+# line is only part of what KernelIndex reads as a line, which splits on LF alone (§2.2).
+_Line = tuple[int, int, bytes, tuple[str, str] | None, bool]
+
+
+def _crlf_only(chunk: bytes) -> bool:
+    """Whether a read (one LF-ended line) with a CR has it only in a final CRLF. A read with no
+    NUL and no other CR, outside a UTF-16 stretch, is one line as it is. The callers test
+    ``0 not in chunk`` and ``13 not in chunk`` first: a memchr each, where ``find`` is not."""
+    return chunk.find(b"\r") == len(chunk) - 2 and chunk.endswith(b"\n")
+
+
+class _Lines:
+    """Numbers the lines of one file, read by read, as an editor shows them.
+
+    Lines end at LF, CRLF or a lone CR. A line holding NUL bytes comes with its damage. In a
+    UTF-16 stretch only UTF-16 line ends count: its CR NUL LF NUL is one line end, and the NUL
+    that a little-endian LF leaves at the start of the next read belongs to the line before.
+    KernelIndex, which splits on LF only, cannot parse a read holding several lines or the NUL of
+    a UTF-16 LF, so their lines are not ``whole``: their records are not strict JSON for it.
+    A common read (no NUL, no CR but a final CRLF: ``_crlf_only``) outside a UTF-16 stretch
+    never comes here.
+    """
+
+    __slots__ = ("number", "stretch")
+
+    def __init__(self) -> None:
+        self.number = 0  # the number of the last line
+        self.stretch: str | None = None  # the byte order of the UTF-16 stretch it was in
+
+    def split(self, chunk: bytes, start: int) -> list[_Line]:
+        whole = True
+        if self.stretch == "LE" and chunk.startswith(b"\x00"):
+            chunk = chunk[1:]
+            start += 1
+            whole = False
+        has_nul = b"\x00" in chunk
+        if has_nul:
+            self.stretch = _utf16_order(chunk, continuing=self.stretch is not None)
+        elif self.stretch is not None and chunk.strip():
+            self.stretch = None
+        if self.stretch is not None:
+            self.number += 1
+            if not chunk.replace(b"\x00", b"").strip():
+                return []
+            text = (chunk + b"\x00" * (len(chunk) % 2)).decode(f"utf-16-{self.stretch}", "replace")
+            message = f"UTF-16{self.stretch} text (a NUL every other byte), not UTF-8"
+            return [(self.number, start, chunk, (message, text.strip().lstrip("\ufeff")), False)]
+        pieces, position = [], 0
+        for match in _LONE_CR.finditer(chunk):
+            pieces.append((position, chunk[position : match.end()]))
+            position = match.end()
+        if position < len(chunk):
+            pieces.append((position, chunk[position:]))
+        whole = whole and sum(1 for _, piece in pieces if piece.strip()) < 2
+        lines: list[_Line] = []
+        for position, piece in pieces:
+            self.number += 1
+            nuls = piece.count(0) if has_nul else 0
+            if nuls:
+                message = f"{nuls} NUL byte{'s' * (nuls > 1)}: a zero-filled region or binary data"
+                damage = (message, raw_prefix(piece.strip()))
+                lines.append((self.number, start + position, piece, damage, False))
+            else:
+                lines.append((self.number, start + position, piece, None, whole))
+        return lines
+
+
+def _file_lines(handle: Any) -> Iterator[_Line]:
+    """Every line of a file, as ``iter_jsonl`` numbers them."""
+    lines = _Lines()
+    offset = 0
+    for chunk in handle:
+        start = offset
+        offset += len(chunk)
+        if start == 0 and chunk.startswith(BOM):
+            chunk = chunk[len(BOM) :]
+            start += len(BOM)
+        if 0 not in chunk and lines.stretch is None and (13 not in chunk or _crlf_only(chunk)):
+            lines.number += 1
+            yield lines.number, start, chunk, None, True
+        else:
+            yield from lines.split(chunk, start)
+
+
 def iter_jsonl(path: Path, rel: str, content: Any = None) -> Iterator[Record | Reject]:
     """Stream the records of a JSONL file; blank lines are skipped, never rejected.
 
     ``content``, a hashlib object, is fed every byte of the file on the way, so the file's
-    digest costs no second read.
+    digest costs no second read. Lines are numbered as ``_Lines`` says (``_file_lines``,
+    inlined: this loop runs once per line of every build).
     """
+    lines = _Lines()
     offset = 0
     with path.open("rb") as handle:
-        for number, line in enumerate(handle, start=1):
+        for chunk in handle:
             if content is not None:
-                content.update(line)
+                content.update(chunk)
             line_offset = offset
-            offset += len(line)
-            if number == 1 and line.startswith(BOM):
-                line = line[len(BOM) :]
+            offset += len(chunk)
+            if line_offset == 0 and chunk.startswith(BOM):
+                chunk = chunk[len(BOM) :]
                 line_offset += len(BOM)
-            raw = line.strip()
-            if not raw:
-                continue
-            values, problem = parse_line(raw)
-            if problem is not None:
-                yield Reject(rel, number, problem[0], problem[1], raw_prefix(raw))
-                continue
-            for index, (value, strict) in enumerate(values):
-                record_raw = raw if len(values) == 1 else orjson.dumps(value, default=str)
-                yield Record(number, index, line_offset, record_raw, value, strict)
+            if 0 not in chunk and lines.stretch is None and (13 not in chunk or _crlf_only(chunk)):
+                lines.number += 1
+                batch: Iterable[_Line] = ((lines.number, line_offset, chunk, None, True),)
+            else:
+                batch = lines.split(chunk, line_offset)
+            for line_number, start, line, damage, whole in batch:
+                raw = line.strip()
+                if not raw:
+                    continue
+                if damage is not None:
+                    yield Reject(
+                        rel, line_number, "binary_line", damage[0], damage[1][:RAW_PREFIX_CHARS]
+                    )
+                    continue
+                values, problem = parse_line(raw)
+                if problem is not None:
+                    yield Reject(rel, line_number, problem[0], problem[1], raw_prefix(raw))
+                    continue
+                for index, (value, strict) in enumerate(values):
+                    record_raw = raw if len(values) == 1 else orjson.dumps(value, default=str)
+                    yield Record(line_number, index, start, record_raw, value, strict and whole)
 
 
 def read_json_file(path: Path, rel: str) -> Record | Reject:
@@ -196,6 +325,17 @@ def read_json_file(path: Path, rel: str) -> Record | Reject:
 
 
 def looks_binary(path: Path) -> bool:
+    """Whether a JSONL file is refused as a whole (``binary_file``): a NUL byte in its first
+    8 KiB and no line holding a JSON object. A file with good lines among damaged ones is read
+    line by line instead; only files starting with a NUL are read here a second time."""
     with path.open("rb") as handle:
-        head = handle.read(8192)
-    return b"\x00" in head
+        if b"\x00" not in handle.read(BINARY_HEAD_BYTES):
+            return False
+        handle.seek(0)
+        for _, _, line, damage, _ in _file_lines(handle):
+            raw = line.strip()
+            if damage is None and raw.startswith(b"{"):
+                values, problem = parse_line(raw)
+                if problem is None and any(type(value) is dict for value, _ in values):
+                    return False
+    return True
