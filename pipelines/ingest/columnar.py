@@ -40,7 +40,7 @@ from pipelines.transforms.records import Record
 
 if TYPE_CHECKING:  # ingest imports this module when it runs; these are for the type checker
     from pipelines.transforms.ingest import DatasetContext, FileIngester
-from pipelines.transforms.normalize import LOG_TRUNCATED_SUFFIX, log_excerpt
+from pipelines.transforms.normalize import LOG_TRUNCATED_SUFFIX, kept_log, log_excerpt
 
 # Members of a trace line, its evaluation, correctness and performance blocks this path takes;
 # any other member changes `extra_json` or the schema variant in ways the exact path owns.
@@ -323,6 +323,7 @@ class ColumnarBatch:
                 log_digest,
                 log_truncated,
                 excerpt,
+                kept_log(log),
                 has_log_file,
                 orjson.dumps(record_extra).decode() if record_extra else None,
                 *correctness_columns,
@@ -473,6 +474,7 @@ _LOOP_SCHEMA: dict[str, pl.DataType] = {
     "log_digest": pl.String(),
     "log_truncated": pl.Boolean(),
     "log_excerpt": pl.String(),
+    "log": pl.String(),
     "has_log_file": pl.Boolean(),
     "extra_json": pl.String(),
     "has_correctness": pl.Boolean(),
