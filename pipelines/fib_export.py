@@ -28,6 +28,7 @@ solution file (``implementations.extra_json``).
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -87,8 +88,10 @@ class _Files:
     root: Path
     lines: dict[Path, list[bytes]] = field(default_factory=dict)
 
-    def add(self, relative: Path, record: dict[str, Any]) -> None:
-        self.lines.setdefault(relative, []).append(_dumps(record))
+    def add(self, relative: Path, record: dict[str, Any] | bytes) -> None:
+        """One record, or one line of JSON text as it was read."""
+        line = record if isinstance(record, bytes) else _dumps(record)
+        self.lines.setdefault(relative, []).append(line)
 
     def write(self) -> int:
         for relative, lines in sorted(self.lines.items()):
@@ -236,6 +239,35 @@ WHERE t.source = $source AND NOT t.has_evaluation AND t.solution IS NOT NULL
   AND ($all OR list_contains($wanted, t.definition))
 ORDER BY t.source_file, t.source_line, t.record_index
 """
+
+
+# Trace-file records the build refused for a rule of its own that FlashInfer-Bench's models do
+# not share: they are written back as they were read, so the export loads as the original did.
+REFUSED_TRACES_SQL = """
+SELECT x.file AS source_file, x.line AS source_line, 0 AS record_index, x.reason, x.raw
+FROM rejects AS x
+WHERE x.source = $source AND x.raw IS NOT NULL AND starts_with(x.file, 'traces/')
+  AND x.reason IN ('unknown_definition', 'invalid_latency')
+ORDER BY x.file, x.line
+"""
+
+
+def _fib_reads_refused(reason: str, value: Any) -> bool:
+    """Whether FlashInfer-Bench loads a trace record the build refused for ``reason``: it never
+    checks that a trace's definition exists, and it takes any latency >= 0 (tracehouse refuses
+    zero, which no timer measures, and latencies beyond 2**53 ns)."""
+    if not isinstance(value, dict) or not isinstance(value.get("definition"), str):
+        return False
+    if reason == "unknown_definition":
+        return True
+    evaluation = value.get("evaluation")
+    performance = evaluation.get("performance") if isinstance(evaluation, dict) else None
+    if not isinstance(performance, dict):
+        return False
+    return all(
+        isinstance(number, int | float) and not isinstance(number, bool) and number >= 0
+        for number in performance.values()
+    )
 
 
 def _definition(row: dict[str, Any]) -> dict[str, Any]:
@@ -406,7 +438,7 @@ def _export(connection: Any, out: Path, source: str, definitions: list[str]) -> 
             },
         )
         written.workloads += 1
-    traces: list[tuple[tuple[str, int, int], Path, dict[str, Any]]] = []
+    traces: list[tuple[tuple[str, int, int], Path, dict[str, Any] | bytes]] = []
     for row in _rows(connection, TRACES_SQL, parameters):
         traces.append((_position(row), _trace_path(row), _trace(row)))
     for row in _rows(connection, UNEVALUATED_SQL, parameters):
@@ -417,6 +449,31 @@ def _export(connection: Any, out: Path, source: str, definitions: list[str]) -> 
             "evaluation": None,
         }
         traces.append((_position(row), _trace_path(row), record))
+    authors = {
+        row["solution"]: row["author"] for row in _rows(connection, SOLUTIONS_SQL, parameters)
+    }
+    op_types = {
+        row["definition"]: row["op_type"] for row in _rows(connection, DEFINITIONS_SQL, parameters)
+    }
+    for row in _rows(connection, REFUSED_TRACES_SQL, {"source": source}):
+        raw = row["raw"].strip()
+        try:
+            value = json.loads(raw)  # NaN and Infinity tokens, as FlashInfer-Bench reads them
+        except ValueError:
+            continue
+        if not _fib_reads_refused(row["reason"], value):
+            continue
+        definition = value["definition"]
+        if definitions and definition not in definitions:
+            continue
+        solution = value.get("solution")
+        relative = (
+            Path("traces")
+            / path_part(authors.get(solution) if isinstance(solution, str) else None)
+            / path_part(op_types.get(definition))
+            / f"{path_part(definition)}.jsonl"
+        )
+        traces.append((_position(row), relative, raw.encode()))
     traces.sort(key=lambda item: item[0])  # the original file and line order
     for _, relative, record in traces:
         lines.add(relative, record)

@@ -479,6 +479,12 @@ REJECTS = Table(
         _c("reason", S, "Reason code from REJECT_REASONS.", False),
         _c("message", S, "Human-readable detail.", False),
         _c("raw_prefix", S, "The first 200 characters of the raw text (invalid UTF-8 replaced)."),
+        _c(
+            "raw",
+            S,
+            "The whole record as read, for a JSON record the build refused (zstd in Parquet); "
+            "null for text that is not JSON and for whole-file problems.",
+        ),
         SOURCE_NAME,
         SNAPSHOT_OF_ROW,
     ),
@@ -740,6 +746,14 @@ TABLES: dict[str, Table] = {
         RUN_APPEARANCES,
         RUN_DISAPPEARANCES,
     )
+}
+
+# Long text kept whole (issue 29): zstd in the published DuckDB file as in Parquet, where
+# DuckDB's own choice (FSST) keeps logs 30 times larger.
+ZSTD_COLUMNS: dict[str, tuple[str, ...]] = {
+    "runs": ("log",),
+    "rejects": ("raw",),
+    "definitions": ("reference", "definition_json"),
 }
 
 # Tables whose rows belong to one source (PER_SOURCE_TABLES, declared in pipelines/warehouse.py

@@ -192,6 +192,7 @@ class FileIngester:
                 "reason": reason,
                 "message": message,
                 "raw_prefix": raw_prefix(raw) if raw is not None else None,
+                "raw": raw.decode("utf-8", "replace") if raw is not None else None,
             }
         )
         self.result.rejected += 1

@@ -183,7 +183,9 @@ def normalize_solution(value: dict[str, Any]) -> dict[str, Any]:
         kept_sources.append(
             {
                 "path": path if isinstance(path, str) or path is None else to_json(path),
-                "content": content if isinstance(content, str) or content is None else to_json(content),
+                "content": content
+                if isinstance(content, str) or content is None
+                else to_json(content),
             }
         )
     language_raw = spec.get("language")
