@@ -391,6 +391,8 @@ def _parse_only(text: str | None) -> list[str]:
 
 
 def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
+    from bench.storage import render_size, warehouse_size
+
     started = datetime.now().isoformat(timespec="seconds")
     load_before = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     only: list[str] = args.only
@@ -426,6 +428,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
 
     change = FileChange.prepare(source) if "changed" in legs else None
     sample_tree = not args.no_tree_rss
+    size: dict[str, Any] | None = None
     for repeat in range(args.repeat):
         print(f"repeat {repeat + 1}/{args.repeat}", flush=True)
         for name, leg in legs.items():
@@ -446,6 +449,10 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
             else:
                 sample = measure(leg.command, sample_tree=sample_tree)
             leg.samples.append(sample)
+            if name == "cold" and size is None and sample.returncode == 0:
+                # issue 29: what the warehouse keeps, measured before other legs add to it
+                size = warehouse_size(warehouse, dataset["trace_lines"])
+                print(f"  {render_size(size)}", flush=True)
             flag = "" if sample.returncode == 0 else f"  FAILED (exit {sample.returncode})"
             print(f"  {name:<9} {_sample_line(sample)}{flag}", flush=True)
             if sample.returncode != 0:
@@ -496,6 +503,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
         "legs": summaries,
         "leaderboard": leaderboard,
         "storage": storage,
+        "warehouse_size": size,
     }
     out = Path(args.out)
     earlier, unreadable = earlier_results(out, args.lines)
@@ -733,6 +741,10 @@ def render_text(report: dict[str, Any]) -> str:
             f"  {check['status']:<4}  {check['check']:<44} {check['rule']:<58} "
             f"{_check_value(check)}{note}"
         )
+    if report.get("warehouse_size"):
+        from bench.storage import render_size
+
+        out += ["", render_size(report["warehouse_size"])]
     if report.get("storage"):
         from bench.storage import render
 
@@ -842,6 +854,10 @@ def render_markdown(report: dict[str, Any]) -> str:
             "",
             *(f"- {line.strip()}" for line in render(report["storage"])),
         ]
+    if report.get("warehouse_size"):
+        from bench.storage import render_size
+
+        lines += ["", "## Warehouse size", "", f"- {render_size(report['warehouse_size'])}"]
     lines += [
         "",
         "## Machine",

@@ -65,6 +65,42 @@ def breakdown(warehouse: Path) -> dict[str, int]:
     }
 
 
+# The warehouse before issue 29 kept logs, reference code and solution sources only as digests
+# and sizes: a cold build of the 40,146-line bench corpus (seed 7) at tracehouse 8ed6648 took
+# 48,392,240 bytes (distinct files, cache included), 58,766,490 with everything kept. Per trace
+# line, so that a corpus of any size compares with it (the issue's bound: 1.5 times).
+BEFORE_LOSSLESS = {"commit": "8ed6648", "trace_lines": 40_146, "bytes": 48_392_240}
+
+
+def warehouse_size(warehouse: Path, trace_lines: int) -> dict[str, Any]:
+    """The warehouse after a build, whole and by part, per trace line against BEFORE_LOSSLESS."""
+    sizes = breakdown(warehouse)
+    published = warehouse / "current" / "tracehouse.duckdb"
+    sizes["tracehouse_duckdb"] = published.stat().st_size if published.exists() else 0
+    per_line = sizes["total"] / trace_lines if trace_lines else None
+    before = BEFORE_LOSSLESS["bytes"] / BEFORE_LOSSLESS["trace_lines"]
+    return {
+        **sizes,
+        "trace_lines": trace_lines,
+        "bytes_per_trace_line": per_line,
+        "before_lossless": {**BEFORE_LOSSLESS, "bytes_per_trace_line": before},
+        "ratio_to_before": None if per_line is None else per_line / before,
+    }
+
+
+def render_size(size: dict[str, Any]) -> str:
+    ratio = size["ratio_to_before"]
+    before = size["before_lossless"]
+    return (
+        f"warehouse size after the cold build: {size['total']:,} bytes "
+        f"({size['bytes_per_trace_line'] or 0:,.0f} per trace line; tracehouse.duckdb "
+        f"{size['tracehouse_duckdb']:,}, staging {size['staging']:,}); before logs, references "
+        f"and sources were kept (tracehouse {before['commit']}, {before['trace_lines']:,} lines): "
+        f"{before['bytes_per_trace_line']:,.0f} per trace line, ratio "
+        f"{'-' if ratio is None else f'{ratio:.2f}'} (issue 29: at most 1.5)"
+    )
+
+
 def _build(source: Path, warehouse: Path, revision: str, keep_generations: int) -> None:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TRACEHOUSE_")}
     environment["TRACEHOUSE_KEEP_GENERATIONS"] = str(keep_generations)

@@ -34,4 +34,4 @@ def __getattr__(name: str) -> Any:
 
 
 # Bumped whenever parsing or normalisation changes, so cached staging parts are rebuilt.
-IMPORTER_VERSION = "tracehouse-importer/3"
+IMPORTER_VERSION = "tracehouse-importer/4"

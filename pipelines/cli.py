@@ -353,11 +353,14 @@ def _require_folder_target(flag: str, path: Path) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    if not args.kernelindex and not args.snapshot:
+    if not args.kernelindex and not args.snapshot and not args.flashinfer_trace:
         raise UsageError(
-            "tracehouse export: nothing to export: give --snapshot DIR and/or "
-            "--kernelindex DEFINITION OUT"
+            "tracehouse export: nothing to export: give --snapshot DIR, "
+            "--kernelindex DEFINITION OUT and/or --flashinfer-trace OUT"
         )
+    if (args.source or args.definition) and not args.flashinfer_trace:
+        flag = "--source" if args.source else "--definition"
+        raise UsageError(f"tracehouse export: {flag} filters --flashinfer-trace OUT only")
     if args.snapshot:
         _require_folder_target("--snapshot", Path(args.snapshot))
     if args.kernelindex and Path(args.kernelindex[1]).is_dir():
@@ -375,6 +378,14 @@ def cmd_export(args: argparse.Namespace) -> int:
         _print_lines(
             [f"exported {len(manifest['tables'])} tables ({rows:,} rows) to {args.snapshot}"]
         )
+    if args.flashinfer_trace:
+        from pipelines.fib_export import export_flashinfer_trace
+
+        out = Path(args.flashinfer_trace)
+        written = export_flashinfer_trace(
+            settings, out, source=args.source, definitions=args.definition or []
+        )
+        _print_lines([written.summary(out)])
     return 0
 
 
@@ -757,6 +768,21 @@ def build_parser() -> argparse.ArgumentParser:
         nargs=2,
         metavar=("DEFINITION", "OUT"),
         help="all results for one definition as JSON",
+    )
+    export.add_argument(
+        "--flashinfer-trace",
+        metavar="OUT",
+        help="a FlashInfer-Trace dataset folder (current layout) FlashInfer-Bench loads; "
+        "OUT must be new or empty",
+    )
+    export.add_argument(
+        "--source", help="with --flashinfer-trace: the source to export (needed when several)"
+    )
+    export.add_argument(
+        "--definition",
+        action="append",
+        metavar="NAME",
+        help="with --flashinfer-trace: only this definition (repeat for more)",
     )
     export.set_defaults(handler=cmd_export)
 

@@ -16,6 +16,8 @@ from pipelines.table_layout import PER_SOURCE_TABLES, VIEW_ADDED_COLUMNS
 
 UTC_MS = pa.timestamp("ms", tz="UTC")
 STRINGS = pa.list_(pa.string())
+# A solution's source files: (path, content) in file order.
+SOURCE_FILES = pa.list_(pa.struct([("path", pa.string()), ("content", pa.string())]))
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,11 @@ DEFINITIONS = Table(
         _c("constraints", STRINGS, "Constraint expressions."),
         _c("reference_bytes", I64, "UTF-8 length of the reference implementation source."),
         _c(
+            "reference",
+            S,
+            "The reference implementation's Python source, in full; null when absent.",
+        ),
+        _c(
             "operation_digest",
             S,
             "KernelIndex OperationSpec digest (sha256:...); null when KernelIndex would refuse the definition.",
@@ -100,6 +107,13 @@ DEFINITIONS = Table(
         ),
         _c("path_op_type", S, "Folder between definitions/ and the file, for audit only."),
         _c("extra_json", S, "Unknown top-level keys, as JSON; null when none."),
+        _c(
+            "definition_json",
+            S,
+            "The whole definition object as written, as compact JSON in its own key order "
+            "(`tracehouse export --flashinfer-trace` writes it back).",
+            False,
+        ),
         *SOURCE_COLUMNS,
         SOURCE_NAME,
     ),
@@ -152,8 +166,15 @@ IMPLEMENTATIONS = Table(
             B,
             "As written; null when the key is absent (pre 2025-12-24 files).",
         ),
+        _c("description", S, "Free-text description of the solution; null when absent."),
         _c("source_files", I64, "Number of source files.", False),
         _c("source_bytes", I64, "Total UTF-8 bytes of all sources.", False),
+        _c(
+            "sources",
+            SOURCE_FILES,
+            "Every source file as written, in order: its `path` and full `content`.",
+            False,
+        ),
         _c(
             "sources_digest",
             S,
@@ -168,6 +189,11 @@ IMPLEMENTATIONS = Table(
         _c("identity_error", S, "Why implementation_digest is null, else null."),
         _c("path_author", S, "Folder after solutions/, for audit only (may differ from author)."),
         _c("extra_json", S, "Unknown keys, as JSON; null when none."),
+        _c(
+            "spec_json",
+            S,
+            "The `spec` object (build spec) as written, as compact JSON; null when absent.",
+        ),
         *SOURCE_COLUMNS,
         SOURCE_NAME,
     ),
@@ -378,6 +404,12 @@ RUNS = Table(
             "For failed runs, the first log line that mentions an error (at most 300 chars).",
         ),
         _c(
+            "log",
+            S,
+            "evaluation.log in full, as written (`error` in files before 2025-10-11); null when "
+            "empty. zstd-compressed in the Parquet files; log_excerpt is the line to display.",
+        ),
+        _c(
             "schema_variant",
             S,
             "Comma-separated legacy features seen (e.g. `device_key,log_file`); `current` otherwise.",
@@ -447,6 +479,12 @@ REJECTS = Table(
         _c("reason", S, "Reason code from REJECT_REASONS.", False),
         _c("message", S, "Human-readable detail.", False),
         _c("raw_prefix", S, "The first 200 characters of the raw text (invalid UTF-8 replaced)."),
+        _c(
+            "raw",
+            S,
+            "The whole record as read, for a JSON record the build refused (zstd in Parquet); "
+            "null for text that is not JSON and for whole-file problems.",
+        ),
         SOURCE_NAME,
         SNAPSHOT_OF_ROW,
     ),
@@ -682,6 +720,14 @@ TABLES: dict[str, Table] = {
         RUN_APPEARANCES,
         RUN_DISAPPEARANCES,
     )
+}
+
+# Long text kept whole (issue 29): zstd in the published DuckDB file as in Parquet, where
+# DuckDB's own choice (FSST) keeps logs 30 times larger.
+ZSTD_COLUMNS: dict[str, tuple[str, ...]] = {
+    "runs": ("log",),
+    "rejects": ("raw",),
+    "definitions": ("reference", "definition_json"),
 }
 
 # Tables whose rows belong to one source (PER_SOURCE_TABLES, declared in pipelines/warehouse.py

@@ -365,3 +365,15 @@ def test_storage_growth_of_a_revision_is_measured(base: Path, full_run: str) -> 
     # before keep their own (re-resolved) runs parts for rollback.
     assert retained["growth_bytes"] < kept["growth_bytes"]
     assert "warehouse growth when a new revision changes one trace file" in full_run
+
+
+@pytest.mark.integration
+def test_warehouse_size_after_the_cold_build_is_reported(base: Path, full_run: str) -> None:
+    """Issue 29: the size of what the warehouse keeps, per trace line against the warehouse
+    before logs, references and sources were kept (bench/storage.py BEFORE_LOSSLESS)."""
+    size = _report(base, BASE_LINES)["warehouse_size"]
+    assert size["total"] > size["tracehouse_duckdb"] > 0
+    assert size["ratio_to_before"] == size["bytes_per_trace_line"] / (
+        size["before_lossless"]["bytes"] / size["before_lossless"]["trace_lines"]
+    )
+    assert "warehouse size after the cold build" in full_run

@@ -42,7 +42,7 @@ from pipelines.transforms.evaluation_rules import (
     was_evaluated,
 )
 from pipelines.transforms.fib_lines import fib_trace_line
-from pipelines.transforms.normalize import LOG_TRUNCATED_SUFFIX, log_excerpt
+from pipelines.transforms.normalize import LOG_TRUNCATED_SUFFIX, kept_log, log_excerpt
 from pipelines.transforms.records import Record
 
 if TYPE_CHECKING:
@@ -351,6 +351,7 @@ class ColumnarBatch:
                 log_digest,
                 log_truncated,
                 excerpt,
+                kept_log(log),
                 has_log_file,
                 orjson.dumps(record_extra).decode() if record_extra else None,
                 *correctness_columns,
@@ -501,6 +502,7 @@ _LOOP_SCHEMA: dict[str, pl.DataType] = {
     "log_digest": pl.String(),
     "log_truncated": pl.Boolean(),
     "log_excerpt": pl.String(),
+    "log": pl.String(),
     "has_log_file": pl.Boolean(),
     "extra_json": pl.String(),
     "has_correctness": pl.Boolean(),

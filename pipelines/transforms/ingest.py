@@ -27,6 +27,7 @@ from pipelines.transforms.normalize import (
     RecordError,
     Trace,
     classify,
+    kept_log,
     log_excerpt,
     normalize_hardware,
     normalize_trace,
@@ -183,6 +184,7 @@ class FileIngester:
                 "reason": reason,
                 "message": message,
                 "raw_prefix": raw_prefix(raw) if raw is not None else None,
+                "raw": raw.decode("utf-8", "replace") if raw is not None else None,
             }
         )
         self.result.rejected += 1
@@ -324,6 +326,7 @@ class FileIngester:
             "log_truncated": trace.log_truncated,
             # failures only: a passing build log's warnings are not what anyone looks for
             "log_excerpt": log_excerpt(trace.log) if trace.status != "PASSED" else None,
+            "log": kept_log(trace.log),
             "schema_variant": ",".join(trace.variants) or "current",
             "extra_json": trace.extra_json,
             "path_author": self.rel.split("/")[1] if self.in_scope else None,

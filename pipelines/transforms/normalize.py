@@ -132,6 +132,8 @@ def normalize_definition(value: dict[str, Any]) -> dict[str, Any]:
         "outputs_json": to_json(value["outputs"]),
         "constraints": _string_list(value.get("constraints"), "constraints"),
         "reference_bytes": len(reference.encode()) if isinstance(reference, str) else None,
+        "reference": reference if isinstance(reference, str) else None,
+        "definition_json": to_json(value),
         "schema_variant": variant,
         "extra_json": extra_json(value, DEFINITION_KEYS),
     }
@@ -168,6 +170,7 @@ def normalize_solution(value: dict[str, Any]) -> dict[str, Any]:
         raise RecordError("invalid_field", f"solution {name!r}: sources must be a list")
     source_bytes = 0
     source_entries = []
+    kept_sources = []
     for source in sources:
         if not isinstance(source, dict):
             raise RecordError("invalid_field", f"solution {name!r}: a source is not an object")
@@ -176,6 +179,15 @@ def normalize_solution(value: dict[str, Any]) -> dict[str, Any]:
         encoded = content_text.encode("utf-8", "surrogatepass")
         source_bytes += len(encoded)
         source_entries.append([str(source.get("path")), encoded])
+        path = source.get("path")
+        kept_sources.append(
+            {
+                "path": path if isinstance(path, str) or path is None else to_json(path),
+                "content": content
+                if isinstance(content, str) or content is None
+                else to_json(content),
+            }
+        )
     language_raw = spec.get("language")
     author = value.get("author")
     dps = spec.get("destination_passing_style")
@@ -196,6 +208,8 @@ def normalize_solution(value: dict[str, Any]) -> dict[str, Any]:
         "source_files": len(sources),
         "source_bytes": source_bytes,
         "_source_entries": source_entries,
+        "sources": kept_sources,
+        "spec_json": to_json(value["spec"]) if "spec" in value else None,
         "description": description if isinstance(description, str) else None,
         "extra_json": extra_json(value, SOLUTION_KEYS) or extra_json(spec, SPEC_KEYS),
     }
@@ -467,6 +481,12 @@ def normalize_trace(value: dict[str, Any]) -> Trace:
         extra_json=to_json(record_extra) if record_extra else None,
         latency_special=latency_special,
     )
+
+
+def kept_log(log: str | None) -> str | None:
+    """The full log a run keeps (``runs.log``, zstd in Parquet): the text as written, null when
+    empty. The one rule both trace-line paths (exact and columnar) call."""
+    return log or None
 
 
 def log_excerpt(log: str) -> str | None:
