@@ -353,6 +353,50 @@ def test_interrupting_a_slow_hub_fetch_is_clean(tmp_path: Path) -> None:
     assert published_state(warehouse) == (None, [])
 
 
+def hub_blobs_arrived(watch: Watch) -> bool:
+    """Some of the Hub's files are in the warehouse's cache: what a failed (not interrupted)
+    build would keep for the next one."""
+    blobs = watch.warehouse / "cache" / "hub" / "blobs"
+    return blobs.is_dir() and any(blobs.iterdir())
+
+
+@pytest.mark.parametrize("folder", ["new", "made empty by the user"])
+@pytest.mark.parametrize("source_kind", ["hub", "local"])
+def test_ctrl_c_in_a_first_build_leaves_the_folder_as_it_was(
+    source_kind: str, folder: str, tmp_path: Path
+) -> None:
+    """Issue: Ctrl-C in the first build into a new folder said "warehouse unchanged" and left
+    the folder behind, holding `cache/` (the Hub files fetched so far, or staging parts). The
+    folder the build made is gone; one the user made empty beforehand is empty again."""
+    dataset = tmp_path / "dataset"
+    warehouse = tmp_path / "new" / "warehouse"
+    if folder != "new":
+        warehouse.mkdir(parents=True)
+    env = _environment()
+    with contextlib.ExitStack() as stack:
+        if source_kind == "hub":
+            write_plain_dataset(dataset, "A", files=6, lines=20)
+            hub = stack.enter_context(FakeHub(repo_id="org/data"))
+            hub.commit(FakeHub.read_folder(dataset))
+            # The traces trickle in: the small files are cached while they are in flight.
+            hub.inject(Fault("slow", pattern="traces/*", times=None, pieces=20, delay_s=1.0))
+            env["HF_ENDPOINT"] = hub.endpoint
+            source, trigger = "hf://datasets/org/data", hub_blobs_arrived
+        else:
+            write_plain_dataset(dataset, "A", lines=LINES)
+            source, trigger = str(dataset), staging_parts(1)
+        command = [*CLI, "build", "--source", source, "--warehouse", str(warehouse)]
+        stopped = interrupt(
+            command + ["--workers", "2"], trigger, Watch.start(warehouse), signal.SIGINT, env=env
+        )
+    assert stopped is not None, "the build finished before the signal"
+    assert check_stopped(stopped, signal.SIGINT) == UNCHANGED
+    if folder == "new":
+        assert not (tmp_path / "new").exists(), sorted(str(p) for p in tmp_path.rglob("*"))
+    else:
+        assert sorted(p.name for p in warehouse.iterdir()) == []
+
+
 FORK_SERVER_PROBE = """
 import multiprocessing, os, signal, sys, time
 from multiprocessing import forkserver
