@@ -17,6 +17,11 @@ from tests.shared_data import GOLDEN_DIR, SHARED
 
 GOLDEN_REVISION = "da915083d4c7c5e61aa3005e3d17ae488e0fc71c"
 
+# `TESTS_EXHAUSTIVE=1 pytest ...`: the kill and interrupt tests (tests/test_crash_safety.py,
+# tests/test_interrupts.py) try every moment of their plans, some thirty builds each, instead of
+# one moment per build phase.
+EXHAUSTIVE = os.environ.get("TESTS_EXHAUSTIVE") == "1"
+
 # Property tests check behaviour, not speed: on a loaded 2-core machine generating examples can
 # be slow, which Hypothesis would otherwise report as a failed health check.
 hypothesis_settings.register_profile(
