@@ -11,7 +11,7 @@ partial one. Finally the build runs to completion and its tables must equal thos
 uninterrupted build of the same source, with no temporary files left behind.
 
 By default the build is killed once in each phase (plan, ingest, finalize, publish; see
-``UPDATE_MOMENTS``); ``TESTS_EXHAUSTIVE=1`` kills it at every moment listed and at more random
+``BUILD_MOMENTS``); ``TESTS_EXHAUSTIVE=1`` kills it at every moment listed and at more random
 delays, some thirty kills.
 """
 
@@ -65,6 +65,7 @@ class Watch:
     generations_before: set[str] = field(default_factory=set)
     current_before: str | None = None
     manifest_before: int | None = None
+    lock_before: int | None = None
 
     @classmethod
     def start(cls, warehouse: Path) -> Watch:
@@ -73,6 +74,7 @@ class Watch:
         watch.generations_before = _listing(warehouse / "generations")
         watch.current_before = _readlink(warehouse / "current")
         watch.manifest_before = _mtime(warehouse / "cache" / "manifest.json")
+        watch.lock_before = _mtime(warehouse / ".build.lock")
         return watch
 
     def new_parts(self) -> set[str]:
@@ -114,6 +116,11 @@ def staging_tmp() -> Trigger:
 
 def context_tmp() -> Trigger:
     return lambda w: any(n.startswith(".context.") for n in _listing(w.warehouse / "cache"))
+
+
+def lock_taken() -> Trigger:
+    """The build holds the lock (it writes its pid into the lock file): it reads the source."""
+    return lambda w: _mtime(w.warehouse / ".build.lock") != w.lock_before
 
 
 def generation_appears() -> Trigger:
@@ -211,14 +218,13 @@ def _assert_clean(warehouse: Path) -> None:
     assert not spill.exists() or not any(spill.iterdir()), "DuckDB spill files left behind"
 
 
-# The moments of an update, by phase. The default run kills once in each phase (the moments
-# marked True); TESTS_EXHAUSTIVE=1 (tests/conftest.py) kills at every one and at more random
-# delays. Planning reads the source and writes the context; ingest is the parser workers
-# writing staging parts; finalize writes the new generation's tables and DuckDB file; publish
-# is the marker, the switch and the manifest.
-UPDATE_MOMENTS: list[tuple[str, Trigger, bool]] = [
-    ("plan: context pickle being written", context_tmp(), True),
-    ("ingest: first staging part temporary file", staging_tmp(), True),
+# The moments of a build after it has planned, by phase, shared with tests/test_interrupts.py:
+# ingest is the parser workers writing staging parts, finalize the new generation's tables and
+# DuckDB file, publish the guards, the marker, the switch and the manifest. A default run
+# stops the build at the moments marked True, at least one a phase; TESTS_EXHAUSTIVE=1
+# (tests/conftest.py) at every one, and at more random delays.
+BUILD_MOMENTS: list[tuple[str, Trigger, bool]] = [
+    ("ingest: first staging part temporary file (workers writing)", staging_tmp(), True),
     ("ingest: first staging part", staging_parts(1), False),
     ("ingest: a quarter of the staging parts", staging_parts(12), True),
     ("ingest: most staging parts", staging_parts(40), False),
@@ -231,17 +237,31 @@ UPDATE_MOMENTS: list[tuple[str, Trigger, bool]] = [
         False,
     ),
     ("finalize: tracehouse.duckdb being written", generation_has("tracehouse.duckdb"), True),
+    ("publish: checks.json (publish guards ran)", generation_has("checks.json"), False),
     ("publish: .complete marker (just before the switch)", generation_has(".complete"), True),
     ("publish: current link switched", current_changed(), True),
     ("publish: manifest rewritten", manifest_rewritten(), True),
 ]
+
+
+def chosen(moments: list[tuple[str, Trigger, bool]]) -> list[tuple[str, Trigger]]:
+    """The moments this run stops a build at (every one with TESTS_EXHAUSTIVE=1)."""
+    return [(name, trigger) for name, trigger, default in moments if default or EXHAUSTIVE]
+
+
 RANDOM_KILLS = 12 if EXHAUSTIVE else 2
 # Kills that must land (a narrow moment may pass between polls even after five tries).
 REQUIRED_KILLS = 20 if EXHAUSTIVE else 10
 
 
 def _kill_plan(rng: random.Random, typical: float) -> list[tuple[str, Trigger]]:
-    plan = [(name, trigger) for name, trigger, default in UPDATE_MOMENTS if default or EXHAUSTIVE]
+    # The context pickle is a narrow moment a loaded machine often passes between two polls
+    # (five whole builds then): the default run kills once the lock is taken instead.
+    planning = [
+        ("plan: build lock taken (reading the source)", lock_taken(), True),
+        ("plan: context pickle being written", context_tmp(), False),
+    ]
+    plan = chosen([*planning, *BUILD_MOMENTS])
     for _ in range(RANDOM_KILLS):
         # within the first 60% of a typical build: an update on a loaded machine may run faster
         # than the cold reference builds timed above, and a delay past its end kills nothing

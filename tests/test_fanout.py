@@ -152,7 +152,9 @@ def test_dask_executor_on_a_local_cluster_builds_the_cli_tables(
         **options,
     )
     try:
-        with Client(cluster) as client, get_task_stream(client) as stream:
+        client = Client(cluster)
+        stream = get_task_stream(client)  # every task the cluster runs meanwhile
+        with client, stream:
             execution = {"cluster": {"existing": {"address": cluster.scheduler_address}}}
             result = dg.execute_job(
                 dg.reconstructable(fanout.dask_job),

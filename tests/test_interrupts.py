@@ -17,7 +17,7 @@ stopped by it). After every interrupt:
   it is the new complete one when the line says so.
 
 By default a build is interrupted once in each phase (start, ingest, finalize, publish; see
-``BUILD_MOMENTS``); ``TESTS_EXHAUSTIVE=1`` interrupts it at every moment listed and at more
+``BUILD_MOMENTS`` in tests/test_crash_safety.py); ``TESTS_EXHAUSTIVE=1`` interrupts it at every moment listed and at more
 random delays. Read commands (a long query), ``demo`` while it generates its dataset, and a
 build fetching from a slow Hub are interrupted too. Finally the build runs to completion and its tables equal
 those of an uninterrupted build of the same source.
@@ -42,16 +42,13 @@ from tests.conftest import EXHAUSTIVE
 from tests.hostile_corpus import CLI, build, reader_counts, write_plain_dataset
 from tests.hub_server import FakeHub, Fault
 from tests.test_crash_safety import (
+    BUILD_MOMENTS,
     Trigger,
     Watch,
     _view,
     after,
-    current_changed,
-    generation_appears,
-    generation_has,
-    manifest_rewritten,
+    chosen,
     staging_parts,
-    staging_tmp,
 )
 
 pytestmark = pytest.mark.integration
@@ -194,39 +191,15 @@ def _environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("TRACEHOUSE_")}
 
 
-# The moments of a build, by phase: the default run interrupts once in each phase (the
-# moments marked True), TESTS_EXHAUSTIVE=1 (tests/conftest.py) at every one and at more random
-# delays.
-BUILD_MOMENTS: list[tuple[str, Trigger, bool]] = [
-    ("start: process start (Python imports the command)", CommandStarted(), True),
-    ("ingest: first staging part temporary file (workers writing)", staging_tmp(), True),
-    ("ingest: first staging part", staging_parts(1), False),
-    ("ingest: a quarter of the staging parts", staging_parts(12), True),
-    ("ingest: most staging parts", staging_parts(40), False),
-    ("finalize: new generation folder", generation_appears(), False),
-    ("finalize: runs.parquet in the new generation", generation_has("runs.parquet"), True),
-    ("finalize: rejects.parquet in the new generation", generation_has("rejects.parquet"), False),
-    (
-        "finalize: run_rankings.parquet in the new generation",
-        generation_has("run_rankings.parquet"),
-        False,
-    ),
-    ("finalize: tracehouse.duckdb being written", generation_has("tracehouse.duckdb"), True),
-    ("publish: checks.json (publish guards ran)", generation_has("checks.json"), True),
-    ("publish: .complete marker (just before the switch)", generation_has(".complete"), True),
-    ("publish: current link switched", current_changed(), True),
-    ("publish: manifest rewritten", manifest_rewritten(), True),
-]
 RANDOM_MOMENTS = 6 if EXHAUSTIVE else 2
 # Interrupts that must land before the build completes (a narrow moment may pass between polls).
-REQUIRED_INTERRUPTS = 18 if EXHAUSTIVE else 9
+REQUIRED_INTERRUPTS = 18 if EXHAUSTIVE else 8
 
 
 def _plan(rng: random.Random, typical: float) -> list[tuple[str, Trigger | float]]:
     """The moments: a trigger, or a delay in seconds after the start."""
-    plan: list[tuple[str, Trigger | float]] = [
-        (name, trigger) for name, trigger, default in BUILD_MOMENTS if default or EXHAUSTIVE
-    ]
+    started = ("start: process start (Python imports the command)", CommandStarted(), True)
+    plan: list[tuple[str, Trigger | float]] = [*chosen([started, *BUILD_MOMENTS])]
     for _ in range(RANDOM_MOMENTS):
         delay = round(rng.uniform(0.1, typical * 0.9), 3)
         plan.append((f"random delay {delay:.3f} s", delay))
@@ -416,6 +389,19 @@ def test_ctrl_c_in_a_first_build_leaves_the_folder_as_it_was(
         assert sorted(p.name for p in warehouse.iterdir()) == []
 
 
+def run_probe(tmp_path: Path, code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``code`` as a script in a Python process of its own, run from the checkout."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(code)
+    return subprocess.run(
+        [CLI[0], str(probe), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+
+
 FORK_SERVER_PROBE = """
 import multiprocessing, os, signal, sys, time
 from multiprocessing import forkserver
@@ -439,15 +425,7 @@ if __name__ == "__main__":
 def test_a_fork_server_interrupted_while_it_starts_prints_nothing(tmp_path: Path) -> None:
     """The moment a CI run once hit: Ctrl-C reached the fork server while it imported its preload
     modules, and its traceback followed our one line on the shared stderr."""
-    probe = tmp_path / "probe.py"
-    probe.write_text(FORK_SERVER_PROBE)
-    done = subprocess.run(
-        [CLI[0], str(probe)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=Path(__file__).resolve().parents[1],
-    )
+    done = run_probe(tmp_path, FORK_SERVER_PROBE)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True"
     assert done.stderr == ""
@@ -484,16 +462,8 @@ def test_an_interrupt_never_raises_inside_a_module_being_imported(tmp_path: Path
     exception raised into it made the process abort (exit -6). An interrupt during an import is
     left to the watchdog: the import completes and the command still ends with its one line."""
     (tmp_path / "interrupted_while_imported.py").write_text(MODULE_SENDING_SIGINT)
-    probe = tmp_path / "probe.py"
-    probe.write_text(IMPORT_PROBE)
     started = time.monotonic()
-    done = subprocess.run(
-        [CLI[0], str(probe), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=Path(__file__).resolve().parents[1],
-    )
+    done = run_probe(tmp_path, IMPORT_PROBE, str(tmp_path))
     assert time.monotonic() - started < DEADLINE_S + 2
     assert done.stdout.strip() == "imported"
     assert done.returncode == 130, (done.returncode, done.stderr)
@@ -524,15 +494,7 @@ def test_one_interrupt_prints_one_line_when_the_main_thread_is_slow_to_exit(
     """Issue 16: `make test` on a busy machine once saw `interrupted; warehouse unchanged` twice:
     the main thread printed it, then took longer than GRACE_S to end the process, and the
     watchdog printed it again."""
-    probe = tmp_path / "probe.py"
-    probe.write_text(SLOW_AFTER_REPORT_PROBE)
-    done = subprocess.run(
-        [CLI[0], str(probe)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=Path(__file__).resolve().parents[1],
-    )
+    done = run_probe(tmp_path, SLOW_AFTER_REPORT_PROBE)
     assert done.returncode == 130, (done.returncode, done.stderr)
     assert done.stderr == UNCHANGED + "\n"
 
