@@ -298,13 +298,19 @@ def test_interrupting_a_build_at_any_moment_is_clean(tmp_path: Path) -> None:
     assert {signame for _, signame, _, _ in trials} == {"SIGINT", "SIGTERM"}
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_interrupting_a_long_query_is_clean(signum: int, tmp_path: Path) -> None:
-    from tests.hostile_corpus import write_plain_dataset as write
+@pytest.fixture(scope="module")
+def small_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small published warehouse, for the commands that only read it."""
+    base = tmp_path_factory.mktemp("small")
+    write_plain_dataset(base / "dataset", "A", files=2, lines=20)
+    warehouse = base / "warehouse"
+    assert build(base / "dataset", warehouse).returncode == 0
+    return warehouse
 
-    write(tmp_path / "dataset", "A", files=2, lines=20)
-    warehouse = tmp_path / "warehouse"
-    assert build(tmp_path / "dataset", warehouse).returncode == 0
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_interrupting_a_long_query_is_clean(signum: int, small_warehouse: Path) -> None:
+    warehouse = small_warehouse
     state = published_state(warehouse)
     command = [*CLI, "query", "SELECT count(*) FROM range(1000000000000)"]
     command += ["--warehouse", str(warehouse)]
