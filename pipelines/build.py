@@ -28,7 +28,7 @@ from pipelines.files import replace_atomically, sha256_file, write_atomically
 from pipelines.manifest import FileEntry, Manifest, SourceManifest, read_manifest, write_manifest
 from pipelines.settings import Settings, SettingsError
 from pipelines.sources.local import SourceFile, discover, git_revision, require_dataset
-from pipelines.storage import create_folder, remove_created_folder
+from pipelines.storage import create_folder, empty_folder, remove_created_folder
 from pipelines.warehouse import (
     GenerationSource,
     Warehouse,
@@ -324,9 +324,21 @@ def build_warehouse(
 
         read_baseline_map(settings.baselines_file)
     warehouse = Warehouse(settings.warehouse, settings.keep_generations)
+    was_empty = warehouse.root.is_dir() and not any(warehouse.root.iterdir())
     created = create_folder(warehouse.root)
     with _build_lock(warehouse, settings.lock_timeout_s):
         published_before = interrupts.published()
+
+        def undo_first_build() -> None:
+            """An interrupted first build: the folder as the user had it (no folder, or empty)."""
+            if warehouse.current_generation() is not None:
+                return  # another build published meanwhile: not ours to undo
+            if created is not None:
+                remove_created_folder(warehouse.root, created)
+            elif was_empty:
+                empty_folder(warehouse.root)
+
+        interrupts.undo_on_interrupt(undo_first_build)  # also when the watchdog ends the process
         try:
             discarded = None
             if settings.object_store is not None:
@@ -364,12 +376,17 @@ def build_warehouse(
             # now (the published one is untouched), unless this build's switch happened.
             if interrupts.published() == published_before:
                 warehouse.remove_stale_generations()
-                if created is not None and not _keeps_fetched_files(warehouse, settings):
+                if interrupts.received() is not None or isinstance(error, KeyboardInterrupt):
+                    # "warehouse unchanged": not even the Hub files fetched so far stay
+                    undo_first_build()
+                elif created is not None and not _keeps_fetched_files(warehouse, settings):
                     remove_created_folder(warehouse.root, created)
             full = _device_full(error, warehouse.root)
             if full is not None:
                 raise full from None
             raise
+        finally:
+            interrupts.undo_on_interrupt(None)
 
 
 @contextlib.contextmanager

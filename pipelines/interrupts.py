@@ -23,7 +23,7 @@ import os
 import signal
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
@@ -119,7 +119,22 @@ def _watchdog(read_end: int) -> None:
     code = report(_received or signal.SIGINT)
     stop_children()
     stop_helpers()
+    undo = _undo
+    if undo is not None and _published is None:
+        with contextlib.suppress(Exception):
+            undo()
     os._exit(code)
+
+
+_undo: Callable[[], None] | None = None
+
+
+def undo_on_interrupt(undo: Callable[[], None] | None) -> None:
+    """What the watchdog runs (after stopping the workers) when it ends the process itself,
+    unless something was published: a first build's removal of the folder it created. None
+    when the block it covers has ended."""
+    global _undo
+    _undo = undo
 
 
 # The main thread and the watchdog may both decide to end the command (on a busy machine the

@@ -12,6 +12,7 @@ appear in a command line, a log or a message.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -124,3 +125,20 @@ def remove_created_folder(folder: Path, top: Path) -> None:
             parent.rmdir()  # only when empty: what another process put there meanwhile stays
         except OSError:
             break
+
+
+def empty_folder(folder: Path) -> None:
+    """Remove everything inside ``folder`` (a folder the user made empty for a build that was
+    then interrupted: it is left as it was)."""
+    import shutil
+
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                entry.unlink()

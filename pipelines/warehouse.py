@@ -350,14 +350,22 @@ class Warehouse:
     @contextlib.contextmanager
     def build_lock(self, timeout_s: float) -> Iterator[None]:
         """Exclusive lock for one build; a second build waits up to ``timeout_s`` then refuses."""
+        lock_file = self.root / ".build.lock"
         self.root.mkdir(parents=True, exist_ok=True)
-        handle = (self.root / ".build.lock").open("a+")
+        handle = lock_file.open("a+")
         deadline = time.monotonic() + timeout_s
         try:
             while True:
                 try:
                     fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
+                    if _names_file(lock_file, handle.fileno()):
+                        break
+                    # The build that held it removed it (an interrupted or failed first build
+                    # leaves the folder as it found it): lock the file that is there now.
+                    handle.close()
+                    self.root.mkdir(parents=True, exist_ok=True)
+                    handle = lock_file.open("a+")
+                    continue
                 except OSError as error:
                     if error.errno not in (errno.EAGAIN, errno.EACCES):
                         raise
@@ -377,6 +385,16 @@ class Warehouse:
             with contextlib.suppress(OSError):
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
             handle.close()
+
+
+def _names_file(path: Path, descriptor: int) -> bool:
+    """``path`` is the file open as ``descriptor`` (not removed or replaced since)."""
+    try:
+        named = path.stat()
+    except OSError:
+        return False
+    held = os.fstat(descriptor)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
 
 def seal_published_file(path: Path) -> None:

@@ -17,6 +17,11 @@ from tests.shared_data import GOLDEN_DIR, SHARED
 
 GOLDEN_REVISION = "da915083d4c7c5e61aa3005e3d17ae488e0fc71c"
 
+# `TESTS_EXHAUSTIVE=1 pytest ...`: the kill and interrupt tests (tests/test_crash_safety.py,
+# tests/test_interrupts.py) try every moment of their plans, some thirty builds each, instead of
+# one moment per build phase.
+EXHAUSTIVE = os.environ.get("TESTS_EXHAUSTIVE") == "1"
+
 # Property tests check behaviour, not speed: on a loaded 2-core machine generating examples can
 # be slow, which Hypothesis would otherwise report as a failed health check.
 hypothesis_settings.register_profile(
@@ -32,18 +37,33 @@ def build(source: Path | str, warehouse: Path, **settings: object) -> BuildResul
     )
 
 
+def cli_environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment without the caller's TRACEHOUSE_* settings, plus ``env``."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TRACEHOUSE_")}
+    environment.update(env or {})
+    return environment
+
+
 def run_cli(
     *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     """The real `tracehouse` command in a separate process."""
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("TRACEHOUSE_")}
-    environment.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "pipelines.cli", *args],
         capture_output=True,
         text=True,
-        env=environment,
+        env=cli_environment(env),
         cwd=cwd,
+        timeout=600,
+    )
+
+
+def run_cli_bytes(*args: str) -> subprocess.CompletedProcess[bytes]:
+    """``run_cli``, its output as bytes (to see exactly what a terminal would be sent)."""
+    return subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", *args],
+        capture_output=True,
+        env=cli_environment(),
         timeout=600,
     )
 

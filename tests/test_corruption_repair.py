@@ -19,7 +19,6 @@ import io
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +27,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines.warehouse import Warehouse, source_key
-from tests.conftest import files_outside, one_error_line
+from tests.conftest import files_outside, one_error_line, run_cli
 from tests.hostile_corpus import CLI, write_plain_dataset
 
 pytestmark = pytest.mark.integration
@@ -36,15 +35,7 @@ pytestmark = pytest.mark.integration
 COUNT_RUNS = "SELECT count(*) AS n FROM runs"
 
 
-def tracehouse(*args: str) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("TRACEHOUSE_")}
-    return subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", *args],
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=300,
-    )
+tracehouse = run_cli  # the real command in its own process
 
 
 def run_count(warehouse: Path) -> int:

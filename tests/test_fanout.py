@@ -5,7 +5,6 @@ one `tracehouse build` publishes from the same source (apart from when it was bu
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -136,32 +135,46 @@ def test_dask_executor_on_a_local_cluster_builds_the_cli_tables(
     pytest.importorskip(
         "dagster_dask", reason="the dask extra is not installed (uv sync --extra dask)"
     )
-    from distributed import Client, LocalCluster
+    from distributed import Client, LocalCluster, get_task_stream
 
     warehouse = tmp_path / "warehouse"
-    # Worker processes on 127.0.0.1, no dashboard (None turns it off; the stubs want a str).
+    # Two workers on 127.0.0.1, no dashboard (None turns it off; the stubs want a str). They
+    # are threads of this process (processes=False): a worker process would import Dagster and
+    # the parser again, minutes on a busy machine; the steps going from process to process
+    # through the shared store is what the multiprocess test above proves.
     options: dict[str, Any] = {"dashboard_address": None}
     cluster = LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", **options
+        n_workers=2,
+        threads_per_worker=1,
+        processes=False,
+        protocol="tcp",
+        host="127.0.0.1",
+        **options,
     )
     try:
-        with Client(cluster) as client:
-            by_worker: dict[str, int] = client.run(os.getpid)  # pyright: ignore[reportAssignmentType]
-            worker_pids = set(by_worker.values())
-        execution = {"cluster": {"existing": {"address": cluster.scheduler_address}}}
-        result = dg.execute_job(
-            dg.reconstructable(fanout.dask_job),
-            instance=instance,
-            run_config=run_config(warehouse, execution),
-        )
+        client = Client(cluster)
+        stream = get_task_stream(client)  # every task the cluster runs meanwhile
+        with client, stream:
+            execution = {"cluster": {"existing": {"address": cluster.scheduler_address}}}
+            result = dg.execute_job(
+                dg.reconstructable(fanout.dask_job),
+                instance=instance,
+                run_config=run_config(warehouse, execution),
+            )
+        workers = set(cluster.scheduler_info["workers"])
     finally:
         cluster.close()
     assert result.success
     pids = parse_pids(result)
     assert len(pids) > fanout.FANOUT_SLOTS
-    # The parsing ran in the cluster's worker processes, in more than one of them.
-    assert set(pids.values()) <= worker_pids
-    assert len(set(pids.values())) >= 2
+    # Every step ran as a task of the cluster, the parse steps on both of its workers.
+    ran_on = {task["key"]: task["worker"] for task in stream.data}
+    parse_steps = {
+        f"fanout_ingest_dask_job.parse_slot_{slot}" for slot in range(fanout.FANOUT_SLOTS)
+    }
+    assert parse_steps | {"fanout_ingest_dask_job.assemble_tables"} <= set(ran_on), sorted(ran_on)
+    assert set(ran_on.values()) <= workers
+    assert len({ran_on[key] for key in parse_steps}) == 2
     assert_same_tables(cli_export, export(warehouse, tmp_path / "export"))
 
 

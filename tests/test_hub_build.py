@@ -160,7 +160,10 @@ def test_a_file_that_cannot_be_fetched_fails_the_build_and_publishes_nothing(
     broken = "traces/baseline/rmsnorm/rmsnorm_h128.jsonl"
     hub.inject(Fault("status", endpoint="body", pattern=broken, status=500, times=None))
     outside = files_outside(tmp_path, warehouse)
-    failed = run_cli("build", "--source", URI, "--warehouse", str(warehouse), env=env)
+    # The whole fetch within 15 s: the 500s are given up after five attempts (0.5 + 1 + 2 + 4 s
+    # of back-off) instead of eight (a minute of waiting that proves nothing more).
+    failing_env = {**env, "TRACEHOUSE_HUB_FETCH_TIMEOUT_S": "15"}
+    failed = run_cli("build", "--source", URI, "--warehouse", str(warehouse), env=failing_env)
     line = one_error_line(failed)
     assert broken in line and "HTTP 500" in line and "nothing was published" in line, line
     assert files_outside(tmp_path, warehouse) == outside

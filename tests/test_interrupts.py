@@ -16,8 +16,10 @@ stopped by it). After every interrupt:
 * the published generation is untouched (same ``current`` link, same files, same bytes), or
   it is the new complete one when the line says so.
 
-Read commands (a long query), ``demo`` while it generates its dataset, and a build fetching
-from a slow Hub are interrupted too. Finally the build runs to completion and its tables equal
+By default a build is interrupted once in each phase (start, ingest, finalize, publish; see
+``BUILD_MOMENTS`` in tests/test_crash_safety.py); ``TESTS_EXHAUSTIVE=1`` interrupts it at every moment listed and at more
+random delays. Read commands (a long query), ``demo`` while it generates its dataset, and a
+build fetching from a slow Hub are interrupted too. Finally the build runs to completion and its tables equal
 those of an uninterrupted build of the same source.
 """
 
@@ -36,19 +38,17 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import EXHAUSTIVE
 from tests.hostile_corpus import CLI, build, reader_counts, write_plain_dataset
 from tests.hub_server import FakeHub, Fault
 from tests.test_crash_safety import (
+    BUILD_MOMENTS,
     Trigger,
     Watch,
     _view,
     after,
-    current_changed,
-    generation_appears,
-    generation_has,
-    manifest_rewritten,
+    chosen,
     staging_parts,
-    staging_tmp,
 )
 
 pytestmark = pytest.mark.integration
@@ -191,32 +191,24 @@ def _environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("TRACEHOUSE_")}
 
 
+RANDOM_MOMENTS = 6 if EXHAUSTIVE else 2
+# Interrupts that must land before the build completes (a narrow moment may pass between polls).
+REQUIRED_INTERRUPTS = 18 if EXHAUSTIVE else 8
+
+
 def _plan(rng: random.Random, typical: float) -> list[tuple[str, Trigger | float]]:
     """The moments: a trigger, or a delay in seconds after the start."""
-    plan: list[tuple[str, Trigger | float]] = [
-        ("process start (Python imports the command)", CommandStarted()),
-        ("first staging part temporary file (workers writing)", staging_tmp()),
-        ("first staging part", staging_parts(1)),
-        ("a quarter of the staging parts", staging_parts(12)),
-        ("most staging parts", staging_parts(40)),
-        ("new generation folder", generation_appears()),
-        ("runs.parquet in the new generation", generation_has("runs.parquet")),
-        ("rejects.parquet in the new generation", generation_has("rejects.parquet")),
-        ("run_rankings.parquet in the new generation", generation_has("run_rankings.parquet")),
-        ("tracehouse.duckdb being written", generation_has("tracehouse.duckdb")),
-        ("checks.json (publish guards ran)", generation_has("checks.json")),
-        (".complete marker (just before the switch)", generation_has(".complete")),
-        ("current link switched", current_changed()),
-        ("manifest rewritten", manifest_rewritten()),
-    ]
-    for _ in range(6):
+    started = ("start: process start (Python imports the command)", CommandStarted(), True)
+    plan: list[tuple[str, Trigger | float]] = [*chosen([started, *BUILD_MOMENTS])]
+    for _ in range(RANDOM_MOMENTS):
         delay = round(rng.uniform(0.1, typical * 0.9), 3)
         plan.append((f"random delay {delay:.3f} s", delay))
     return plan
 
 
-# Some thirty builds, each a few seconds of CPU: on a busy 2-core machine that is more than
-# the suite's 600 s per test (pyproject.toml), with no sign of a hang.
+# Some fifteen builds (thirty when exhaustive), each a few seconds of CPU: on a busy 2-core
+# machine that can be more than the suite's 600 s per test (pyproject.toml), with no sign of a hang.
+@pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_interrupting_a_build_at_any_moment_is_clean(tmp_path: Path) -> None:
     rng = random.Random(SEED)
@@ -302,17 +294,23 @@ def test_interrupting_a_build_at_any_moment_is_clean(tmp_path: Path) -> None:
     for name, signame, outcome, seconds in trials:
         print(f"  {signame:<7} {name:<55} {outcome:<9} stopped in {seconds:.2f} s")
     interrupted = [t for t in trials if t[2] != "completed"]
-    assert len(interrupted) >= 18, f"only {len(interrupted)} interrupt moments hit"
+    assert len(interrupted) >= REQUIRED_INTERRUPTS, f"only {len(interrupted)} interrupt moments hit"
     assert {signame for _, signame, _, _ in trials} == {"SIGINT", "SIGTERM"}
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_interrupting_a_long_query_is_clean(signum: int, tmp_path: Path) -> None:
-    from tests.hostile_corpus import write_plain_dataset as write
+@pytest.fixture(scope="module")
+def small_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small published warehouse, for the commands that only read it."""
+    base = tmp_path_factory.mktemp("small")
+    write_plain_dataset(base / "dataset", "A", files=2, lines=20)
+    warehouse = base / "warehouse"
+    assert build(base / "dataset", warehouse).returncode == 0
+    return warehouse
 
-    write(tmp_path / "dataset", "A", files=2, lines=20)
-    warehouse = tmp_path / "warehouse"
-    assert build(tmp_path / "dataset", warehouse).returncode == 0
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_interrupting_a_long_query_is_clean(signum: int, small_warehouse: Path) -> None:
+    warehouse = small_warehouse
     state = published_state(warehouse)
     command = [*CLI, "query", "SELECT count(*) FROM range(1000000000000)"]
     command += ["--warehouse", str(warehouse)]
@@ -353,6 +351,63 @@ def test_interrupting_a_slow_hub_fetch_is_clean(tmp_path: Path) -> None:
     assert published_state(warehouse) == (None, [])
 
 
+def hub_blobs_arrived(watch: Watch) -> bool:
+    """Some of the Hub's files are in the warehouse's cache: what a failed (not interrupted)
+    build would keep for the next one."""
+    blobs = watch.warehouse / "cache" / "hub" / "blobs"
+    return blobs.is_dir() and any(blobs.iterdir())
+
+
+@pytest.mark.parametrize("folder", ["new", "made empty by the user"])
+@pytest.mark.parametrize("source_kind", ["hub", "local"])
+def test_ctrl_c_in_a_first_build_leaves_the_folder_as_it_was(
+    source_kind: str, folder: str, tmp_path: Path
+) -> None:
+    """Issue: Ctrl-C in the first build into a new folder said "warehouse unchanged" and left
+    the folder behind, holding `cache/` (the Hub files fetched so far, or staging parts). The
+    folder the build made is gone; one the user made empty beforehand is empty again."""
+    dataset = tmp_path / "dataset"
+    warehouse = tmp_path / "new" / "warehouse"
+    if folder != "new":
+        warehouse.mkdir(parents=True)
+    env = _environment()
+    with contextlib.ExitStack() as stack:
+        if source_kind == "hub":
+            write_plain_dataset(dataset, "A", files=6, lines=20)
+            hub = stack.enter_context(FakeHub(repo_id="org/data"))
+            hub.commit(FakeHub.read_folder(dataset))
+            # The traces trickle in: the small files are cached while they are in flight.
+            hub.inject(Fault("slow", pattern="traces/*", times=None, pieces=20, delay_s=1.0))
+            env["HF_ENDPOINT"] = hub.endpoint
+            source, trigger = "hf://datasets/org/data", hub_blobs_arrived
+        else:
+            write_plain_dataset(dataset, "A", lines=LINES)
+            source, trigger = str(dataset), staging_parts(1)
+        command = [*CLI, "build", "--source", source, "--warehouse", str(warehouse)]
+        stopped = interrupt(
+            command + ["--workers", "2"], trigger, Watch.start(warehouse), signal.SIGINT, env=env
+        )
+    assert stopped is not None, "the build finished before the signal"
+    assert check_stopped(stopped, signal.SIGINT) == UNCHANGED
+    if folder == "new":
+        assert not (tmp_path / "new").exists(), sorted(str(p) for p in tmp_path.rglob("*"))
+    else:
+        assert sorted(p.name for p in warehouse.iterdir()) == []
+
+
+def run_probe(tmp_path: Path, code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``code`` as a script in a Python process of its own, run from the checkout."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(code)
+    return subprocess.run(
+        [CLI[0], str(probe), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+
+
 FORK_SERVER_PROBE = """
 import multiprocessing, os, signal, sys, time
 from multiprocessing import forkserver
@@ -376,15 +431,7 @@ if __name__ == "__main__":
 def test_a_fork_server_interrupted_while_it_starts_prints_nothing(tmp_path: Path) -> None:
     """The moment a CI run once hit: Ctrl-C reached the fork server while it imported its preload
     modules, and its traceback followed our one line on the shared stderr."""
-    probe = tmp_path / "probe.py"
-    probe.write_text(FORK_SERVER_PROBE)
-    done = subprocess.run(
-        [CLI[0], str(probe)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=Path(__file__).resolve().parents[1],
-    )
+    done = run_probe(tmp_path, FORK_SERVER_PROBE)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "True"
     assert done.stderr == ""
@@ -421,16 +468,8 @@ def test_an_interrupt_never_raises_inside_a_module_being_imported(tmp_path: Path
     exception raised into it made the process abort (exit -6). An interrupt during an import is
     left to the watchdog: the import completes and the command still ends with its one line."""
     (tmp_path / "interrupted_while_imported.py").write_text(MODULE_SENDING_SIGINT)
-    probe = tmp_path / "probe.py"
-    probe.write_text(IMPORT_PROBE)
     started = time.monotonic()
-    done = subprocess.run(
-        [CLI[0], str(probe), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=Path(__file__).resolve().parents[1],
-    )
+    done = run_probe(tmp_path, IMPORT_PROBE, str(tmp_path))
     assert time.monotonic() - started < DEADLINE_S + 2
     assert done.stdout.strip() == "imported"
     assert done.returncode == 130, (done.returncode, done.stderr)
@@ -461,15 +500,7 @@ def test_one_interrupt_prints_one_line_when_the_main_thread_is_slow_to_exit(
     """Issue 16: `make test` on a busy machine once saw `interrupted; warehouse unchanged` twice:
     the main thread printed it, then took longer than GRACE_S to end the process, and the
     watchdog printed it again."""
-    probe = tmp_path / "probe.py"
-    probe.write_text(SLOW_AFTER_REPORT_PROBE)
-    done = subprocess.run(
-        [CLI[0], str(probe)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=Path(__file__).resolve().parents[1],
-    )
+    done = run_probe(tmp_path, SLOW_AFTER_REPORT_PROBE)
     assert done.returncode == 130, (done.returncode, done.stderr)
     assert done.stderr == UNCHANGED + "\n"
 

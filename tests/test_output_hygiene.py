@@ -10,14 +10,13 @@ is read as bytes: ``text=True`` would turn a raw CR into a line break and hide i
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import run_cli_bytes
 from tests.hostile_corpus import definition_object, solution_object, trace_object
 
 # A screen clear, a window title (OSC ... BEL), a backspace, a carriage return, CSI and NEL as
@@ -31,15 +30,7 @@ START = datetime(2026, 3, 1, 12, 0, 0)
 LATENCIES = [0.100, 0.101, 0.099, 0.1005, 0.130]
 
 
-def run_raw(*args: str) -> subprocess.CompletedProcess[bytes]:
-    """The real `tracehouse` command (as tests/conftest.py runs it), its output as bytes."""
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("TRACEHOUSE_")}
-    return subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", *args],
-        capture_output=True,
-        env=environment,
-        timeout=600,
-    )
+run_raw = run_cli_bytes  # the real command, its output as bytes
 
 
 def raw_controls(output: bytes, allowed: str = "\n") -> list[str]:

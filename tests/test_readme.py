@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -132,22 +133,54 @@ SERVERS = {
 }
 
 
-@pytest.mark.integration
-@pytest.mark.slow
-@pytest.mark.parametrize("server", sorted(SERVERS))
-def test_the_dagster_commands_act_on_the_ui_dg_dev_starts(server: str, tmp_path: Path) -> None:
-    """docs/dagster.md's Dagster block, run in order against the demo warehouse: `dg dev` serves the
-    code location the other commands act on (its GraphQL shows the automation sensor RUNNING
-    and both runs), no command prints a warning, and the demo keeps its revision and
-    generation. Headless Chromium then shows the stages as asset groups and the report's
-    description rendered."""
-    import signal
-    import time
+@dataclass(frozen=True)
+class Walkthrough:
+    """The demo and docs/dagster.md's block up to its server, run once for both servers."""
 
-    from tests.browser import Chromium, chromium_path
+    demo: Path
+    warehouse: Path
+    home: Path  # DAGSTER_HOME as the commands left it (each server gets a copy)
+    environment: dict[str, str]
+    printed: str  # what the commands before the server printed
+    before: tuple[str, str]  # the demo's revision and generation before the commands
 
-    demo, warehouse, home = tmp_path / "demo", tmp_path / "warehouse", tmp_path / "home"
-    tracehouse = str(Path(sys.executable).with_name("tracehouse"))
+
+def _tracehouse() -> str:
+    return str(Path(sys.executable).with_name("tracehouse"))
+
+
+def _demo_state(warehouse: Path, environment: dict[str, str]) -> tuple[str, str]:
+    revision = subprocess.run(
+        [
+            _tracehouse(),
+            "query",
+            "SELECT revision FROM source_summary",
+            "--format",
+            "csv",
+            "--warehouse",
+            str(warehouse),
+        ],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=120,
+    ).stdout
+    return revision, (warehouse / "current").resolve().name
+
+
+def _in_walkthrough(block: str, walkthrough: Walkthrough, home: Path) -> str:
+    return (
+        block.replace("$PWD/.dagster_home", str(home))
+        .replace("TRACEHOUSE_SOURCE=data/demo", f"TRACEHOUSE_SOURCE={walkthrough.demo}")
+        .replace("TRACEHOUSE_WAREHOUSE=warehouse", f"TRACEHOUSE_WAREHOUSE={walkthrough.warehouse}")
+    )
+
+
+@pytest.fixture(scope="module")
+def walkthrough(tmp_path_factory: pytest.TempPathFactory) -> Walkthrough:
+    """`tracehouse demo`, then every command of the block before the server, in order."""
+    base = tmp_path_factory.mktemp("walkthrough")
+    demo, warehouse, home = base / "demo", base / "warehouse", base / "home"
     environment = {
         k: v for k, v in os.environ.items() if not k.startswith(("TRACEHOUSE_", "DAGSTER_"))
     }
@@ -156,43 +189,64 @@ def test_the_dagster_commands_act_on_the_ui_dg_dev_starts(server: str, tmp_path:
         PATH=f"{bin_dir}:{environment.get('PATH', '')}", VIRTUAL_ENV=str(Path(bin_dir).parent)
     )
     made = subprocess.run(
-        [tracehouse, "demo", "--source", str(demo), "--warehouse", str(warehouse)],
+        [_tracehouse(), "demo", "--source", str(demo), "--warehouse", str(warehouse)],
         capture_output=True,
         text=True,
         env=environment,
         timeout=600,
     )
     assert made.returncode == 0, made.stderr
-
-    def demo_state() -> tuple[str, str]:
-        revision = subprocess.run(
-            [
-                tracehouse,
-                "query",
-                "SELECT revision FROM source_summary",
-                "--format",
-                "csv",
-                "--warehouse",
-                str(warehouse),
-            ],
-            capture_output=True,
-            text=True,
-            env=environment,
-            timeout=120,
-        ).stdout
-        return revision, (warehouse / "current").resolve().name
-
-    before = demo_state()
-    port = _free_port()
+    before = _demo_state(warehouse, environment)
     block = _dagster_block()
     assert SERVERS["dg dev"] in block and "# or: dagster dev -w workspace.yaml" in block
-    script = (
-        block.replace(SERVERS["dg dev"], SERVERS[server])
-        .replace("$PWD/.dagster_home", str(home))
-        .replace("TRACEHOUSE_SOURCE=data/demo", f"TRACEHOUSE_SOURCE={demo}")
-        .replace("TRACEHOUSE_WAREHOUSE=warehouse", f"TRACEHOUSE_WAREHOUSE={warehouse}")
-        .replace("-p 3000", f"-p {port}")
-    )
+    (served,) = [line for line in block.splitlines() if line.startswith(SERVERS["dg dev"])]
+    walkthrough = Walkthrough(demo, warehouse, home, environment, "", before)
+    commands = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", _in_walkthrough(block, walkthrough, home)
+         .replace(served, "")],
+        cwd=ROOT, env=environment, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert commands.returncode == 0, commands.stdout[-3000:] + commands.stderr[-3000:]
+    return replace(walkthrough, printed=commands.stderr + commands.stdout)
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.parametrize("server", sorted(SERVERS))
+def test_the_dagster_commands_act_on_the_ui_dg_dev_starts(
+    server: str, walkthrough: Walkthrough, tmp_path: Path
+) -> None:
+    """docs/dagster.md's Dagster block, run in order against the demo warehouse: `dg dev` serves the
+    code location the other commands act on (its GraphQL shows the automation sensor RUNNING
+    and both runs), no command prints a warning, and the demo keeps its revision and
+    generation. Headless Chromium then shows the stages as asset groups and the report's
+    description rendered. The commands before the server run once (the `walkthrough`
+    fixture); each server starts on a copy of the Dagster home they left."""
+    import shutil
+    import signal
+    import time
+
+    from tests.browser import Chromium, chromium_path
+
+    home = tmp_path / "home"
+    shutil.copytree(walkthrough.home, home)
+    environment = walkthrough.environment
+    warehouse = walkthrough.warehouse
+
+    def demo_state() -> tuple[str, str]:
+        return _demo_state(warehouse, environment)
+
+    before = walkthrough.before
+    port = _free_port()
+    # The block's exports (the setting the server reads), then the server itself.
+    block = _dagster_block()
+    exports = [line for line in block.splitlines() if line.startswith("export ")]
+    (served,) = [line for line in block.splitlines() if line.startswith(SERVERS["dg dev"])]
+    script = _in_walkthrough(
+        "\n".join([*exports, served.replace(SERVERS["dg dev"], SERVERS[server])]),
+        walkthrough,
+        home,
+    ).replace("-p 3000", f"-p {port}")
     assert f"-p {port}" in script and str(home) in script
     out, err = tmp_path / "stdout", tmp_path / "stderr"
     with out.open("w") as stdout, err.open("w") as stderr:
@@ -233,7 +287,7 @@ def test_the_dagster_commands_act_on_the_ui_dg_dev_starts(server: str, tmp_path:
             "/".join(n["assetKey"]["path"]): "FRESH" for n in nodes
         }
         assert len(nodes) == 22  # ingest_paths left the warehouse (issue 26)
-        printed = err.read_text() + out.read_text()
+        printed = walkthrough.printed + err.read_text() + out.read_text()
         if server == "dagster dev":  # Dagster's own note that `dg dev` supersedes it, only
             note = "SupersessionWarning: Function `dev_command` is superseded"
             assert printed.count(note) == 1

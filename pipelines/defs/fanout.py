@@ -146,17 +146,20 @@ def plan_ingest_op(context: dg.OpExecutionContext, warehouse: WarehouseResource)
     return fanout
 
 
-# The dataset context, read once per worker process (a Dask worker runs many steps).
+# The dataset context, read once per worker process (a Dask worker runs many steps, in
+# several threads when it has them: each reads the one it needs, keeping only the last).
 _CONTEXTS: dict[str, Any] = {}
 
 
 def _context(plan: FanoutPlan) -> Any:
     path = str(plan.context_file)
-    if path not in _CONTEXTS:
+    context = _CONTEXTS.get(path)
+    if context is None:
         with plan.context_file.open("rb") as handle:
-            _CONTEXTS.clear()
-            _CONTEXTS[path] = pickle.load(handle)
-    return _CONTEXTS[path]
+            context = pickle.load(handle)
+        _CONTEXTS.clear()
+        _CONTEXTS[path] = context
+    return context
 
 
 def _parse_slot(slot: int) -> dg.OpDefinition:
