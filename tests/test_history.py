@@ -706,6 +706,24 @@ def test_one_folder_per_run_recorded_as_revisions(folder_series: FolderSeries) -
     assert "identityError" not in export.stdout
 
 
+@pytest.mark.integration
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium not installed")
+def test_the_report_of_folder_runs_shows_the_regression_first(
+    folder_series: FolderSeries, tmp_path: Path
+) -> None:
+    """The same first screen as for revisions read from git (tests/test_report.py): one folder
+    per run, recorded as revisions, is the same story."""
+    from tests.browser import Chromium
+    from tests.test_report import check_what_changed_on_the_first_screen
+
+    out = tmp_path / "report"
+    made = run_cli("report", "--warehouse", str(folder_series.warehouse), "--out", str(out))
+    assert made.returncode == 0, made.stderr
+    with Chromium(tmp_path / "profile") as browser:
+        worst = check_what_changed_on_the_first_screen(browser, out)
+    assert worst["solution"]["text"] == SLOWED
+
+
 def test_revision_of_refuses_a_mistake_in_one_line(
     folder_series: FolderSeries, tmp_path: Path
 ) -> None:

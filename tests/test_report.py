@@ -484,57 +484,68 @@ def history_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]
     return series, out
 
 
+def check_what_changed_on_the_first_screen(browser: Chromium, out: Path) -> dict[str, Any]:
+    """The overview of a report of the four-run series (tests/test_history.py) at 1400 and 800
+    px: "What changed" first, the slowed solution's regressions in percent, worst first, inside
+    the first screen, the fixed one newly passing. Returns the worst regression's cells."""
+    from tests.test_history import FIXED, SLOWED, WORKLOADS
+
+    index = (out / "index.html").resolve().as_uri()
+    worst: dict[str, Any] = {}
+    for width in (1400, 800):
+        browser.resize(width)
+        visit = browser.visit(index, ready=CHARTS_READY_JS)
+        assert visit.errors == [], visit.errors
+        screen = browser.evaluate(VIEWPORT_JS)
+        headings = browser.evaluate(
+            "Array.from(document.querySelectorAll('h2')).map(h => h.textContent)"
+        )
+        assert headings[:2] == ["What changed", "Who is fastest where"], headings
+        counts = browser.evaluate(
+            "Object.fromEntries(Array.from(document.querySelectorAll('[data-count]'))"
+            ".map(s => [s.dataset.count, s.textContent]))"
+        )
+        assert counts == {
+            "regressions": f"{len(WORKLOADS)} regressions",
+            "improvements": "0 improvements",
+            "newly_passing": f"{len(WORKLOADS)} newly passing",
+            "newly_failing": "0 newly failing",
+        }, counts
+        regressions = browser.evaluate(f"{WHAT_CHANGED_JS}('what-changed-regressions-0')")
+        assert regressions is not None and len(regressions) == len(WORKLOADS), regressions
+        changes = [row["relative_change"]["text"] for row in regressions]
+        assert all(re.fullmatch(r"\+\d+\.\d%", c) for c in changes), changes
+        assert [float(c[1:-1]) for c in changes] == sorted(
+            (float(c[1:-1]) for c in changes), reverse=True
+        )  # the worst first
+        assert all(float(c[1:-1]) > 80 for c in changes), changes  # 2x slower: about +100%
+        assert {row["solution"]["text"] for row in regressions} == {SLOWED}
+        assert all(
+            re.fullmatch(r"[\d.]+ µs → [\d.]+ µs", row["before_after"]["text"])
+            for row in regressions
+        ), regressions
+        assert {row["workload"]["text"] for row in regressions} == {
+            f"M={8 * (i + 1)}" for i in range(len(WORKLOADS))
+        }
+        worst = regressions[0]
+        for column in ("relative_change", "before_after", "solution"):  # the first screen
+            assert worst[column]["right"] <= screen["width"], (width, column, worst)
+            assert worst[column]["bottom"] <= screen["height"], (width, column, worst)
+        passing = browser.evaluate(f"{WHAT_CHANGED_JS}('what-changed-newly-passing-0')")
+        assert passing is not None and {r["solution"]["text"] for r in passing} == {FIXED}
+        assert {r["before_after"]["text"] for r in passing} == {"RUNTIME_ERROR → PASSED"}
+    return worst
+
+
 @pytest.mark.slow
 def test_a_regression_is_on_the_first_screen_at_1400_and_800_pixels(
     history_report: tuple[Any, Path], tmp_path: Path
 ) -> None:
-    from tests.test_history import FIXED, SLOWED, WORKLOADS
+    from tests.test_history import SLOWED, WORKLOADS
 
     _, out = history_report
-    index = (out / "index.html").resolve().as_uri()
     with Chromium(tmp_path / "profile") as browser:
-        for width in (1400, 800):
-            browser.resize(width)
-            visit = browser.visit(index, ready=CHARTS_READY_JS)
-            assert visit.errors == [], visit.errors
-            screen = browser.evaluate(VIEWPORT_JS)
-            headings = browser.evaluate(
-                "Array.from(document.querySelectorAll('h2')).map(h => h.textContent)"
-            )
-            assert headings[:2] == ["What changed", "Who is fastest where"], headings
-            counts = browser.evaluate(
-                "Object.fromEntries(Array.from(document.querySelectorAll('[data-count]'))"
-                ".map(s => [s.dataset.count, s.textContent]))"
-            )
-            assert counts == {
-                "regressions": f"{len(WORKLOADS)} regressions",
-                "improvements": "0 improvements",
-                "newly_passing": f"{len(WORKLOADS)} newly passing",
-                "newly_failing": "0 newly failing",
-            }, counts
-            regressions = browser.evaluate(f"{WHAT_CHANGED_JS}('what-changed-regressions-0')")
-            assert regressions is not None and len(regressions) == len(WORKLOADS), regressions
-            changes = [row["relative_change"]["text"] for row in regressions]
-            assert all(re.fullmatch(r"\+\d+\.\d%", c) for c in changes), changes
-            assert [float(c[1:-1]) for c in changes] == sorted(
-                (float(c[1:-1]) for c in changes), reverse=True
-            )  # the worst first
-            assert all(float(c[1:-1]) > 80 for c in changes), changes  # 2x slower: about +100%
-            assert {row["solution"]["text"] for row in regressions} == {SLOWED}
-            assert all(
-                re.fullmatch(r"[\d.]+ µs → [\d.]+ µs", row["before_after"]["text"])
-                for row in regressions
-            ), regressions
-            assert {row["workload"]["text"] for row in regressions} == {
-                f"M={8 * (i + 1)}" for i in range(len(WORKLOADS))
-            }
-            worst = regressions[0]
-            for column in ("relative_change", "before_after", "solution"):  # the first screen
-                assert worst[column]["right"] <= screen["width"], (width, column, worst)
-                assert worst[column]["bottom"] <= screen["height"], (width, column, worst)
-            passing = browser.evaluate(f"{WHAT_CHANGED_JS}('what-changed-newly-passing-0')")
-            assert passing is not None and {r["solution"]["text"] for r in passing} == {FIXED}
-            assert {r["before_after"]["text"] for r in passing} == {"RUNTIME_ERROR → PASSED"}
+        worst = check_what_changed_on_the_first_screen(browser, out)
         # the worst row's change links to its chart of latency over the revisions
         chart_url = worst["relative_change"]["href"]
         assert chart_url and "#latency-" in chart_url, worst
