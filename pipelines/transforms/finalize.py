@@ -813,7 +813,13 @@ def _write_published_duckdb_file(generation: Path, reader: Path, settings: Setti
     path = generation / DUCKDB_FILE
     connection = duckdb.connect(
         str(path),
-        config={**DUCKDB_FILE_CONFIG, "threads": max(1, settings.workers)},
+        # The copy of every table, full logs included, in one transaction: bounded like the
+        # rest of finalize (DuckDB spills to the file's side), not by DuckDB's 80% of RAM.
+        config={
+            **DUCKDB_FILE_CONFIG,
+            "threads": max(1, settings.workers),
+            "memory_limit": FINALIZE_MEMORY_LIMIT,
+        },
     )
     try:
         connection.execute(f"ATTACH {sql_literal(reader.resolve())} AS build (READ_ONLY)")
