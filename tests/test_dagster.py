@@ -43,6 +43,7 @@ from pipelines.defs.sensors import source_partitions_sensor
 from pipelines.defs.sources import SOURCES
 from pipelines.demo import generate_dataset
 from pipelines.invariants import RANKING_INVARIANTS, RUN_INVARIANTS
+from pipelines.record_page import RECORD_FOLDER
 from pipelines.settings import SETTINGS
 from pipelines.warehouse import (
     PER_SOURCE_TABLES,
@@ -581,10 +582,13 @@ def test_materialize_everything_into_a_temporary_warehouse(
     assert {table for table, p in partitions.items() if p == "dataset"} == set(PER_SOURCE_TABLES)
     report_index = Path(str(materialized[REPORT]["path"].value))
     assert report_index == warehouse / "report" / "index.html" and report_index.is_file()
+    record_pages = list(report_index.parent.glob(f"pages-*/{RECORD_FOLDER}/*.html"))
+    assert record_pages  # the runs the report's tables name
     assert (
         materialized[REPORT]["pages"].value
-        # the overview, a page per definition, the what-changed page of the one source
-        == 1 + materialized["definitions"]["dagster/row_count"].value + 1
+        # the overview, a page per definition, the what-changed page of the one source, and
+        # a record page per run a table names
+        == 1 + materialized["definitions"]["dagster/row_count"].value + 1 + len(record_pages)
     )
     overview = str(materialized[REPORT]["overview_top_rows"].value)
     assert overview.startswith("| definition | hardware | solution |") and overview.count("\n") >= 3
