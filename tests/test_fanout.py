@@ -179,9 +179,7 @@ def test_dask_executor_on_a_local_cluster_builds_the_cli_tables(
 
 
 def task(size: int) -> IngestTask:
-    return IngestTask(
-        ((f"/d/traces/{size}.jsonl", f"traces/{size}.jsonl"),), "/s", "k", False, size, 1
-    )
+    return IngestTask(((f"/d/traces/{size}.jsonl", f"traces/{size}.jsonl"),), "/s", "k", size, 1)
 
 
 def test_deal_spreads_groups_by_size() -> None:
