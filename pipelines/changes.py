@@ -470,16 +470,16 @@ def _rows(
 
 
 def _register_windows(connection: duckdb.DuckDBPyConnection, windows: list[Window]) -> None:
-    import pyarrow as pa
-
-    table = pa.table(
-        {
-            "source": pa.array([w.source for w in windows], pa.string()),
-            "before_number": pa.array([w.before_number for w in windows], pa.int64()),
-            "after_number": pa.array([w.after.snapshot_number for w in windows], pa.int64()),
-        }
+    # A temporary table, not a registered Arrow table: the leaderboard reads the verdicts too,
+    # and a read command imports no heavy library (tests/test_output.py).
+    connection.execute(
+        f"CREATE OR REPLACE TEMP TABLE {WINDOWS_RELATION} "
+        "(source VARCHAR, before_number BIGINT, after_number BIGINT)"
     )
-    connection.register(WINDOWS_RELATION, table)
+    rows = [(w.source, w.before_number, w.after.snapshot_number) for w in windows]
+    if rows:
+        insert = f"INSERT INTO {WINDOWS_RELATION} VALUES (?, ?, ?)"  # noqa: S608 (our constant)
+        connection.executemany(insert, rows)
 
 
 def axes_text(axes_json: str | None) -> str | None:
