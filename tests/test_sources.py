@@ -226,10 +226,14 @@ def test_revisions_of_the_golden_corpus_are_remembered(tmp_path: Path) -> None:
         "changes", "--since", "2000-01-01", "--format", "json", "--warehouse", str(warehouse)
     )
     assert listed.returncode == 0, listed.stderr
-    changes_of_leaders = json.loads(listed.stdout)["leader_changes"]
-    assert sorted((c["comparison_key"], c["snapshot_number"]) for c in changes_of_leaders) == [
-        (c[0], c[1]) for c in expected_changes if c[2] != "first"
-    ]
+    # A solution replacing its own result within noise is counted, not listed (issue 27): the
+    # listed changes and the counted ones are together every change of a leader.
+    listed_json = json.loads(listed.stdout)
+    changes_of_leaders = listed_json["leader_changes"]
+    later_changes = [(c[0], c[1]) for c in expected_changes if c[2] != "first"]
+    shown = sorted((c["comparison_key"], c["snapshot_number"]) for c in changes_of_leaders)
+    assert set(shown) <= set(later_changes)
+    assert len(shown) + listed_json["within_noise"]["leader_changes"] == len(later_changes)
 
     # The current tables equal a from-scratch build of the last revision.
     scratch = tmp_path / "scratch"
