@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -243,11 +243,14 @@ class _Lines:
         return lines
 
 
-def _file_lines(handle: Any) -> Iterator[_Line]:
-    """Every line of a file, as ``iter_jsonl`` numbers them."""
+def _file_lines(handle: Any, content: Any = None) -> Iterator[_Line]:
+    """Every line of a file, as ``_Lines`` numbers them; ``content``, a hashlib object, is fed
+    every byte of the file on the way."""
     lines = _Lines()
     offset = 0
     for chunk in handle:
+        if content is not None:
+            content.update(chunk)
         start = offset
         offset += len(chunk)
         if start == 0 and chunk.startswith(BOM):
@@ -264,41 +267,25 @@ def iter_jsonl(path: Path, rel: str, content: Any = None) -> Iterator[Record | R
     """Stream the records of a JSONL file; blank lines are skipped, never rejected.
 
     ``content``, a hashlib object, is fed every byte of the file on the way, so the file's
-    digest costs no second read. Lines are numbered as ``_Lines`` says (``_file_lines``,
-    inlined: this loop runs once per line of every build).
+    digest costs no second read. Lines are numbered as ``_Lines`` says (``_file_lines``).
     """
-    lines = _Lines()
-    offset = 0
     with path.open("rb") as handle:
-        for chunk in handle:
-            if content is not None:
-                content.update(chunk)
-            line_offset = offset
-            offset += len(chunk)
-            if line_offset == 0 and chunk.startswith(BOM):
-                chunk = chunk[len(BOM) :]
-                line_offset += len(BOM)
-            if 0 not in chunk and lines.stretch is None and (13 not in chunk or _crlf_only(chunk)):
-                lines.number += 1
-                batch: Iterable[_Line] = ((lines.number, line_offset, chunk, None, True),)
-            else:
-                batch = lines.split(chunk, line_offset)
-            for line_number, start, line, damage, whole in batch:
-                raw = line.strip()
-                if not raw:
-                    continue
-                if damage is not None:
-                    yield Reject(
-                        rel, line_number, "binary_line", damage[0], damage[1][:RAW_PREFIX_CHARS]
-                    )
-                    continue
-                values, problem = parse_line(raw)
-                if problem is not None:
-                    yield Reject(rel, line_number, problem[0], problem[1], raw_prefix(raw))
-                    continue
-                for index, (value, strict) in enumerate(values):
-                    record_raw = raw if len(values) == 1 else orjson.dumps(value, default=str)
-                    yield Record(line_number, index, start, record_raw, value, strict and whole)
+        for line_number, start, line, damage, whole in _file_lines(handle, content):
+            raw = line.strip()
+            if not raw:
+                continue
+            if damage is not None:
+                yield Reject(
+                    rel, line_number, "binary_line", damage[0], damage[1][:RAW_PREFIX_CHARS]
+                )
+                continue
+            values, problem = parse_line(raw)
+            if problem is not None:
+                yield Reject(rel, line_number, problem[0], problem[1], raw_prefix(raw))
+                continue
+            for index, (value, strict) in enumerate(values):
+                record_raw = raw if len(values) == 1 else orjson.dumps(value, default=str)
+                yield Record(line_number, index, start, record_raw, value, strict and whole)
 
 
 def read_json_file(path: Path, rel: str) -> Record | Reject:
