@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipelines import IMPORTER_VERSION, kernelindex
+from pipelines import IMPORTER_VERSION, changes, kernelindex
 from pipelines.files import replace_atomically, sha256_file, write_atomically
 from pipelines.kernelindex import canonical_json, manifest_digest
 from pipelines.output_folder import OutputKind, claimed
@@ -294,16 +294,6 @@ def record_manifest_or_why(row: dict[str, Any]) -> tuple[dict[str, Any] | None, 
         return None, lines
 
 
-def _axes_text(axes_json: str | None) -> str:
-    try:
-        axes = json.loads(axes_json) if axes_json else None
-    except ValueError:
-        axes = None
-    if not isinstance(axes, dict) or not axes:
-        return "no axes"
-    return ", ".join(f"{name}={value}" for name, value in axes.items())
-
-
 def _inputs_text(inputs_json: str | None) -> str:
     """Each input by name and kind (``A random, sm_scale scalar 0.125, x safetensors``)."""
     try:
@@ -358,7 +348,10 @@ def record_facts(row: dict[str, Any], events: list[dict[str, Any]]) -> list[tupl
     facts.append(("rank", f"{rank} — {kernelindex.rank_line(row['rank'], observed, reasons)}"))
     facts += record_lines(row, events)
     facts += [
-        ("workload", f"{_axes_text(row.get('axes_json'))} (key {row['workload_key']})"),
+        (
+            "workload",
+            f"{changes.axes_text(row.get('axes_json')) or 'no axes'} (key {row['workload_key']})",
+        ),
         ("inputs", _inputs_text(row.get("inputs_json"))),
         ("comparison key", row["comparison_key"] or "—"),
         ("operation digest", row["operation_digest"] or "—"),
