@@ -20,7 +20,7 @@ $(VENV)/.synced: $(BIN)/uv pyproject.toml uv.lock
 	touch $@
 
 install: $(VENV)/.synced
-	$(PYTHON) -m compileall -q -j 0 pipelines bench
+	$(PYTHON) -m compileall -q -j 0 tracehouse pipelines bench
 
 # Generate the demo dataset (data/demo), build ./warehouse from it, print a leaderboard.
 demo: install

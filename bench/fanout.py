@@ -51,7 +51,7 @@ class Measured:
 def run_cli_build(source: Path, warehouse: Path, workers: int) -> Measured:
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "build", "--source", str(source)]
+        [sys.executable, "-m", "tracehouse.cli", "build", "--source", str(source)]
         + ["--warehouse", str(warehouse), "--revision", REVISION, "--workers", str(workers)],
         check=True,
         capture_output=True,

@@ -46,7 +46,7 @@ TARGETS: tuple[tuple[str, str, float, float | None], ...] = (
 
 def ensure_dataset(data_root: Path, lines: int, workloads: int) -> Path:
     """Generate the corpus once per (lines, workloads); reused while its stamp matches."""
-    from pipelines.demo import generate_dataset
+    from tracehouse.demo import generate_dataset
 
     workloads_per_definition = max(1, workloads // DEFINITIONS)
     solutions = max(2, lines // (DEFINITIONS * workloads_per_definition))

@@ -6,7 +6,7 @@
                         [--leaderboard-query]
 
 Generates (or reuses) a demo dataset of about ``--lines`` trace lines with
-``pipelines.demo.generate_dataset`` under ``<data-root>/<lines>``, then measures each leg as a
+``tracehouse.demo.generate_dataset`` under ``<data-root>/<lines>``, then measures each leg as a
 whole separate process, side by side in the same run, ``--repeat`` times (median reported):
 
   cold      ``tracehouse build --source DIR --warehouse W`` after removing W (cache included)
@@ -217,7 +217,7 @@ class Leg:
 
 def _generator_fingerprint(lines: int, seed: int) -> dict[str, Any]:
     generator = hashlib.sha256()
-    for module in sorted((REPO_ROOT / "pipelines" / "demo").glob("*.py")):
+    for module in sorted((REPO_ROOT / "tracehouse" / "demo").glob("*.py")):
         generator.update(module.name.encode() + b"\0" + module.read_bytes())
     return {
         "target_trace_lines": lines,
@@ -228,7 +228,7 @@ def _generator_fingerprint(lines: int, seed: int) -> dict[str, Any]:
 
 def ensure_dataset(data_root: Path, lines: int, seed: int) -> tuple[Path, dict[str, Any], bool]:
     """The dataset for `lines`, generated unless one with the same parameters is already there."""
-    from pipelines.demo import generate_dataset
+    from tracehouse.demo import generate_dataset
 
     root = data_root / str(lines)
     stamp = data_root / f"{lines}.dataset.json"
@@ -264,7 +264,7 @@ def tracehouse_command() -> list[str]:
         found = shutil.which("tracehouse", path=search)
         if found:
             return [found]
-    return [sys.executable, "-c", "import sys; from pipelines.cli import main; sys.exit(main())"]
+    return [sys.executable, "-c", "import sys; from tracehouse.cli import main; sys.exit(main())"]
 
 
 def child_command(leg: str, source: Path) -> list[str]:
@@ -565,8 +565,8 @@ def run_leaderboard(
 
 def _busiest_definition(warehouse: Path) -> str | None:
     try:
-        from pipelines.queries import busiest_definition
-        from pipelines.settings import load_settings
+        from tracehouse.serve.queries import busiest_definition
+        from tracehouse.settings import load_settings
 
         return busiest_definition(load_settings(warehouse=warehouse))
     except Exception:
@@ -579,10 +579,10 @@ def _first_definition(source: Path) -> str:
 
 def _leaderboard_in_process(warehouse: Path, definition: str, repeat: int) -> dict[str, Any]:
     try:
-        from pipelines.queries import LEADERBOARD_SQL
-        from pipelines.warehouse import Warehouse, connect_read_only
+        from tracehouse.serve.queries import LEADERBOARD_SQL
+        from tracehouse.warehouse import Warehouse, connect_read_only
     except ImportError as error:
-        return {"skipped": f"pipelines.queries not importable: {error}"}
+        return {"skipped": f"tracehouse.serve.queries not importable: {error}"}
     parameters = {"definition": definition, "hardware": None}
     timings: list[float] = []
     rows = 0

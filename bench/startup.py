@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warehouse", type=Path)
     parser.add_argument("--repeat", type=int, default=10)
     args = parser.parse_args(argv)
-    cli = [sys.executable, "-m", "pipelines.cli"]
+    cli = [sys.executable, "-m", "tracehouse.cli"]
     with tempfile.TemporaryDirectory() as scratch:
         warehouse = args.warehouse
         if warehouse is None:

@@ -104,7 +104,7 @@ def render_size(size: dict[str, Any]) -> str:
 def _build(source: Path, warehouse: Path, revision: str, keep_generations: int) -> None:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TRACEHOUSE_")}
     environment["TRACEHOUSE_KEEP_GENERATIONS"] = str(keep_generations)
-    command = [sys.executable, "-m", "pipelines.cli", "build", "--source", str(source)]
+    command = [sys.executable, "-m", "tracehouse.cli", "build", "--source", str(source)]
     command += ["--warehouse", str(warehouse), "--revision", revision, "--allow-shrink"]
     result = subprocess.run(command, capture_output=True, text=True, env=environment)
     if result.returncode != 0:

@@ -42,7 +42,7 @@ def _defs_folder() -> dg.Definitions:
 defs = dg.Definitions.merge(
     _defs_folder(),
     dg.Definitions(
-        # Every setting comes from TRACEHOUSE_* (pipelines.settings), as for the CLI.
+        # Every setting comes from TRACEHOUSE_* (tracehouse.settings), as for the CLI.
         resources={"warehouse": WarehouseResource()},
         # One build step that parallelizes itself, then sub-second checks and views: a
         # process per step would cost more than it saves. The fanout jobs name their own

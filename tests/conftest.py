@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 
-from pipelines.build import BuildResult, build_warehouse
-from pipelines.settings import load_settings
 from tests.shared_data import GOLDEN_DIR, SHARED
+from tracehouse.build import BuildResult, build_warehouse
+from tracehouse.settings import load_settings
 
 GOLDEN_REVISION = "da915083d4c7c5e61aa3005e3d17ae488e0fc71c"
 
@@ -49,7 +49,7 @@ def run_cli(
 ) -> subprocess.CompletedProcess[str]:
     """The real `tracehouse` command in a separate process."""
     return subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", *args],
+        [sys.executable, "-m", "tracehouse.cli", *args],
         capture_output=True,
         text=True,
         env=cli_environment(env),
@@ -61,7 +61,7 @@ def run_cli(
 def run_cli_bytes(*args: str) -> subprocess.CompletedProcess[bytes]:
     """``run_cli``, its output as bytes (to see exactly what a terminal would be sent)."""
     return subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", *args],
+        [sys.executable, "-m", "tracehouse.cli", *args],
         capture_output=True,
         env=cli_environment(),
         timeout=600,

@@ -1,4 +1,4 @@
-"""docs/tables.md, generated from ``pipelines/schemas.py`` (the one declaration of every table and
+"""docs/tables.md, generated from ``tracehouse/schemas.py`` (the one declaration of every table and
 view), as ``tracehouse tables`` prints it. Regenerate after changing a schema::
 
     .venv/bin/python -m tests.docs_tables > docs/tables.md
@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipelines.schemas import SETTING_TABLES, TABLES, VIEWS
-from pipelines.sql_files import sql_dir
+from tracehouse.schemas import SETTING_TABLES, TABLES, VIEWS
+from tracehouse.sql_files import sql_dir
 
 INTRO = """\
 # Tables and views
 
-Generated from `pipelines/schemas.py` by `python -m tests.docs_tables`; do not edit by hand.
+Generated from `tracehouse/schemas.py` by `python -m tests.docs_tables`; do not edit by hand.
 `tracehouse tables` prints the same, column by column.
 
 Every table is in the current generation (`<warehouse>/current/<table>.parquet`): one Parquet

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from pipelines.sources.local import DATA_FOLDERS
 from tests.shared_data import GOLDEN_DIR, SAMPLES_DIR
+from tracehouse.fetch.local import DATA_FOLDERS
 
 DIGESTS_FILE = Path(__file__).parent / "oracle" / "export_digests.json"
 REVISION = "a" * 40
@@ -50,7 +50,7 @@ def sample_folders() -> list[Path]:
 
 
 def _demo(base: Path) -> Path:
-    from pipelines.demo import generate_dataset
+    from tracehouse.demo import generate_dataset
 
     generate_dataset(base / "demo", seed=7)
     return base / "demo"
@@ -76,7 +76,7 @@ def corpora() -> dict[str, Callable[[Path], Path]]:
 
 def _cli(*args: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", *args],
+        [sys.executable, "-m", "tracehouse.cli", *args],
         capture_output=True,
         text=True,
         timeout=900,

@@ -670,7 +670,7 @@ def build_corpus(base: Path) -> Corpus:
 
 # -- helpers shared by the issue-6 tests ---------------------------------------------------------
 
-CLI = (sys.executable, "-m", "pipelines.cli")
+CLI = (sys.executable, "-m", "tracehouse.cli")
 TABLE_NAMES = (
     "definitions",
     "implementations",
@@ -709,7 +709,7 @@ def build(
 
 def current_tables(warehouse: Path) -> dict[str, Any]:
     """Every table of the published generation as a pyarrow Table (read straight from Parquet)."""
-    from pipelines.warehouse import read_table
+    from tracehouse.warehouse import read_table
 
     folder = (warehouse / "current").resolve()
     return {name: read_table(folder, name) for name in TABLE_NAMES}

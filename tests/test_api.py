@@ -1,4 +1,4 @@
-"""The Python API (pipelines/api.py, issue 21): a notebook's `connect`, `table` and `sql` over a
+"""The Python API (tracehouse/api.py, issue 21): a notebook's `connect`, `table` and `sql` over a
 folder warehouse and an s3:// one, run as a user's script in a process and directory of its own."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from bench.object_store import local_s3_server
-from pipelines import schemas
-from pipelines.demo import generate_dataset
-from pipelines.sql_files import VIEW_ORDER
 from tests.conftest import run_cli
+from tracehouse import schemas
+from tracehouse.demo import generate_dataset
+from tracehouse.sql_files import VIEW_ORDER
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[1]
@@ -26,7 +26,7 @@ NOTEBOOK = """
 import json, sys
 import polars as pl
 import pyarrow as pa
-import pipelines as tracehouse
+import tracehouse
 
 where, catalog = sys.argv[1], (sys.argv[2] or None)
 con = tracehouse.connect(where, catalog=catalog)
@@ -122,7 +122,7 @@ def test_a_notebook_reads_a_folder_warehouse(demo: Path, tmp_path: Path) -> None
     _check(_notebook(str(warehouse), cwd=notebooks), expected)
     # without an argument the settings decide, as for every command
     answer = subprocess.run(
-        [sys.executable, "-c", "import pipelines; print(pipelines.connect()"
+        [sys.executable, "-c", "import pipelines; print(tracehouse.connect()"
          ".execute('SELECT count(*) FROM runs').fetchone()[0])"],
         capture_output=True, text=True, cwd=notebooks, timeout=300,
         env={"PYTHONPATH": str(REPO), "TRACEHOUSE_WAREHOUSE": str(warehouse)},

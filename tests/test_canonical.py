@@ -11,7 +11,7 @@ import rfc8785
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from pipelines.kernelindex import (
+from tracehouse.kernelindex import (
     CanonicalizationError,
     canonical_json,
     digest,

@@ -20,17 +20,17 @@ import dagster as dg
 import duckdb
 import pytest
 
-from pipelines import schemas
-from pipelines.changes import EXIT_REGRESSIONS_FOUND
 from pipelines.defs import assets, checks
 from pipelines.defs.resources import WarehouseResource
-from pipelines.demo import generate_dataset
-from pipelines.settings import Settings
-from pipelines.sql_files import sql_dir
-from pipelines.warehouse import Warehouse, connect_read_only
 from tests.conftest import build, run_cli
 from tests.hostile_corpus import definition_object, solution_object, trace_object
 from tests.shared_data import GOLDEN_DIR, requires_shared
+from tracehouse import schemas
+from tracehouse.demo import generate_dataset
+from tracehouse.serve.changes import EXIT_REGRESSIONS_FOUND
+from tracehouse.settings import Settings
+from tracehouse.sql_files import sql_dir
+from tracehouse.warehouse import Warehouse, connect_read_only
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 DEFAULTS = Settings()
@@ -564,7 +564,7 @@ def test_every_view_is_declared_with_its_columns(series_warehouse: Path) -> None
     finally:
         connection.close()
     # The documented views; FlashInfer-Bench's metric views and their building blocks are
-    # listed in pipelines/sql_files.py (VIEW_ORDER).
+    # listed in tracehouse/sql_files.py (VIEW_ORDER).
     assert set(schemas.VIEWS) <= stored - set(schemas.TABLES)
     listing = run_cli("tables")
     for view in schemas.VIEWS.values():

@@ -24,14 +24,14 @@ from typing import Any
 
 import pytest
 
-from pipelines.cli import build_parser
 from tests.hostile_corpus import write_plain_dataset
 from tests.hub_server import FakeHub
 from tests.shared_data import SAMPLES_DIR, SHARED
+from tracehouse.cli import build_parser
 
 pytestmark = pytest.mark.integration
 
-CLI = (sys.executable, "-m", "pipelines.cli")
+CLI = (sys.executable, "-m", "tracehouse.cli")
 RESULTS: dict[str, Any] = {}
 
 

@@ -25,16 +25,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipelines.ingest.columnar import (
-    PLAIN_FLOAT_MAX,
-    PLAIN_FLOAT_MIN,
-    ColumnarBatch,
-    js_number_text,
-)
-from pipelines.kernelindex import canonical_number
-from pipelines.sources.local import discover
-from pipelines.transforms.context import load_context
-from pipelines.transforms.ingest import PART_TABLES, ingest_group
 from tests.hostile_corpus import (
     AUTHOR,
     DEFINITION,
@@ -42,6 +32,16 @@ from tests.hostile_corpus import (
     definition_object,
     solution_object,
 )
+from tracehouse.fetch.local import discover
+from tracehouse.identify.context import load_context
+from tracehouse.ingest.columnar import (
+    PLAIN_FLOAT_MAX,
+    PLAIN_FLOAT_MIN,
+    ColumnarBatch,
+    js_number_text,
+)
+from tracehouse.ingest.worker import PART_TABLES, ingest_group
+from tracehouse.kernelindex import canonical_number
 
 SETTINGS = settings(
     max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "150")),

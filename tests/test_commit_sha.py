@@ -15,17 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import kernelindex
-from pipelines.sources.hub import (
+from tests.conftest import run_cli
+from tests.hub_server import FakeHub
+from tracehouse import kernelindex
+from tracehouse.fetch.hub import (
     HubDatasetRef,
     HubError,
     list_remote_files,
     parse_hub_uri,
     resolve_revision,
 )
-from pipelines.sources.local import git_revision
-from tests.conftest import run_cli
-from tests.hub_server import FakeHub
+from tracehouse.fetch.local import git_revision
 
 SHA = "a" * 40
 SHA_NEWLINE = SHA + "\n"

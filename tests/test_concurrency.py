@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from pipelines.warehouse import Warehouse, connect_read_only
 from tests.hostile_corpus import (
     CLI,
     build,
@@ -25,6 +24,7 @@ from tests.hostile_corpus import (
     run_cli,
     write_plain_dataset,
 )
+from tracehouse.warehouse import Warehouse, connect_read_only
 
 pytestmark = pytest.mark.integration
 

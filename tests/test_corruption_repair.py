@@ -26,9 +26,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.warehouse import Warehouse, source_key
 from tests.conftest import files_outside, one_error_line, run_cli
 from tests.hostile_corpus import CLI, write_plain_dataset
+from tracehouse.warehouse import Warehouse, source_key
 
 pytestmark = pytest.mark.integration
 

@@ -30,7 +30,6 @@ from typing import Any
 
 import pytest
 
-from pipelines.warehouse import KEEP_GENERATIONS
 from tests.conftest import EXHAUSTIVE
 from tests.hostile_corpus import (
     CLI,
@@ -40,6 +39,7 @@ from tests.hostile_corpus import (
     reader_counts,
     write_plain_dataset,
 )
+from tracehouse.warehouse import KEEP_GENERATIONS
 
 pytestmark = pytest.mark.integration
 

@@ -31,8 +31,6 @@ from dagster._core.definitions.data_version import StaleStatus
 from dagster._core.definitions.observe import observe
 from dagster._utils.test.data_versions import get_stale_status_resolver
 
-from pipelines import IMPORTER_VERSION, schemas
-from pipelines.build import build_warehouse, read_checks
 from pipelines.definitions import defs
 from pipelines.defs import assets, checks
 from pipelines.defs.fanout import PARSED_GROUPS
@@ -41,11 +39,16 @@ from pipelines.defs.resources import WarehouseResource
 from pipelines.defs.schedules import build_warehouse_job, tracehouse_automation
 from pipelines.defs.sensors import source_partitions_sensor
 from pipelines.defs.sources import SOURCES
-from pipelines.demo import generate_dataset
-from pipelines.invariants import RANKING_INVARIANTS, RUN_INVARIANTS
-from pipelines.record_page import RECORD_FOLDER
-from pipelines.settings import SETTINGS
-from pipelines.warehouse import (
+from tests.hub_server import FakeHub
+from tests.shared_data import SAMPLES_DIR, requires_shared
+from tracehouse import schemas
+from tracehouse.assemble.invariants import RANKING_INVARIANTS, RUN_INVARIANTS
+from tracehouse.build import build_warehouse, read_checks
+from tracehouse.demo import generate_dataset
+from tracehouse.schemas import IMPORTER_VERSION
+from tracehouse.serve.record_page import RECORD_FOLDER
+from tracehouse.settings import SETTINGS
+from tracehouse.warehouse import (
     PER_SOURCE_TABLES,
     Warehouse,
     connect_read_only,
@@ -53,8 +56,6 @@ from pipelines.warehouse import (
     record_generation_files,
     table_files,
 )
-from tests.hub_server import FakeHub
-from tests.shared_data import SAMPLES_DIR, requires_shared
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT = Path(__file__).parent / "__snapshots__" / "asset_keys.txt"
@@ -946,8 +947,8 @@ def test_an_hf_source_is_observed_at_its_commit(fake_hub: FakeHub, tmp_path: Pat
 def test_environment_check_recomputes_ids_of_environments_with_extra_keys(tmp_path: Path) -> None:
     """The Intel fork's traces carry environment.hardware_id, which enters environment_id."""
     from pipelines.defs.checks import environment_digests_recompute
-    from pipelines.warehouse import Warehouse, connect_read_only
     from tests.conftest import build
+    from tracehouse.warehouse import Warehouse, connect_read_only
 
     build(SAMPLES_DIR / "intel_sycl_fork_2026-09", tmp_path / "w")
     connection = connect_read_only(Warehouse(tmp_path / "w"))

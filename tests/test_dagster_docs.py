@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 DAGSTER_DOCS = ROOT / "docs" / "dagster.md"
-PROJECT_FILES = ("pyproject.toml", "pipelines", "sql", "workspace.yaml")
+PROJECT_FILES = ("pyproject.toml", "tracehouse", "pipelines", "sql", "workspace.yaml")
 DOCS_PORT = "8786"  # the Dask scheduler's port in the docs; a free one is used instead
 # The docs start 4 Dask worker processes; 2 show the same (each imports Dagster and the parser,
 # half a minute of CPU apiece on a busy 2-core machine).

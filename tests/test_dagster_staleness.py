@@ -19,12 +19,9 @@ import dagster as dg
 import pytest
 from dagster._core.definitions.observe import observe
 
-from pipelines import schemas
 from pipelines.defs import assets, checks
 from pipelines.defs.naming import asset_key
 from pipelines.defs.resources import WarehouseResource
-from pipelines.demo import generate_dataset
-from pipelines.warehouse import PER_SOURCE_TABLES
 from tests.test_dagster import (
     SOURCE_ASSET,
     WIDE_TABLES,
@@ -34,6 +31,9 @@ from tests.test_dagster import (
     name,
     not_fresh,
 )
+from tracehouse import schemas
+from tracehouse.demo import generate_dataset
+from tracehouse.warehouse import PER_SOURCE_TABLES
 
 PINNED = "fedcba9876543210fedcba9876543210fedcba98"
 PARTITION = "dataset"  # the folder's name: its source's default name

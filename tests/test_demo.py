@@ -12,15 +12,15 @@ from typing import Any
 import orjson
 import pytest
 
-from pipelines import rejects
-from pipelines.demo import (
+from tests.conftest import run_cli
+from tracehouse import rejects
+from tracehouse.demo import (
     BASELINE_AUTHOR,
     STATUSES,
     GeneratedDataset,
     generate_dataset,
 )
-from pipelines.demo.generate import KINDS
-from tests.conftest import run_cli
+from tracehouse.demo.generate import KINDS
 
 TRACE_KEYS = ["definition", "workload", "solution", "evaluation"]
 WORKLOAD_KEYS = ["axes", "inputs", "uuid"]
@@ -247,7 +247,7 @@ def test_tracehouse_demo_is_the_one_command_line(tmp_path: Path) -> None:
     assert (tmp_path / "warehouse" / "current").is_dir()
     # The generator package has no command line of its own.
     second = subprocess.run(
-        [sys.executable, "-m", "pipelines.demo", "--out", str(tmp_path / "other")],
+        [sys.executable, "-m", "tracehouse.demo", "--out", str(tmp_path / "other")],
         capture_output=True,
         text=True,
         timeout=60,

@@ -13,11 +13,11 @@ import dagster as dg
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.build import IngestTask
 from pipelines.defs import fanout
 from pipelines.defs.naming import asset_key
 from tests.conftest import GOLDEN_REVISION, run_cli
 from tests.shared_data import GOLDEN_DIR, requires_shared
+from tracehouse.build import IngestTask
 
 pytestmark = [requires_shared, pytest.mark.integration]
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from pipelines.warehouse import Warehouse, connect_read_only
 from tests.conftest import build
 from tests.fib_golden import (
     DEMO_DATASET,
@@ -28,6 +27,7 @@ from tests.fib_golden import (
     require_shared,
     tree_sha256,
 )
+from tracehouse.warehouse import Warehouse, connect_read_only
 
 # Every test reads fib_warehouses: ten builds, one per golden dataset, before the first.
 pytestmark = pytest.mark.slow
@@ -45,7 +45,7 @@ def fib_warehouses(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for dataset in DATASETS:
         source = dataset.source
         if source is None:  # the demo, generated as `tracehouse demo` writes data/demo
-            from pipelines.demo import generate_dataset
+            from tracehouse.demo import generate_dataset
 
             source = root / "demo"
             generate_dataset(source, seed=DEMO_SEED)

@@ -25,10 +25,10 @@ from typing import Any
 
 import pytest
 
-from pipelines.changes import EXIT_REGRESSIONS_FOUND, WIDTH
-from pipelines.warehouse import Warehouse, connect_read_only
 from tests.conftest import run_cli
 from tests.hostile_corpus import definition_object, solution_object, trace_object
+from tracehouse.serve.changes import EXIT_REGRESSIONS_FOUND, WIDTH
+from tracehouse.warehouse import Warehouse, connect_read_only
 
 pytestmark = [  # the tests read a series of four CLI builds, or build their own
     pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed"),
@@ -494,8 +494,8 @@ def test_dagster_check_warns_on_the_slowed_solution(series: Series) -> None:
 @pytest.mark.integration
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium not installed")
 def test_report_has_a_what_changed_page_per_source(series: Series, tmp_path: Path) -> None:
-    from pipelines.report_changes import change_page_name
     from tests.browser import Chromium, png_pixels
+    from tracehouse.serve.report_changes import change_page_name
 
     out = tmp_path / "report"
     written = run_cli("report", "--out", str(out), "--warehouse", str(series.warehouse))

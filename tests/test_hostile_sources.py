@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.warehouse import Warehouse, read_table
 from tests.conftest import files_outside, one_error_line
 from tests.hostile_corpus import write_plain_dataset
+from tracehouse.warehouse import Warehouse, read_table
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +31,7 @@ def tracehouse(*args: str, cwd: Path | None = None, **env: str) -> subprocess.Co
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("TRACEHOUSE_", "HF_"))}
     environment.update(env)
     return subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", *args],
+        [sys.executable, "-m", "tracehouse.cli", *args],
         capture_output=True,
         text=True,
         env=environment,

@@ -1,4 +1,4 @@
-"""pipelines.sources.hub against a real HTTP server (tests/hub_server.py) on 127.0.0.1."""
+"""tracehouse.fetch.hub against a real HTTP server (tests/hub_server.py) on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -14,10 +14,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from pipelines.rejects import HUB_FAILURE_REASONS as FAILURE_REASONS
-from pipelines.rejects import HUB_LISTING_REASONS as LISTING_REJECT_REASONS
-from pipelines.rejects import UNSAFE_NAME_REASONS
-from pipelines.sources.hub import (
+from tests.hub_server import FakeHub, Fault, RequestRecord, git_blob_oid, http_date
+from tracehouse.fetch.hub import (
     HubDatasetRef,
     HubError,
     RepositoryNotFoundError,
@@ -28,8 +26,10 @@ from pipelines.sources.hub import (
     parse_hub_uri,
     resolve_revision,
 )
-from pipelines.sources.safety import UnsafePathError, check_remote_path
-from tests.hub_server import FakeHub, Fault, RequestRecord, git_blob_oid, http_date
+from tracehouse.fetch.safety import UnsafePathError, check_remote_path
+from tracehouse.rejects import HUB_FAILURE_REASONS as FAILURE_REASONS
+from tracehouse.rejects import HUB_LISTING_REASONS as LISTING_REJECT_REASONS
+from tracehouse.rejects import UNSAFE_NAME_REASONS
 
 REPO = "flashinfer-ai/flashinfer-trace"
 URI = f"hf://datasets/{REPO}"

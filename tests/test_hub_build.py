@@ -14,10 +14,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.warehouse import Warehouse, read_table
 from tests.conftest import build, files_outside, one_error_line, run_cli
 from tests.hub_server import FakeHub, Fault
 from tests.shared_data import GOLDEN_DIR, requires_shared
+from tracehouse.warehouse import Warehouse, read_table
 
 # `tracehouse build` against the fake Hub server, with its faults and deadlines.
 pytestmark = pytest.mark.integration
@@ -242,7 +242,7 @@ def hostile_build(hub: FakeHub, tmp_path: Path, **env: str) -> tuple[str, float]
     outside = files_outside(tmp_path, warehouse)
     started = time.monotonic()
     result = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "build", "--source", URI],
+        [sys.executable, "-m", "tracehouse.cli", "build", "--source", URI],
         capture_output=True,
         text=True,
         timeout=300,
@@ -274,7 +274,7 @@ def test_a_trickling_revision_answer_ends_with_the_metadata_deadline(
 
 @requires_shared
 def test_an_endless_listing_is_cut_off(tmp_path: Path) -> None:
-    from pipelines.sources.hub.listing import MAX_LISTING_PAGES
+    from tracehouse.fetch.hub.listing import MAX_LISTING_PAGES
 
     with FakeHub(endless_pages=True, page_size=5) as hub:
         hub.commit(FakeHub.read_folder(GOLDEN_DIR / "dataset"))
@@ -323,7 +323,7 @@ def test_a_killed_download_leaves_no_part_files_after_the_next_build(
         **{k: v for k, v in os.environ.items() if not k.startswith(("TRACEHOUSE_", "HF_"))},
         "HF_ENDPOINT": hub.endpoint,
     }
-    command = [sys.executable, "-m", "pipelines.cli", "build", "--source", URI]
+    command = [sys.executable, "-m", "tracehouse.cli", "build", "--source", URI]
     killed = subprocess.Popen(
         [*command, "--warehouse", str(warehouse)],
         env=environment,

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.demo import generate_dataset
-from pipelines.warehouse import Warehouse, read_table
 from tests.conftest import run_cli
 from tests.hub_server import FakeHub, git_blob_oid
+from tracehouse.demo import generate_dataset
+from tracehouse.warehouse import Warehouse, read_table
 
 REPO_ID = "flashinfer-ai/flashinfer-trace"
 DATASET = f"hf://datasets/{REPO_ID}"

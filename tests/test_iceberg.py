@@ -1,4 +1,4 @@
-"""The warehouse on object storage as Apache Iceberg tables (pipelines/publish/iceberg.py).
+"""The warehouse on object storage as Apache Iceberg tables (tracehouse/publish/iceberg.py).
 
 Real parts only: moto's S3-compatible server runs on 127.0.0.1 (a free port) for the module,
 the catalog is a SQLite SqlCatalog file, and every build and read is the `tracehouse` command in
@@ -130,8 +130,8 @@ def test_golden_build_on_s3_exports_exactly_the_local_build(
     # Nothing of the build's staging is needed to read: the replica came from S3 alone.
     assert not (tmp_path / "reader" / "generations").exists()
     # The tracehouse snapshot is in every Iceberg snapshot's summary.
-    from pipelines.publish.iceberg import PROPERTY_SNAPSHOT, open_catalog
-    from pipelines.settings import load_settings
+    from tracehouse.publish.iceberg import PROPERTY_SNAPSHOT, open_catalog
+    from tracehouse.settings import load_settings
 
     os.environ.update(reader)
     try:
@@ -229,7 +229,7 @@ def _stop_during_publish(
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TRACEHOUSE_")}
     environment.update(env)
     process = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", *args],
+        [sys.executable, "-m", "tracehouse.cli", *args],
         env=environment,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -312,8 +312,8 @@ def test_object_store_settings_errors_are_one_line(tmp_path: Path) -> None:
 WRITER = """
 import sys, time, pyarrow as pa, pyarrow.parquet as pq
 from pathlib import Path
-from pipelines.publish import iceberg
-from pipelines.settings import load_settings
+from tracehouse.publish import iceberg
+from tracehouse.settings import load_settings
 
 source, rounds, folder = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
 settings = load_settings()
@@ -355,8 +355,8 @@ def test_writers_of_different_sources_commit_concurrently(s3_endpoint: str, tmp_
     outputs = [writer.communicate(timeout=300) for writer in writers]
     for writer, (_, stderr) in zip(writers, outputs, strict=True):
         assert writer.returncode == 0, stderr
-    from pipelines.publish.iceberg import open_catalog
-    from pipelines.settings import load_settings
+    from tracehouse.publish.iceberg import open_catalog
+    from tracehouse.settings import load_settings
 
     saved = dict(os.environ)
     os.environ.update(environment)
@@ -383,8 +383,8 @@ def test_writers_of_different_sources_commit_concurrently(s3_endpoint: str, tmp_
 def _two_sources(folder: Path) -> tuple[Path, Path]:
     """A demo dataset and a sample folder that re-measures the demo's first cohort (a copy of
     one of its trace files), so the two sources share comparison keys and rank together."""
-    from pipelines.demo.generate import generate_dataset
     from tests.shared_data import SAMPLES_DIR
+    from tracehouse.demo.generate import generate_dataset
 
     demo = folder / "demo"
     generate_dataset(demo, definitions=3, workloads_per_definition=3, solutions_per_definition=3)
@@ -435,7 +435,7 @@ def test_builds_of_two_sources_at_once_equal_building_them_in_turn(
         args = ["build", "--source", str(folder), "--source-name", name, "--revision", "1" * 40]
         builds.append(
             subprocess.Popen(
-                [sys.executable, "-m", "pipelines.cli", *args, *where],
+                [sys.executable, "-m", "tracehouse.cli", *args, *where],
                 env=env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -481,7 +481,7 @@ def test_a_staging_built_for_another_catalog_is_rebuilt_with_one_note(
     """The local staging outlived its catalog: with a new, empty catalog at the same warehouse
     URI, a build of another folder under the same name was refused, because the staging said
     the name belonged to the folder it had built for the old catalog."""
-    from pipelines.demo.generate import generate_dataset
+    from tracehouse.demo.generate import generate_dataset
 
     env = _aws_env(s3_endpoint, tmp_path / "staging")
     warehouse = f"s3://{BUCKET}/outlived"

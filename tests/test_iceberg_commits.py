@@ -20,9 +20,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from bench.object_store import local_s3_server
-from pipelines import schemas
-from pipelines.demo import generate_dataset
-from pipelines.publish.iceberg import (
+from tests.conftest import run_cli
+from tracehouse import schemas
+from tracehouse.demo import generate_dataset
+from tracehouse.publish.iceberg import (
     MARTS,
     PROPERTY_PUBLICATION,
     PUBLICATIONS,
@@ -31,7 +32,6 @@ from pipelines.publish.iceberg import (
     required_columns,
     sort_terms,
 )
-from tests.conftest import run_cli
 
 BUCKET = "tracehouse-commits"
 REVISION = "1" * 40
@@ -258,7 +258,7 @@ def test_a_table_an_older_publisher_made_is_brought_up_to_date(tmp_path: Path) -
     from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.io.pyarrow import pyarrow_to_schema
 
-    from pipelines.publish.iceberg import declared_schema, publish_table
+    from tracehouse.publish.iceberg import declared_schema, publish_table
 
     catalog = SqlCatalog(
         "tracehouse", uri=f"sqlite:///{tmp_path / 'c.db'}", warehouse=(tmp_path / "wh").as_uri()

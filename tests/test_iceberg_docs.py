@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from bench.object_store import local_s3_server
-from pipelines import schemas
-from pipelines.demo import generate_dataset
-from pipelines.publish.iceberg import MARTS, PUBLISHED_TABLES, sort_terms
 from tests.conftest import run_cli
+from tracehouse import schemas
+from tracehouse.demo import generate_dataset
+from tracehouse.publish.iceberg import MARTS, PUBLISHED_TABLES, sort_terms
 
 pytestmark = pytest.mark.integration
 BUCKET = "tracehouse-docs"

@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipelines import kernelindex as ki
-from pipelines.kernelindex import canonical_json, manifest_digest
-from pipelines.kernelindex.workload import _icu_sort_key as icu_sort_key
 from tests.shared_data import GOLDEN_DIR, requires_shared
+from tracehouse import kernelindex as ki
+from tracehouse.kernelindex import canonical_json, manifest_digest
+from tracehouse.kernelindex.workload import _icu_sort_key as icu_sort_key
 
 REVISION = "da915083d4c7c5e61aa3005e3d17ae488e0fc71c"
 PROTOCOL = "sha256:7d44d206ad086b4bece35ce31f6531ebb11f07e0d9dcfb74c75be86d3ec02095"
@@ -1873,8 +1873,8 @@ def test_comparison_key_text_equals_the_generic_serializer() -> None:
     from hypothesis import given
     from hypothesis import strategies as st
 
-    from pipelines.kernelindex import PROTOCOL_DIGEST, comparison_key, metric_key
-    from pipelines.kernelindex import digest as generic_digest
+    from tracehouse.kernelindex import PROTOCOL_DIGEST, comparison_key, metric_key
+    from tracehouse.kernelindex import digest as generic_digest
 
     @given(st.text(), st.text(), st.text(), st.text(), st.booleans())
     def check(

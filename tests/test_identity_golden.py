@@ -1,7 +1,7 @@
 """Every identity of the KernelIndex 2026-08-16 golden corpus, recomputed from its dataset.
 
 Reads golden/kernelindex-2026-08-16/dataset directly (discovery §2.1, strict parsing §2.2),
-applies pipelines.kernelindex line by line with the global first-line-wins workload cache
+applies tracehouse.kernelindex line by line with the global first-line-wins workload cache
 (§2.4 step 4), deduplicates runs by run digest and ranks them densely within each comparison key
 (§11.2, a small reference ranking below), then requires exact equality with every row of
 expected.csv, rows paired on (definition, solution, workload_uuid) then observed_at (§14).
@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from pipelines import kernelindex
 from tests.shared_data import GOLDEN_DIR, requires_shared
+from tracehouse import kernelindex
 
 pytestmark = requires_shared
 

@@ -411,11 +411,11 @@ def run_probe(tmp_path: Path, code: str, *args: str) -> subprocess.CompletedProc
 FORK_SERVER_PROBE = """
 import multiprocessing, os, signal, sys, time
 from multiprocessing import forkserver
-from pipelines import interrupts
+from tracehouse import interrupts
 
 if __name__ == "__main__":
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["pipelines.transforms.ingest", "pipelines.ingest.columnar"])
+    context.set_forkserver_preload(["tracehouse.ingest.worker", "tracehouse.ingest.columnar"])
     interrupts.start_fork_server()
     server = forkserver._forkserver._forkserver_pid
     for delay in (0.0, 0.02, 0.05, 0.1, 0.2):  # while the server starts and imports its preload
@@ -439,7 +439,7 @@ def test_a_fork_server_interrupted_while_it_starts_prints_nothing(tmp_path: Path
 
 IMPORT_PROBE = """
 import sys
-from pipelines import interrupts
+from tracehouse import interrupts
 
 if __name__ == "__main__":
     interrupts.install()
@@ -478,7 +478,7 @@ def test_an_interrupt_never_raises_inside_a_module_being_imported(tmp_path: Path
 
 SLOW_AFTER_REPORT_PROBE = """
 import os, signal, sys, time
-from pipelines import cli, interrupts
+from tracehouse import cli, interrupts
 
 if __name__ == "__main__":
     interrupts.install()
@@ -521,7 +521,7 @@ def interrupted_as_a_worker_starts(fd):
     return pid
 
 if __name__ == "__main__":
-    from pipelines import cli
+    from tracehouse import cli
 
     forkserver.read_signed = interrupted_as_a_worker_starts
     sys.exit(cli.main(sys.argv[1:]))

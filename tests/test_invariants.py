@@ -5,7 +5,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from pipelines.invariants import (
+from tracehouse.assemble.invariants import (
     RUN_INVARIANTS,
     InvariantViolation,
     enforce,

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.transforms.evaluation_rules import (
+from tests.conftest import run_cli
+from tests.shared_data import SAMPLES_DIR, requires_shared
+from tracehouse.read.evaluation_rules import (
     Latency,
     LatencyProblem,
     read_latency,
     was_evaluated,
 )
-from pipelines.transforms.timestamps import observed_at
-from tests.conftest import run_cli
-from tests.shared_data import SAMPLES_DIR, requires_shared
+from tracehouse.read.timestamps import observed_at
 
 
 @pytest.mark.parametrize(

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from pipelines.warehouse import Warehouse, connect_read_only
 from tests.hostile_corpus import (
     definition_object,
     run_cli,
     solution_object,
     trace_object,
 )
+from tracehouse.warehouse import Warehouse, connect_read_only
 
 pytestmark = pytest.mark.integration
 
@@ -278,7 +278,7 @@ def test_python_files_in_the_working_directory_are_never_imported(
     with scripts, a home directory) runs none of them: its parser workers and their fork server
     start with a safe import path. Run as a user does: the installed ``tracehouse`` script, with
     several workers so that the worker pool really starts."""
-    from pipelines.demo import generate_dataset
+    from tracehouse.demo import generate_dataset
 
     dataset = tmp_path / "dataset"
     generate_dataset(dataset, seed=5, definitions=4, workloads_per_definition=3)
@@ -302,6 +302,6 @@ def test_python_files_in_the_working_directory_are_never_imported(
     assert completed.returncode == 0, completed.stderr
     assert "hostile" not in completed.stderr and "Traceback" not in completed.stderr
     assert sorted(p.name for p in markers.iterdir()) == []
-    from pipelines.warehouse import read_table
+    from tracehouse.warehouse import read_table
 
     assert read_table(Warehouse(warehouse).require_current(), "runs").num_rows > 0

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from pipelines.schemas import VIEW_KEYS
-from pipelines.warehouse import Warehouse, connect_read_only
 from tests.conftest import run_cli
 from tests.shared_data import GOLDEN_DIR, SAMPLES_DIR, SHARED, requires_shared
+from tracehouse.schemas import VIEW_KEYS
+from tracehouse.warehouse import Warehouse, connect_read_only
 
 pytestmark = [requires_shared, pytest.mark.slow]  # six builds of three sources
 

@@ -2,8 +2,8 @@
 
 Each rule the stages share is declared once: the commit-sha pattern
 (`kernelindex.is_commit_sha`), the reason registries and the status vocabulary
-(`pipelines/rejects.py`), the atomic writer (`files.replace_atomically`) and the table schemas,
-staging included (`pipelines/schemas.py`). These tests read the code as Python syntax trees (and
+(`tracehouse/rejects.py`), the atomic writer (`files.replace_atomically`) and the table schemas,
+staging included (`tracehouse/schemas.py`). These tests read the code as Python syntax trees (and
 the SQL files as text) and fail when a second copy of a rule appears, or when a reason code is
 written somewhere that its registry does not know. Each also checks that it found what it looks
 for, so a test cannot pass by scanning nothing.
@@ -19,13 +19,19 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import kernelindex, rejects, schemas
-from pipelines.sources import safety
-from pipelines.sources.hub import RejectedRemoteFile
-from pipelines.transforms import ingest, normalize, records
+from tracehouse import kernelindex, rejects, schemas
+from tracehouse.fetch import safety
+from tracehouse.fetch.hub import RejectedRemoteFile
+from tracehouse.ingest import worker as ingest
+from tracehouse.read import normalize
 
 ROOT = Path(__file__).resolve().parents[1]
-PIPELINES = ROOT / "pipelines"
+# The product code: the library and the Dagster code location over it.
+PACKAGES = (ROOT / "tracehouse", ROOT / "pipelines")
+
+
+def product_files() -> list[Path]:
+    return sorted(path for package in PACKAGES for path in package.rglob("*.py"))
 
 
 @dataclass(frozen=True)
@@ -41,7 +47,7 @@ class Source:
 def sources() -> list[Source]:
     return [
         Source(path, ast.parse(path.read_text(), filename=str(path)))
-        for path in sorted(PIPELINES.rglob("*.py"))
+        for path in product_files()
     ]
 
 
@@ -72,11 +78,11 @@ def calls(source: Source) -> Iterator[ast.Call]:
 # The commit-sha pattern
 
 FORTY_HEX = re.compile(r"\{40\}|\{40,|len\([^)]*\)\s*[!=]=\s*40\b|(?:\[0-9a-f\]){40}")
-SHA_HOME = "pipelines/kernelindex/implementation.py"
+SHA_HOME = "tracehouse/kernelindex/implementation.py"
 
 
 def test_the_commit_sha_pattern_is_declared_once() -> None:
-    files = [*PIPELINES.rglob("*.py"), *(ROOT / "sql").rglob("*.sql")]
+    files = [*product_files(), *(ROOT / "sql").rglob("*.sql")]
     found = {
         path.relative_to(ROOT).as_posix(): FORTY_HEX.findall(path.read_text()) for path in files
     }
@@ -190,7 +196,7 @@ def test_no_second_reason_registry() -> None:
         for code in registry
         if "_" in code
     }
-    homes = {"pipelines/rejects.py", "pipelines/kernelindex/errors.py"}
+    homes = {"tracehouse/rejects.py", "tracehouse/kernelindex/errors.py"}
     copies = []
     for source in SOURCES:
         if source.rel in homes:
@@ -209,7 +215,7 @@ def test_no_second_reason_registry() -> None:
     "make",
     [
         lambda: normalize.RecordError("not_a_registered_reason", "x"),
-        lambda: records.Reject("f.jsonl", 1, "not_a_registered_reason", "x", None),
+        lambda: rejects.Reject("f.jsonl", 1, "not_a_registered_reason", "x", None),
         lambda: safety.UnsafePathError("not_a_registered_reason", "x"),
         lambda: RejectedRemoteFile("traces/a.jsonl", "not_a_registered_reason", "x"),
         lambda: kernelindex.IdentityError("not_a_registered_reason", "x"),
@@ -236,9 +242,9 @@ def test_status_sets_are_declared_once() -> None:
     # Sets of statuses live in rejects.py (from KernelIndex's status map); the demo's selection
     # is checked against them by tests/test_demo.py. Anywhere else, derive from those.
     homes = {
-        "pipelines/rejects.py",
-        "pipelines/kernelindex/run.py",
-        "pipelines/demo/traces.py",
+        "tracehouse/rejects.py",
+        "tracehouse/kernelindex/run.py",
+        "tracehouse/demo/traces.py",
     }
     statuses = set(rejects.STATUSES)
     found: dict[str, list[int]] = {}
@@ -252,7 +258,7 @@ def test_status_sets_are_declared_once() -> None:
                 continue
             if len({string_value(e) for e in elements} & statuses) >= 2:
                 found.setdefault(source.rel, []).append(node.lineno)
-    assert set(found) >= {"pipelines/rejects.py", "pipelines/kernelindex/run.py"}
+    assert set(found) >= {"tracehouse/rejects.py", "tracehouse/kernelindex/run.py"}
     assert {rel: lines for rel, lines in found.items() if rel not in homes} == {}
 
 
@@ -262,7 +268,7 @@ def test_status_sets_are_declared_once() -> None:
 # Renames that are not "write a temporary, then rename it over the target": finalize moves the
 # per-group folders DuckDB's PARTITION_BY wrote into place (it writes no temporary of its own);
 # the fanned-out ingest moves the finished parts its parse steps wrote into staging.
-RENAME_ELSEWHERE = {"pipelines/transforms/finalize.py", "pipelines/defs/fanout.py"}
+RENAME_ELSEWHERE = {"tracehouse/assemble/finalize.py", "pipelines/defs/fanout.py"}
 
 
 def test_every_write_then_rename_goes_through_the_one_helper() -> None:
@@ -271,8 +277,8 @@ def test_every_write_then_rename_goes_through_the_one_helper() -> None:
         for call in calls(source):
             if called_name(call) in ("os.replace", "os.rename", "rename", "shutil.move"):
                 renames[source.rel] = renames.get(source.rel, 0) + 1
-    assert "pipelines/files.py" in renames
-    assert set(renames) - RENAME_ELSEWHERE == {"pipelines/files.py"}, renames
+    assert "tracehouse/files.py" in renames
+    assert set(renames) - RENAME_ELSEWHERE == {"tracehouse/files.py"}, renames
 
 
 # ---------------------------------------------------------------------------------------------
@@ -286,8 +292,8 @@ def test_every_table_schema_is_declared_in_schemas_py() -> None:
         for call in calls(source)
         if called_name(call) in ("Table", "Column")
     ]
-    assert any(rel == "pipelines/schemas.py" for rel, _ in declared)
-    assert [(rel, line) for rel, line in declared if rel != "pipelines/schemas.py"] == []
+    assert any(rel == "tracehouse/schemas.py" for rel, _ in declared)
+    assert [(rel, line) for rel, line in declared if rel != "tracehouse/schemas.py"] == []
     # The staging parts a worker writes are those tables as their files store them (without
     # the source columns the views add), not copies.
     assert ingest.PART_TABLES is schemas.STAGING_TABLES

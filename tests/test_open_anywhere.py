@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.demo import generate_dataset
 from tests.conftest import run_cli
+from tracehouse.demo import generate_dataset
 
 pytestmark = pytest.mark.integration
 
@@ -130,10 +130,10 @@ HOLDER = textwrap.dedent(
     """
     import json, sys
     import duckdb
-    import pipelines
+    import tracehouse
     kind, target = sys.argv[1], sys.argv[2]
     if kind == "tracehouse":  # the Python API's connection (tracehouse query's own)
-        connection = pipelines.connect(target)
+        connection = tracehouse.connect(target)
     else:
         connection = duckdb.connect(target, read_only=(kind == "ro"))
     print(json.dumps({"ready": True}), flush=True)
@@ -205,7 +205,7 @@ def test_connections_held_open_across_four_builds_block_nobody(
     for revision in REVISIONS[2:5]:
         # a build and a `tracehouse query` at the same time, while the three are held open
         build = subprocess.Popen(
-            [sys.executable, "-m", "pipelines.cli", "build", "--source", str(source),
+            [sys.executable, "-m", "tracehouse.cli", "build", "--source", str(source),
              "--warehouse", str(warehouse), "--revision", revision],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
         )  # fmt: skip

@@ -223,7 +223,7 @@ def test_read_commands_import_no_heavy_library(
     warehouse, _ = plain_warehouse
     extra = [] if args[0] == "tables" else ["--warehouse", str(warehouse)]
     result = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "pipelines.cli", *args, *extra],
+        [sys.executable, "-X", "importtime", "-m", "tracehouse.cli", *args, *extra],
         capture_output=True,
         text=True,
         timeout=120,

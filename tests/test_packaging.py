@@ -56,13 +56,13 @@ def test_dask_is_an_extra_not_a_dependency(wheel: Path) -> None:
 
 @pytest.mark.slow
 def test_the_wheel_is_typed_and_versioned(wheel: Path) -> None:
-    import pipelines
+    import tracehouse
 
     with zipfile.ZipFile(wheel) as archive:
-        assert "pipelines/py.typed" in archive.namelist()
+        assert "tracehouse/py.typed" in archive.namelist()
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
     assert _metadata(wheel)["Version"] == declared
-    assert pipelines.__version__ == declared
+    assert tracehouse.__version__ == declared
 
 
 # Runs in a process where Dask, distributed and dagster-dask cannot be imported, as in an

@@ -16,13 +16,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipelines.rejects import REJECT_REASONS
-from pipelines.sources.local import discover
-from pipelines.transforms import normalize
-from pipelines.transforms.context import load_context
-from pipelines.transforms.ingest import DatasetContext, FileIngester, PartWriter, ingest_group
-from pipelines.transforms.normalize import RecordError
-from pipelines.transforms.records import Record, parse_line
 from tests.hostile_corpus import (
     AUTHOR,
     DEFINITION,
@@ -31,6 +24,13 @@ from tests.hostile_corpus import (
     solution_object,
     trace_object,
 )
+from tracehouse.fetch.local import discover
+from tracehouse.identify.context import load_context
+from tracehouse.ingest.worker import DatasetContext, FileIngester, PartWriter, ingest_group
+from tracehouse.read import normalize
+from tracehouse.read.normalize import RecordError
+from tracehouse.read.records import Record, parse_line
+from tracehouse.rejects import REJECT_REASONS
 
 # Modest by default (the whole file runs in well under a minute); raise it to hunt for bugs,
 # e.g. PROPERTY_EXAMPLES=5000 PROPERTY_SEED=random pytest tests/test_properties.py

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.demo import generate_dataset
-from pipelines.warehouse import DUCKDB_FILE, Warehouse
+from tracehouse.demo import generate_dataset
+from tracehouse.warehouse import DUCKDB_FILE, Warehouse
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +51,7 @@ def _run(args: list[str], env: dict[str, str] | None = None) -> subprocess.Compl
 
 def tracehouse(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The real `tracehouse` command, run as an ordinary user."""
-    return _run([sys.executable, "-m", "pipelines.cli", *args], env)
+    return _run([sys.executable, "-m", "tracehouse.cli", *args], env)
 
 
 def duckdb_session(database: Path, *statements: str, read_only: bool = False) -> str:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.warehouse import Warehouse
 from tests.conftest import one_error_line
 from tests.hostile_corpus import write_plain_dataset
 from tests.test_cli_errors import tree_digest
+from tracehouse.warehouse import Warehouse
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +32,7 @@ def query(warehouse: Path, sql: str, **env: str) -> subprocess.CompletedProcess[
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TRACEHOUSE_")}
     environment.update(env)
     return subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "query", sql, "--warehouse", str(warehouse),
+        [sys.executable, "-m", "tracehouse.cli", "query", sql, "--warehouse", str(warehouse),
          "--format", "csv"],
         capture_output=True,
         text=True,
@@ -46,7 +46,7 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("limits")
     write_plain_dataset(root / "dataset", "A", files=2, lines=10)
     built = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "build", "--source", str(root / "dataset"),
+        [sys.executable, "-m", "tracehouse.cli", "build", "--source", str(root / "dataset"),
          "--warehouse", str(root / "w")],
         capture_output=True,
         text=True,
@@ -68,7 +68,7 @@ def test_query_settings_are_applied_and_spill_under_cache(warehouse: Path) -> No
 
 
 def test_the_default_memory_limit_is_well_under_the_machine(warehouse: Path) -> None:
-    from pipelines.settings import load_settings
+    from tracehouse.settings import load_settings
 
     total_mb = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") >> 20
     assert load_settings({}).query_memory_mb <= min(4096, total_mb // 4 + 1)

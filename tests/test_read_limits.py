@@ -24,13 +24,13 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.report import _Reader
-from pipelines.settings import load_settings
-from pipelines.warehouse import Warehouse
 from tests.conftest import one_error_line, run_cli
 from tests.hostile_corpus import write_plain_dataset
 from tests.many_solutions import write_many_solutions
 from tests.shared_data import requires_shared
+from tracehouse.serve.report import _Reader
+from tracehouse.settings import load_settings
+from tracehouse.warehouse import Warehouse
 
 pytestmark = pytest.mark.integration
 
@@ -192,7 +192,7 @@ def run_measured(
 
     with tempfile.TemporaryFile() as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "pipelines.cli", *args],
+            [sys.executable, "-m", "tracehouse.cli", *args],
             stdout=subprocess.DEVNULL, stderr=stderr, env=environment, preexec_fn=limit,
         )  # fmt: skip
         _, status, usage = os.wait4(process.pid, 0)

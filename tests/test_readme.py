@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from pipelines.cli import build_parser
-from pipelines.rejects import REJECT_REASONS
-from pipelines.schemas import TABLES, VIEWS
-from pipelines.settings import DERIVED, ENV_PREFIX, Settings
 from tests import docs_tables
+from tracehouse.cli import build_parser
+from tracehouse.rejects import REJECT_REASONS
+from tracehouse.schemas import TABLES, VIEWS
+from tracehouse.settings import DERIVED, ENV_PREFIX, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()

@@ -1,5 +1,5 @@
 """Every table and view explains itself: each column of tracehouse.duckdb carries the comment
-declared for it in pipelines/schemas.py, and `tracehouse tables NAME` prints it."""
+declared for it in tracehouse/schemas.py, and `tracehouse tables NAME` prints it."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import duckdb
 
-from pipelines import schemas
-from pipelines.settings import load_settings
-from pipelines.transforms.finalize import create_sql_views
 from tests.conftest import run_cli
+from tracehouse import schemas
+from tracehouse.assemble.finalize import create_sql_views
+from tracehouse.settings import load_settings
 
 DECLARED = {**schemas.TABLES, **schemas.VIEWS, **schemas.SETTING_TABLES}
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from pipelines.report import definition_page_name, format_value
-from pipelines.warehouse import Warehouse, connect_read_only
 from tests.browser import Chromium, chromium_path, png_pixels
 from tests.conftest import build, one_error_line, run_cli
+from tracehouse.serve.report import definition_page_name, format_value
+from tracehouse.warehouse import Warehouse, connect_read_only
 
 pytestmark = [
     pytest.mark.integration,
@@ -42,7 +42,7 @@ CHARTS_READY_JS = (
 
 @pytest.fixture(scope="module")
 def demo_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from pipelines.demo import generate_dataset
+    from tracehouse.demo import generate_dataset
 
     root = tmp_path_factory.mktemp("report-demo")
     generate_dataset(root / "demo", seed=7)
@@ -399,8 +399,8 @@ def test_a_large_definition_is_summarised_not_drawn_cell_by_cell(tmp_path: Path)
     (issue 16: a 40,000-workload-wide heat map helps nobody), and the page still loads."""
     import json
 
-    from pipelines.report import COVERAGE_MAP_MAX_WORKLOADS
     from tests.hostile_corpus import definition_object, solution_object, trace_object
+    from tracehouse.serve.report import COVERAGE_MAP_MAX_WORKLOADS
 
     dataset, definition = tmp_path / "large", "gemm_n4_k4"
     (dataset / "definitions/gemm").mkdir(parents=True)

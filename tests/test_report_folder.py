@@ -21,15 +21,15 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.report import REPORT_MARKER
 from tests.conftest import build, one_error_line, run_cli
+from tracehouse.serve.report import REPORT_MARKER
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from pipelines.demo import generate_dataset
+    from tracehouse.demo import generate_dataset
 
     root = tmp_path_factory.mktemp("report-folder")
     generate_dataset(root / "demo", seed=3, definitions=4, workloads_per_definition=3)
@@ -126,7 +126,7 @@ def _stop_once_writing_pages(process: subprocess.Popen[str], out: Path, earlier:
 
 def _report_process(out: Path, warehouse: Path) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", "report", "--out", str(out)]
+        [sys.executable, "-m", "tracehouse.cli", "report", "--out", str(out)]
         + ["--warehouse", str(warehouse)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -226,7 +226,7 @@ def test_an_interrupted_report_leaves_the_earlier_one_whole(
     for _ in range(5):
         earlier = {p.name for p in out.iterdir()}
         process = subprocess.Popen(
-            [sys.executable, "-m", "pipelines.cli", "report", "--out", str(out)]
+            [sys.executable, "-m", "tracehouse.cli", "report", "--out", str(out)]
             + ["--warehouse", str(warehouse)],
             stderr=subprocess.PIPE,
             text=True,
@@ -301,7 +301,7 @@ def run_cli_with_file_size_limit(*args: str) -> subprocess.CompletedProcess[str]
         resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
 
     return subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", *args],
+        [sys.executable, "-m", "tracehouse.cli", *args],
         capture_output=True,
         text=True,
         env={k: v for k, v in os.environ.items() if not k.startswith("TRACEHOUSE_")},

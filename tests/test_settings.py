@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from pipelines.defs.resources import WarehouseResource
-from pipelines.settings import SETTINGS, Settings, SettingsError, env_name, load_settings
 from tests.conftest import run_cli
 from tests.hostile_corpus import write_plain_dataset
+from tracehouse.settings import SETTINGS, Settings, SettingsError, env_name, load_settings
 
 
 def test_flags_win_only_when_given() -> None:

@@ -21,10 +21,10 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.demo.generate import generate_dataset
-from pipelines.warehouse import Warehouse, connect_read_only
 from tests.conftest import build, run_cli
 from tests.shared_data import GOLDEN_DIR, SAMPLES_DIR, requires_shared
+from tracehouse.demo.generate import generate_dataset
+from tracehouse.warehouse import Warehouse, connect_read_only
 
 SNAPSHOTS = 3
 # Tables that describe the warehouse's own past, not the current state of its sources: a

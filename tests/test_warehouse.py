@@ -11,12 +11,12 @@ from typing import Any
 import duckdb
 import pytest
 
-from pipelines.export import SNAPSHOT_FOLDER
-from pipelines.schemas import TABLES
-from pipelines.transforms import finalize
-from pipelines.warehouse import Warehouse, read_table, table_files, table_row_count
 from tests.conftest import GOLDEN_REVISION, build, run_cli
 from tests.shared_data import GOLDEN_DIR, SAMPLES_DIR, requires_shared
+from tracehouse.assemble import finalize
+from tracehouse.schemas import TABLES
+from tracehouse.serve.export import SNAPSHOT_FOLDER
+from tracehouse.warehouse import Warehouse, read_table, table_files, table_row_count
 
 # Counted independently of the importer (plain json.loads over every file, README of the
 # samples): definitions and solutions by file, workloads as distinct (definition, uuid or
@@ -428,7 +428,7 @@ def test_files_written_in_small_chunks_give_the_same_tables(
     golden_warehouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Against the golden warehouse, built in whole chunks."""
-    from pipelines.transforms import ingest
+    from tracehouse.ingest import worker as ingest
 
     source = GOLDEN_DIR / "dataset"
     monkeypatch.setattr(ingest, "CHUNK_ROWS", 7)  # read when the build makes its tasks
@@ -470,10 +470,10 @@ def test_a_bare_nan_line_costs_the_file_its_kernelindex_identity_but_no_rows(
 def test_every_stored_run_digest_is_reproduced_from_the_warehouse_columns(tmp_path: Path) -> None:
     """The record command rebuilds run manifests from columns; for every run the rebuilt spec
     must hash to the digest the build spliced from identity's canonical template."""
-    from pipelines.demo import generate_dataset
-    from pipelines.export import run_rows, run_spec_from_row
-    from pipelines.kernelindex import manifest_digest
-    from pipelines.settings import load_settings
+    from tracehouse.demo import generate_dataset
+    from tracehouse.kernelindex import manifest_digest
+    from tracehouse.serve.export import run_rows, run_spec_from_row
+    from tracehouse.settings import load_settings
 
     generate_dataset(
         tmp_path / "demo",
@@ -501,7 +501,7 @@ def test_every_stored_run_digest_is_reproduced_from_the_warehouse_columns(tmp_pa
 def test_sql_eligibility_agrees_with_kernelindex_per_line_rule(golden_warehouse: Path) -> None:
     """sql/run_rankings.sql decides eligibility for the warehouse; on runs with a complete
     identity it must say exactly what kernelindex.eligibility_reasons (KernelIndex §11.1) says."""
-    from pipelines.kernelindex import eligibility_reasons
+    from tracehouse.kernelindex import eligibility_reasons
 
     connection = duckdb.connect(str(golden_warehouse / "tracehouse.duckdb"), read_only=True)
     rows = connection.execute(

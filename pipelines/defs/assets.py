@@ -36,16 +36,18 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from pipelines import IMPORTER_VERSION, render, schemas
-from pipelines.build import BuildResult, ProgressFn, build_warehouse, read_checks
 from pipelines.defs.checks import BUILD_CHECKS
 from pipelines.defs.naming import OWNERS, asset_key, file_uri, markdown_safe, table_name
 from pipelines.defs.resources import WarehouseResource
 from pipelines.defs.sources import SOURCES, register_sources, source_uris
-from pipelines.invariants import InvariantViolation, Outcome
-from pipelines.settings import Settings, SettingsError, load_settings
-from pipelines.sql_files import VIEW_ORDER, sql_dir, sql_text
-from pipelines.warehouse import (
+from tracehouse import schemas
+from tracehouse.assemble.invariants import InvariantViolation, Outcome
+from tracehouse.build import BuildResult, ProgressFn, build_warehouse, read_checks
+from tracehouse.schemas import IMPORTER_VERSION
+from tracehouse.serve import render
+from tracehouse.settings import Settings, SettingsError, load_settings
+from tracehouse.sql_files import VIEW_ORDER, sql_dir, sql_text
+from tracehouse.warehouse import (
     DUCKDB_FILE,
     PER_SOURCE_TABLES,
     GenerationSource,
@@ -117,7 +119,7 @@ def table_schema(table: schemas.Table) -> dg.TableSchema:
 def source_dataset(
     context: dg.OpExecutionContext, warehouse: WarehouseResource
 ) -> dg.DataVersionsByPartition:
-    from pipelines.build import source_version
+    from tracehouse.build import source_version
 
     settings = warehouse.settings()
     uris = register_sources(context.instance, settings)
@@ -413,9 +415,9 @@ def recreate_views(settings: Settings) -> Path:
 
     import duckdb
 
-    from pipelines.files import replace_atomically
-    from pipelines.transforms.finalize import create_sql_views
-    from pipelines.warehouse import record_generation_files, seal_published_file
+    from tracehouse.assemble.finalize import create_sql_views
+    from tracehouse.files import replace_atomically
+    from tracehouse.warehouse import record_generation_files, seal_published_file
 
     read = _reading(settings)
     warehouse = Warehouse(read.warehouse, read.keep_generations)
@@ -443,7 +445,7 @@ def recreate_views(settings: Settings) -> Path:
 def _reading(settings: Settings) -> Settings:
     if settings.object_store is None:
         return settings
-    from pipelines.publish.iceberg import reading_settings
+    from tracehouse.publish.iceberg import reading_settings
 
     return reading_settings(settings)
 
@@ -504,12 +506,13 @@ OVERVIEW_ROWS_IN_METADATA = 10
 
 
 def report_code_version() -> str:
-    """The report's code is pipelines/report.py (with its what-changed pages and render.py): a
+    """The report's code is tracehouse/serve/report.py (with its what-changed pages and render.py): a
     digest of them, so Dagster computes the report's data version from it and the views' (and
     marks the report stale when the code changes)."""
-    package = Path(__file__).resolve().parents[1]
-    files = ("report.py", "report_changes.py", "render.py")
-    return "report:" + _digest(*((package / name).read_text() for name in files))
+    from tracehouse.serve import render, report, report_changes
+
+    modules = (report, report_changes, render)
+    return "report:" + _digest(*(Path(module.__file__ or "").read_text() for module in modules))
 
 
 @dg.asset(
@@ -519,7 +522,7 @@ def report_code_version() -> str:
     owners=OWNERS,
     kinds={"html"},
     # the overview and definition pages read these; the what-changed pages, regressions,
-    # record_events and latency_history (pipelines/report_changes.py)
+    # record_events and latency_history (tracehouse/serve/report_changes.py)
     deps=[
         asset_key(name)
         for name in ("leaderboard", "run_summary", "rejects", "regressions", "record_events")
@@ -527,10 +530,10 @@ def report_code_version() -> str:
     automation_condition=dg.AutomationCondition.eager(),
     description="The static HTML report of the warehouse (overview and one page per "
     "definition), written into the warehouse's `report/` folder; opens offline "
-    "(pipelines/report.py, `tracehouse report`).",
+    "(tracehouse/serve/report.py, `tracehouse report`).",
 )
 def report(warehouse: WarehouseResource) -> dg.MaterializeResult:
-    from pipelines.report import write_report
+    from tracehouse.serve.report import write_report
 
     settings = warehouse.settings()
     result = write_report(settings, settings.warehouse / REPORT_FOLDER)

@@ -3,7 +3,7 @@
 Three kinds:
 
 * ``BUILD_CHECKS`` are blocking and are the outcomes of the invariants ``build_warehouse``
-  evaluates on a new generation *before* publishing it (``pipelines.invariants``): the run
+  evaluates on a new generation *before* publishing it (``tracehouse.assemble.invariants``): the run
   invariants on ``runs``, the cohort rule on ``run_rankings``, and the publish guards (no table
   shrinks beyond ``max_shrink_share``; the fact tables are not empty). They are declared on the
   ``warehouse_tables`` multi-asset and reported from its step, never recomputed afterwards; when
@@ -24,11 +24,10 @@ import dagster as dg
 import duckdb
 import orjson
 
-from pipelines import kernelindex
-from pipelines.changes import no_new_regressions
 from pipelines.defs.naming import asset_key, markdown_safe
 from pipelines.defs.resources import WarehouseResource
-from pipelines.invariants import (
+from tracehouse import kernelindex
+from tracehouse.assemble.invariants import (
     RANKING_INVARIANTS,
     RUN_INVARIANTS,
     SAMPLE_IDS,
@@ -37,8 +36,9 @@ from pipelines.invariants import (
     query_one,
     tables_shrink_within_limit,
 )
-from pipelines.kernelindex import CanonicalizationError, manifest_digest
-from pipelines.transforms.ingest import environment_id
+from tracehouse.ingest.worker import environment_id
+from tracehouse.kernelindex import CanonicalizationError, manifest_digest
+from tracehouse.serve.changes import no_new_regressions
 
 # How many stored digests the identity checks recompute per table.
 DIGEST_SAMPLE_SIZE = 50

@@ -43,8 +43,12 @@ from typing import Any
 
 import dagster as dg
 
-from pipelines import schemas
-from pipelines.build import (
+from pipelines.defs.assets import table_result
+from pipelines.defs.naming import OWNERS, asset_key
+from pipelines.defs.resources import WarehouseResource
+from pipelines.defs.sources import SOURCES
+from tracehouse import schemas
+from tracehouse.build import (
     IngestTask,
     ProgressFn,
     build_warehouse,
@@ -53,12 +57,8 @@ from pipelines.build import (
     plan_ingest,
     run_tasks,
 )
-from pipelines.defs.assets import table_result
-from pipelines.defs.naming import OWNERS, asset_key
-from pipelines.defs.resources import WarehouseResource
-from pipelines.defs.sources import SOURCES
-from pipelines.files import replace_atomically
-from pipelines.warehouse import PER_SOURCE_TABLES, Warehouse, generation_sources
+from tracehouse.files import replace_atomically
+from tracehouse.warehouse import PER_SOURCE_TABLES, Warehouse, generation_sources
 
 FANOUT_SLOTS = 8  # parse steps per run: enough for 8 workers; each costs a step's start-up
 INGEST_GROUPS = dg.DynamicPartitionsDefinition(name="ingest_groups")
@@ -312,8 +312,8 @@ FORKSERVER = {
     "forkserver": {
         "preload_modules": [
             "pipelines.defs.fanout",
-            "pipelines.transforms.ingest",
-            "pipelines.ingest.columnar",
+            "tracehouse.ingest.worker",
+            "tracehouse.ingest.columnar",
         ]
     }
 }

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from pipelines.warehouse import DUCKDB_FILE
+from tracehouse.warehouse import DUCKDB_FILE
 
 KEY_PREFIX = "tracehouse"
 # Who answers for the assets, shown on each in the UI and searchable (owner:team:tracehouse):

@@ -1,6 +1,6 @@
 """The one Dagster resource: where the warehouse lives and what it is built from.
 
-Its config fields are generated from ``pipelines.settings.Settings`` (the one declaration of
+Its config fields are generated from ``tracehouse.settings.Settings`` (the one declaration of
 every setting, with its meaning), so nothing is declared twice. Every field left unset (the
 default) is read by ``load_settings`` from the ``TRACEHOUSE_*`` environment variables, exactly
 as the ``tracehouse`` command reads them; a field set in code or in run config wins, like a
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import dagster as dg
 from pydantic import Field, create_model
 
-from pipelines.settings import SETTINGS, Settings, describe, load_settings
-from pipelines.warehouse import Warehouse
+from tracehouse.settings import SETTINGS, Settings, describe, load_settings
+from tracehouse.warehouse import Warehouse
 
 if TYPE_CHECKING:
     import duckdb
@@ -55,11 +55,11 @@ class WarehouseResource(_SettingsConfig):
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A read-only connection to the current generation (regression limits from these
         settings), closed on exit."""
-        from pipelines.queries import connect
+        from tracehouse.serve.queries import connect
 
         settings = self.settings()
         if settings.object_store is not None:  # read what the catalog published
-            from pipelines.publish.iceberg import reading_settings
+            from tracehouse.publish.iceberg import reading_settings
 
             settings = reading_settings(settings)
         connection = connect(settings)

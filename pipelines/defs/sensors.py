@@ -15,7 +15,7 @@ import dagster as dg
 
 from pipelines.defs.resources import WarehouseResource
 from pipelines.defs.sources import SOURCES, source_uris
-from pipelines.settings import SettingsError
+from tracehouse.settings import SettingsError
 
 
 @dg.sensor(

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
-from pipelines.settings import Settings, parse_sources
+from tracehouse.settings import Settings, parse_sources
 
 if TYPE_CHECKING:
     from dagster import DagsterInstance
@@ -23,7 +23,7 @@ SOURCES = dg.DynamicPartitionsDefinition(name="tracehouse_sources")
 
 def configured_sources(settings: Settings) -> dict[str, str]:
     """The sources the settings name, by name (a single source under its warehouse name)."""
-    from pipelines.build import source_identity
+    from tracehouse.build import source_identity
 
     if settings.sources:
         return parse_sources(settings.sources)
@@ -35,7 +35,7 @@ def configured_sources(settings: Settings) -> dict[str, str]:
 
 def held_sources(settings: Settings) -> dict[str, str]:
     """The sources the warehouse's current generation holds, by name (none yet: empty)."""
-    from pipelines.warehouse import Warehouse, WarehouseMissing, generation_sources
+    from tracehouse.warehouse import Warehouse, WarehouseMissing, generation_sources
 
     if settings.object_store is not None:  # held sources are in the catalog, read by builds
         return {}

@@ -1,0 +1,105 @@
+"""The build manifest (<warehouse>/cache/manifest.json): what each source's last build read,
+so the next build of that source re-parses only the files whose bytes changed.
+
+One entry per source, each with one entry per JSONL file. Typed here, read and written only
+through ``read_manifest`` / ``write_manifest``; an unreadable or older manifest reads as empty
+(everything is parsed again, nothing is lost: the parts are keyed by content).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tracehouse.files import write_atomically
+
+MANIFEST_VERSION = 2  # 1: one source, files as plain dicts
+
+
+@dataclass
+class FileEntry:
+    """One JSONL file as the last build of its source read it."""
+
+    fingerprint: list[Any]  # SourceFile.fingerprint: (size, mtime_ns, inode) as a list
+    sha256: str | None = None  # content digest, from the worker that read the file
+    group_key: str | None = None  # what its group's parts depend on (build._group_key)
+    parts: dict[str, list[str]] = field(default_factory=dict)  # staging table -> part names
+    # SHA-256 of each staging part, taken when it was written: a part is reused only while
+    # its bytes match (a damaged part is parsed again from the source file).
+    part_digests: dict[str, str] = field(default_factory=dict)
+    records: int = 0
+    runs: int = 0
+    rejected: int = 0
+    kernelindex_unreadable: bool = False
+
+    @classmethod
+    def from_json(cls, entry: dict[str, Any]) -> FileEntry:
+        return cls(
+            fingerprint=list(entry["fingerprint"]),
+            sha256=entry.get("sha256"),
+            group_key=entry.get("group_key"),
+            parts={table: list(names) for table, names in entry.get("parts", {}).items()},
+            part_digests={str(k): str(v) for k, v in entry.get("part_digests", {}).items()},
+            records=int(entry.get("records", 0)),
+            runs=int(entry.get("runs", 0)),
+            rejected=int(entry.get("rejected", 0)),
+            kernelindex_unreadable=bool(entry.get("kernelindex_unreadable", False)),
+        )
+
+
+@dataclass
+class SourceManifest:
+    """What the last build of one source read and produced."""
+
+    state: dict[str, Any]  # build._state_key: importer, source, root, revision, baselines
+    context: str  # the dataset context fingerprint (definitions, solutions, workloads)
+    fingerprints: dict[str, list[Any]]  # every discovered file -> fingerprint
+    files: dict[str, FileEntry]  # JSONL files -> their entry
+    snapshot_id: str
+
+    @classmethod
+    def from_json(cls, entry: dict[str, Any]) -> SourceManifest:
+        return cls(
+            state=dict(entry["state"]),
+            context=str(entry["context"]),
+            fingerprints={rel: list(fp) for rel, fp in entry["fingerprints"].items()},
+            files={rel: FileEntry.from_json(e) for rel, e in entry["files"].items()},
+            snapshot_id=str(entry["snapshot_id"]),
+        )
+
+
+@dataclass
+class Manifest:
+    sources: dict[str, SourceManifest] = field(default_factory=dict)  # by source name
+
+    def staging_parts(self) -> set[str]:
+        """Every staging part name some source's files still use."""
+        return {
+            name
+            for source in self.sources.values()
+            for entry in source.files.values()
+            for names in entry.parts.values()
+            for name in names
+        }
+
+
+def read_manifest(path: Path) -> Manifest:
+    try:
+        stored = json.loads(path.read_text())
+        if stored.get("version") != MANIFEST_VERSION:
+            return Manifest()
+        return Manifest(
+            {name: SourceManifest.from_json(e) for name, e in stored["sources"].items()}
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return Manifest()
+
+
+def write_manifest(path: Path, manifest: Manifest) -> None:
+    stored = {
+        "version": MANIFEST_VERSION,
+        "sources": {name: asdict(entry) for name, entry in sorted(manifest.sources.items())},
+    }
+    write_atomically(path, json.dumps(stored, sort_keys=True).encode())

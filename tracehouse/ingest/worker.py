@@ -1,0 +1,516 @@
+"""One JSONL file in, staging Parquet parts out: the unit of parallel and incremental work.
+
+``ingest_file`` runs in a worker process. It streams one file, normalises each record, derives
+its KernelIndex identities (``tracehouse/kernelindex/``) and writes the rows it produced as small Parquet
+parts. A part depends only on the file's bytes and on the dataset context (definitions,
+solutions, revision), so a rebuild reuses it while both are unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tracehouse import kernelindex, schemas
+from tracehouse.files import replace_atomically, sha256_file
+from tracehouse.identify.dataset_context import DatasetContext
+from tracehouse.kernelindex import digest, manifest_digest, text_digest
+from tracehouse.read.evaluation_rules import tolerance_bounds, was_evaluated
+from tracehouse.read.fib_lines import fib_trace_line, is_fib_trace_file
+from tracehouse.read.normalize import (
+    RecordError,
+    Trace,
+    classify,
+    kept_log,
+    log_excerpt,
+    normalize_hardware,
+    normalize_trace,
+    normalize_workload,
+    to_json,
+)
+from tracehouse.read.records import Record, iter_jsonl, looks_binary, raw_prefix
+from tracehouse.read.timestamps import observed_at
+from tracehouse.rejects import Reject
+
+if TYPE_CHECKING:  # imported where used: it brings Polars, which a finalize never needs
+    from tracehouse.ingest.columnar import ColumnarBatch
+
+
+# Rows a worker holds before writing them out: memory stays flat whatever the file size.
+CHUNK_ROWS = 20_000
+
+PART_TABLES = schemas.STAGING_TABLES
+
+
+@dataclass
+class FileResult:
+    """What one file contributed to its group's parts."""
+
+    rel: str
+    # SHA-256 of the file's bytes (empty when it could not be read).
+    content_sha256: str = ""
+    # One line KernelIndex's strict parser refuses makes it skip the whole file (§2.2).
+    kernelindex_unreadable: bool = False
+    records: int = 0
+    runs: int = 0
+    workload_records: int = 0
+    rejected: int = 0
+
+
+@dataclass
+class GroupResult:
+    """The staging parts written for one group of files, and each file's counts."""
+
+    parts: dict[str, list[str]] = field(default_factory=dict)  # table -> part file names
+    files: dict[str, FileResult] = field(default_factory=dict)
+
+
+def kernelindex_reads(rel: str, stems: frozenset[str]) -> bool:
+    """KernelIndex reads traces/<author>/.../<definition stem>.jsonl only (identity doc §2.1)."""
+    parts = rel.split("/")
+    return (
+        len(parts) >= 3
+        and parts[0] == "traces"
+        and rel.endswith(".jsonl")
+        and parts[-1][: -len(".jsonl")] in stems
+    )
+
+
+class _Rows:
+    """The rows one file produced for one table; columns are built once, at the end."""
+
+    def __init__(self, table: schemas.Table) -> None:
+        self.table = table
+        self.rows: list[dict[str, Any]] = []
+        self.add = self.rows.append
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def to_arrow(self) -> pa.Table:
+        rows = self.rows
+        columns = {name: [row.get(name) for row in rows] for name in self.table.column_names}
+        return pa.Table.from_pydict(columns, schema=self.table.arrow_schema)
+
+
+def _run_id(rel: str, line: int, index: int, line_digest: str) -> str:
+    return hashlib.sha256(f"{rel}\n{line}\n{index}\n{line_digest}".encode()).hexdigest()[:32]
+
+
+# Per-process cache: an environment's row is a pure function of its raw content.
+_ENVIRONMENTS: dict[bytes, dict[str, Any]] = {}
+
+
+def environment_id(
+    hardware: str, libs: dict[str, str], extra: dict[str, Any] | None, numeric_libs: bool
+) -> str:
+    """The environments key: a digest of the raw environment as written. The one place this
+    rule lives; the Dagster check recomputes stored ids with it."""
+    raw_environment: dict[str, Any] = {"hardware": hardware, "libs": libs}
+    if extra:
+        raw_environment["extra"] = extra
+    if numeric_libs:  # `3.5` and `"3.5"` are different environments to KernelIndex
+        raw_environment["numeric_lib_versions"] = True
+    return digest(orjson.loads(orjson.dumps(raw_environment, default=str)))
+
+
+def _environment_row(trace: Trace) -> dict[str, Any]:
+    numeric_libs = "numeric_lib_version" in trace.variants
+    vendor, product = normalize_hardware(trace.hardware)
+    row: dict[str, Any] = {
+        "environment_id": environment_id(
+            trace.hardware, trace.libs, trace.environment_extra, numeric_libs
+        ),
+        "hardware_raw": trace.hardware,
+        "hardware_vendor": vendor,
+        "hardware_product": product,
+        "libs_json": to_json(trace.libs),
+        "torch_version": trace.libs.get("torch"),
+        "cuda_version": trace.libs.get("cuda"),
+        "triton_version": trace.libs.get("triton"),
+        "extra_json": to_json(trace.environment_extra) if trace.environment_extra else None,
+    }
+    if numeric_libs:
+        row["identity_error"] = "numeric_lib_version"
+        return row
+    try:
+        spec = kernelindex.environment_spec(trace.canonical["evaluation"]["environment"])
+        row["environment_digest"] = manifest_digest("ExecutionEnvironment", spec)
+        row["ki_hardware_architecture"] = spec["hardware"]["architecture"]
+    except kernelindex.IdentityError as error:
+        row["identity_error"] = error.code
+    return row
+
+
+def new_part_rows() -> dict[str, _Rows]:
+    return {name: _Rows(table) for name, table in PART_TABLES.items()}
+
+
+class FileIngester:
+    """The exact per-line path for one file; its rows go to ``parts``, which the files of one
+    group share."""
+
+    def __init__(
+        self, rel: str, context: DatasetContext, parts: dict[str, _Rows] | None = None
+    ) -> None:
+        self.rel = rel
+        self.context = context
+        self.in_scope = kernelindex_reads(rel, context.definition_stems)
+        self.fib_reads = is_fib_trace_file(rel)
+        self.strict_file = True
+        self.parts = parts if parts is not None else new_part_rows()
+        self.environments_seen: set[str] = set()
+        self.workloads_seen: set[tuple[str, str]] = set()
+        self.result = FileResult(rel)
+        # The last trace this ingester normalised: the columnar path's entity derivation reads
+        # it instead of normalising its representative line a second time.
+        self.last_trace: Trace | None = None
+
+    def scratch(self) -> FileIngester:
+        """A fresh ingester of the same file and context with parts of its own: the columnar
+        path derives a line's entities in one."""
+        return FileIngester(self.rel, self.context)
+
+    def reject(self, line: int | None, reason: str, message: str, raw: bytes | None) -> None:
+        self.parts["rejects"].add(
+            {
+                "file": self.rel,
+                "line": line,
+                "reason": reason,
+                "message": message,
+                "raw_prefix": raw_prefix(raw) if raw is not None else None,
+                "raw": raw.decode("utf-8", "replace") if raw is not None else None,
+            }
+        )
+        self.result.rejected += 1
+
+    def fib_line(self, record: Record) -> None:
+        """FlashInfer-Bench's own view of a trace line, whichever path imports it (or none)."""
+        if self.fib_reads:
+            line = fib_trace_line(self.rel, record)
+            if line is not None:
+                self.parts["trace_lines"].add(line)
+
+    def record(self, record: Record) -> None:
+        self.result.records += 1
+        if not record.strict:
+            self.strict_file = False
+        kind = classify(record.value)
+        if kind is None:
+            if isinstance(record.value, dict):
+                self.reject(
+                    record.line, "unrecognized_record", "neither a trace nor a workload", record.raw
+                )
+            else:
+                kind_name = type(record.value).__name__
+                self.reject(
+                    record.line, "not_an_object", f"a JSON {kind_name}, not an object", record.raw
+                )
+            return
+        try:
+            if kind == "trace":
+                self._trace(record)
+            elif kind == "workload":
+                self._workload(record)
+            else:
+                raise RecordError("unrecognized_record", f"a {kind} record inside a JSONL file")
+        except RecordError as error:
+            self.reject(record.line, error.reason, error.message, record.raw)
+
+    # -- workloads --------------------------------------------------------------------------
+
+    def _workload_row(
+        self, definition: str, workload: dict[str, Any], key: str, record: Record
+    ) -> dict[str, Any] | None:
+        """The workload row for this record, or None when this file already had it."""
+        seen_key = (definition, key)
+        if seen_key in self.workloads_seen:
+            return None
+        self.workloads_seen.add(seen_key)
+        row: dict[str, Any] = {
+            "definition": definition,
+            "workload_key": key,
+            "workload_uuid": workload.get("uuid"),
+            "axes_json": to_json(workload.get("axes")),
+            "inputs_json": to_json(workload.get("inputs")),
+            "tolerance_json": to_json(workload["tolerance"]) if "tolerance" in workload else None,
+            "source_file": self.rel,
+            "source_line": record.line,
+            "record_index": record.index,
+        }
+        definition_object = self.context.definitions.get(definition)
+        operation = self.context.operation_digests.get(definition)
+        row["operation_digest"] = operation
+        if definition_object is None or operation is None:
+            row["identity_error"] = (
+                "unknown_definition" if definition_object is None else "invalid_definition"
+            )
+            return row
+        try:
+            case = kernelindex.workload_case_spec(workload, definition_object, operation)
+            row["workload_digest"] = manifest_digest("WorkloadCase", case)
+            row["correctness_key"] = kernelindex.correctness_key(case)
+        except kernelindex.IdentityError as error:
+            row["identity_error"] = error.code
+        return row
+
+    def _workload(self, record: Record) -> None:
+        value = record.value
+        definition = value.get("definition")
+        if not isinstance(definition, str) or not definition:
+            raise RecordError("missing_field", "workload record has no definition")
+        if definition not in self.context.definitions:
+            raise RecordError(
+                "unknown_definition", f"definition {definition!r} is not in the dataset"
+            )
+        workload, _ = normalize_workload(value.get("workload"))
+        row = self._workload_row(definition, workload, kernelindex.workload_key(workload), record)
+        if row is not None:
+            self.parts["workloads"].add(row)
+        self.result.workload_records += 1
+
+    # -- traces -----------------------------------------------------------------------------
+
+    def _environment(self, trace: Trace) -> str:
+        key = orjson.dumps(
+            [
+                trace.hardware,
+                trace.libs,
+                trace.environment_extra,
+                "numeric_lib_version" in trace.variants,
+            ],
+            default=str,
+        )
+        cached = _ENVIRONMENTS.get(key)
+        if cached is None:
+            cached = _ENVIRONMENTS[key] = _environment_row(trace)
+        environment_id = cached["environment_id"]
+        if environment_id not in self.environments_seen:
+            self.environments_seen.add(environment_id)
+            self.parts["environments"].add(cached)
+        return environment_id
+
+    def _trace(self, record: Record) -> None:
+        trace = self.last_trace = normalize_trace(record.value)
+        context = self.context
+        definition_object = context.definitions.get(trace.definition)
+        if definition_object is None:
+            raise RecordError(
+                "unknown_definition", f"definition {trace.definition!r} is not in the dataset"
+            )
+        operation = context.operation_digests.get(trace.definition)
+
+        line_digest = hashlib.sha256(record.raw).hexdigest()
+        row: dict[str, Any] = {
+            "run_id": _run_id(self.rel, record.line, record.index, line_digest),
+            "definition": trace.definition,
+            "solution": trace.solution,
+            "workload_uuid": trace.workload.get("uuid"),
+            "status": trace.status,
+            "status_raw": trace.status_raw,
+            "evaluated": was_evaluated(trace.status, trace.log),
+            "latency_ms": trace.latency_ms,
+            "latency_special": trace.latency_special,
+            "reference_latency_ms": trace.reference_latency_ms,
+            "speedup_factor": trace.speedup_factor,
+            "timestamp_raw": trace.timestamp,
+            "observed_at": observed_at(trace.timestamp),
+            "line_digest": line_digest,
+            "kernelindex_scope": self.in_scope,
+            "log_bytes": len(trace.log.encode("utf-8", "surrogatepass")),
+            "log_truncated": trace.log_truncated,
+            # failures only: a passing build log's warnings are not what anyone looks for
+            "log_excerpt": log_excerpt(trace.log) if trace.status != "PASSED" else None,
+            "log": kept_log(trace.log),
+            "schema_variant": ",".join(trace.variants) or "current",
+            "extra_json": trace.extra_json,
+            "path_author": self.rel.split("/")[1] if self.in_scope else None,
+            "source_file": self.rel,
+            "source_line": record.line,
+            "record_index": record.index,
+            "source_offset": record.offset,
+            "has_timing": trace.latency_ms is not None,
+            "identity_complete": False,
+        }
+        row["environment_id"] = self._environment(trace)
+        row["hardware"] = normalize_hardware(trace.hardware)[1]
+
+        row["workload_key"] = kernelindex.workload_key(trace.workload)
+        workload_row = self._workload_row(
+            trace.definition, trace.workload, row["workload_key"], record
+        )
+        if workload_row is not None:
+            self.parts["workloads"].add(workload_row)
+
+        # KernelIndex reads the raw line; files it never reads get the same derivation over
+        # the normalised record, so legacy layouts still get comparable keys (README).
+        source_object = record.value if self.in_scope else trace.canonical
+        skip_reason = None if self.in_scope else "outside_kernelindex_layout"
+        try:
+            found = kernelindex.identify_trace_line(
+                source_object,
+                definition=definition_object,
+                operation_digest=operation,
+                implementation_digest=None,
+                run_body_template=True,
+            )
+        except kernelindex.IdentityError as error:
+            skip_reason = error.code
+            found = None
+        if found is not None:
+            row.update(
+                ki_status=found.ki_status,
+                latency_ns=found.latency_ns,
+                operation_digest=found.operation_digest,
+                workload_digest=found.workload_digest,
+                environment_digest=found.environment_digest,
+                protocol_digest=found.protocol_digest,
+                correctness_key=found.correctness_key,
+                run_body_template=found.run_body_template,
+                evidence_level=found.evidence_level,
+                external_id=found.external_id,
+                log_digest=found.log_digest,
+            )
+            row["identity_complete"] = skip_reason is None
+        else:
+            row["ki_status"] = kernelindex.STATUS_MAP.get(trace.status_raw)
+            row["log_digest"] = text_digest(trace.log) if trace.log else None
+            if trace.latency_ms is not None:
+                # In range: normalize_trace rejected the line otherwise (latency_ns_problem).
+                row["latency_ns"] = kernelindex.latency_ns(trace.latency_ms)
+        row["identity_error"] = skip_reason
+        self.parts["runs"].add(row)
+        self.result.runs += 1
+
+        if trace.correctness is not None:
+            absolute, relative = trace.absolute_error, trace.relative_error
+            assert absolute is not None and relative is not None
+            max_atol, max_rtol = tolerance_bounds(trace.workload)
+            correctness_extra = {
+                k: v
+                for k, v in trace.correctness.items()
+                if k not in ("max_absolute_error", "max_relative_error")
+            }
+            self.parts["correctness"].add(
+                {
+                    "run_id": row["run_id"],
+                    "max_absolute_error": absolute.value,
+                    "max_absolute_error_special": absolute.special,
+                    "max_relative_error": relative.value,
+                    "max_relative_error_special": relative.special,
+                    "matched_ratio": trace.matched_ratio,
+                    "comparator": kernelindex.RUN_COMPARATOR,
+                    "tolerance_max_atol": max_atol,
+                    "tolerance_max_rtol": max_rtol,
+                    "extra_json": to_json(correctness_extra) if correctness_extra else None,
+                }
+            )
+
+
+class PartWriter:
+    """Buffers the rows of a group of files and writes them as numbered Parquet parts."""
+
+    def __init__(self, staging_dir: Path, part_key: str) -> None:
+        self.staging_dir = staging_dir
+        self.part_key = part_key
+        self.rows = new_part_rows()
+        self.written: dict[str, list[str]] = {}
+
+    def write(self, name: str, table: pa.Table) -> None:
+        self.staging_dir.mkdir(parents=True, exist_ok=True)
+        chunk = len(self.written.get(name, []))
+        file_name = f"{self.part_key}.{name}.{chunk}.parquet"
+        # Staging parts are read whole, once, by the finalize step: no statistics to prune by,
+        # and no dictionary pages (most columns are digests, unique per row); a third cheaper.
+        replace_atomically(
+            self.staging_dir / file_name,
+            lambda temporary: pq.write_table(
+                table, temporary, compression="zstd", write_statistics=False, use_dictionary=False
+            ),
+        )
+        self.written.setdefault(name, []).append(file_name)
+
+    def flush(self, columnar: ColumnarBatch | None) -> None:
+        """Write everything gathered so far (both paths) as the next chunk, and forget it."""
+        for name, rows in self.rows.items():
+            if len(rows):
+                self.write(name, rows.to_arrow())
+                rows.rows.clear()
+        if columnar is not None and len(columnar):
+            runs, correctness, trace_lines = columnar.frames()
+            self.write("runs", runs)
+            if correctness.num_rows:
+                self.write("correctness", correctness)
+            if trace_lines.num_rows:
+                self.write("trace_lines", trace_lines)
+
+
+def ingest_group(
+    files: list[tuple[Path, str]],
+    context: DatasetContext,
+    staging_dir: Path,
+    part_key: str,
+    *,
+    exact: bool = False,
+    chunk_rows: int = CHUNK_ROWS,
+) -> GroupResult:
+    """Parse a group of JSONL files into one set of staging parts. Never raises for bad content.
+
+    Clean trace lines take the columnar path (``tracehouse.ingest.columnar``) unless ``exact``;
+    every other record, and every record when ``exact``, takes the per-line reference path.
+    Grouping small files amortises the per-frame and per-Parquet-file costs.
+    """
+    from tracehouse.ingest.columnar import ColumnarBatch
+
+    writer = PartWriter(staging_dir, part_key)
+    columnar = None if exact else ColumnarBatch(context)
+    result = GroupResult()
+    for path, rel in files:
+        ingester = FileIngester(rel, context, writer.rows)
+        _ingest_lines(path, ingester, columnar, writer, chunk_rows)
+        ingester.result.kernelindex_unreadable = ingester.in_scope and not ingester.strict_file
+        result.files[rel] = ingester.result
+    writer.flush(columnar)
+    result.parts = writer.written
+    return result
+
+
+def _ingest_lines(
+    path: Path,
+    ingester: FileIngester,
+    columnar: ColumnarBatch | None,
+    writer: PartWriter,
+    chunk_rows: int,
+) -> None:
+    counts = ingester.result
+    try:
+        if looks_binary(path):
+            counts.content_sha256 = sha256_file(path)
+            ingester.reject(None, "binary_file", "the file holds binary data, not JSON lines", None)
+            return
+        content = hashlib.sha256()
+        for item in iter_jsonl(path, ingester.rel, content):
+            if (
+                len(writer.rows["runs"]) >= chunk_rows
+                or len(writer.rows["trace_lines"]) >= chunk_rows
+                or (columnar is not None and len(columnar) >= chunk_rows)
+            ):
+                writer.flush(columnar)
+            if isinstance(item, Reject):
+                counts.records += 1
+                ingester.reject(item.line, item.reason, item.message, None)
+                ingester.parts["rejects"].rows[-1]["raw_prefix"] = item.raw_prefix
+            elif columnar is not None and columnar.take(item, ingester):
+                counts.records += 1
+            else:
+                ingester.fib_line(item)
+                ingester.record(item)
+        counts.content_sha256 = content.hexdigest()
+    except OSError as error:
+        ingester.reject(None, "unreadable_file", f"cannot read: {error.strerror or error}", None)
