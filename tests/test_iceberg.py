@@ -1,4 +1,4 @@
-"""The warehouse on object storage as Apache Iceberg tables (tracehouse/publish/iceberg.py).
+"""The warehouse on object storage as Apache Iceberg tables (tracehouse/publish/iceberg/).
 
 Real parts only: moto's S3-compatible server runs on 127.0.0.1 (a free port) for the module,
 the catalog is a SQLite SqlCatalog file, and every build and read is the `tracehouse` command in
@@ -130,7 +130,7 @@ def test_golden_build_on_s3_exports_exactly_the_local_build(
     # Nothing of the build's staging is needed to read: the replica came from S3 alone.
     assert not (tmp_path / "reader" / "generations").exists()
     # The tracehouse snapshot is in every Iceberg snapshot's summary.
-    from tracehouse.publish.iceberg import PROPERTY_SNAPSHOT, open_catalog
+    from tracehouse.publish.iceberg.catalog import PROPERTY_SNAPSHOT, open_catalog
     from tracehouse.settings import load_settings
 
     os.environ.update(reader)
@@ -312,21 +312,22 @@ def test_object_store_settings_errors_are_one_line(tmp_path: Path) -> None:
 WRITER = """
 import sys, time, pyarrow as pa, pyarrow.parquet as pq
 from pathlib import Path
-from tracehouse.publish import iceberg
+from tracehouse.publish.iceberg.catalog import PROPERTY_SNAPSHOT, _ensure_namespace, open_catalog
+from tracehouse.publish.iceberg.commit import publish_table
 from tracehouse.settings import load_settings
 
 source, rounds, folder = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
 settings = load_settings()
-catalog = iceberg.open_catalog(settings)
-iceberg._ensure_namespace(catalog)
+catalog = open_catalog(settings)
+_ensure_namespace(catalog)
 time.sleep(max(0.0, float(sys.argv[4]) - time.time()))  # both writers start together
 retries = 0
 for round_ in range(rounds):
     local = folder / f"{source}-{round_}.parquet"
     rows = {"source": [source] * 3, "round": [round_] * 3, "item": [0, 1, 2]}
     pq.write_table(pa.table(rows), local)
-    properties = {iceberg.PROPERTY_SNAPSHOT: f"{source}-{round_}"}
-    outcome = iceberg.publish_table(catalog, "probe", local, source, properties)
+    properties = {PROPERTY_SNAPSHOT: f"{source}-{round_}"}
+    outcome = publish_table(catalog, "probe", local, source, properties)
     retries += outcome.retries
 print(retries)
 """
@@ -355,7 +356,7 @@ def test_writers_of_different_sources_commit_concurrently(s3_endpoint: str, tmp_
     outputs = [writer.communicate(timeout=300) for writer in writers]
     for writer, (_, stderr) in zip(writers, outputs, strict=True):
         assert writer.returncode == 0, stderr
-    from tracehouse.publish.iceberg import open_catalog
+    from tracehouse.publish.iceberg.catalog import open_catalog
     from tracehouse.settings import load_settings
 
     saved = dict(os.environ)

@@ -23,10 +23,9 @@ from bench.object_store import local_s3_server
 from tests.conftest import run_cli
 from tracehouse import schemas
 from tracehouse.demo import generate_dataset
-from tracehouse.publish.iceberg import (
+from tracehouse.publish.iceberg.catalog import PROPERTY_PUBLICATION, PUBLICATIONS
+from tracehouse.publish.iceberg.tables import (
     MARTS,
-    PROPERTY_PUBLICATION,
-    PUBLICATIONS,
     PUBLISHED_TABLES,
     column_docs,
     required_columns,
@@ -258,7 +257,8 @@ def test_a_table_an_older_publisher_made_is_brought_up_to_date(tmp_path: Path) -
     from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.io.pyarrow import pyarrow_to_schema
 
-    from tracehouse.publish.iceberg import declared_schema, publish_table
+    from tracehouse.publish.iceberg.commit import publish_table
+    from tracehouse.publish.iceberg.tables import declared_schema
 
     catalog = SqlCatalog(
         "tracehouse", uri=f"sqlite:///{tmp_path / 'c.db'}", warehouse=(tmp_path / "wh").as_uri()

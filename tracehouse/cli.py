@@ -97,7 +97,7 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
     if getattr(args, "command", None) in READ_COMMANDS and (
         settings.object_store is not None or settings.as_of is not None
     ):
-        from tracehouse.publish.iceberg import reading_settings
+        from tracehouse.publish.iceberg.replica import reading_settings
 
         settings = reading_settings(settings)
     return settings
@@ -556,7 +556,7 @@ def cmd_generations(args: argparse.Namespace) -> int:
     warehouse = Warehouse(settings.warehouse, settings.keep_generations)
     current = warehouse.current_generation()
     if settings.object_store is not None:  # its states are the catalog's publications
-        from tracehouse.publish.iceberg import publication_lines
+        from tracehouse.publish.iceberg.catalog import publication_lines
 
         rows = publication_lines(settings)
     else:
@@ -935,8 +935,8 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     ]
     if "tracehouse.fetch.hub" in sys.modules:
         errors.append(sys.modules["tracehouse.fetch.hub"].HubError)
-    if "tracehouse.publish.iceberg" in sys.modules:  # the catalog or object store refused
-        errors.extend(sys.modules["tracehouse.publish.iceberg"].catalog_errors())
+    if "tracehouse.publish.iceberg.catalog" in sys.modules:  # the catalog or object store refused
+        errors.extend(sys.modules["tracehouse.publish.iceberg.catalog"].catalog_errors())
     return tuple(errors)
 
 

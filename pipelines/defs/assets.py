@@ -445,7 +445,7 @@ def recreate_views(settings: Settings) -> Path:
 def _reading(settings: Settings) -> Settings:
     if settings.object_store is None:
         return settings
-    from tracehouse.publish.iceberg import reading_settings
+    from tracehouse.publish.iceberg.replica import reading_settings
 
     return reading_settings(settings)
 
