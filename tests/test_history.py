@@ -27,7 +27,8 @@ import pytest
 
 from tests.conftest import run_cli
 from tests.hostile_corpus import definition_object, solution_object, trace_object
-from tracehouse.serve.changes import EXIT_REGRESSIONS_FOUND, WIDTH
+from tracehouse.serve.changes import EXIT_REGRESSIONS_FOUND
+from tracehouse.serve.changes_text import WIDTH
 from tracehouse.warehouse import Warehouse, connect_read_only
 
 pytestmark = [  # the tests read a series of four CLI builds, or build their own

@@ -421,7 +421,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def cmd_changes(args: argparse.Namespace) -> int:
-    from tracehouse.serve import changes
+    from tracehouse.serve import changes, changes_text
     from tracehouse.serve.queries import connect, within_limits
 
     settings = _settings(args)
@@ -438,16 +438,16 @@ def cmd_changes(args: argparse.Namespace) -> int:
 
         # Wrapped here (80 columns for a pipe too): names are wrapped, never elided.
         width = render.terminal_width(sys.stdout)
-        print(changes.report_text(report, wide=args.wide, width=width))
+        print(changes_text.report_text(report, wide=args.wide, width=width))
     elif args.format == "json":
         from tracehouse.serve import render
 
-        print(render.json_safe(changes.report_json(report)))
+        print(render.json_safe(changes_text.report_json(report)))
     else:
         _row_writer(args.format)(
-            sys.stdout, list(changes.CSV_COLUMNS), [changes.report_rows(report)]
+            sys.stdout, list(changes_text.CSV_COLUMNS), [changes_text.report_rows(report)]
         )
-    failure = changes.regression_failure_line(report, wide=args.wide)
+    failure = changes_text.regression_failure_line(report, wide=args.wide)
     if args.fail_on_regression and failure is not None:
         sys.stdout.flush()
         _print_error(f"tracehouse changes: {failure}")
