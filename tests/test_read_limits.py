@@ -28,7 +28,7 @@ from tests.conftest import one_error_line, run_cli
 from tests.hostile_corpus import write_plain_dataset
 from tests.many_solutions import write_many_solutions
 from tests.shared_data import requires_shared
-from tracehouse.serve.report import _Reader
+from tracehouse.serve.report_blocks import _Reader
 from tracehouse.settings import load_settings
 from tracehouse.warehouse import Warehouse
 

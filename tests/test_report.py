@@ -14,7 +14,7 @@ import pytest
 
 from tests.browser import Chromium, chromium_path, png_pixels
 from tests.conftest import build, one_error_line, run_cli
-from tracehouse.serve.report import definition_page_name, format_value
+from tracehouse.serve.report_blocks import definition_page_name, format_value
 from tracehouse.warehouse import Warehouse, connect_read_only
 
 pytestmark = [
@@ -400,7 +400,7 @@ def test_a_large_definition_is_summarised_not_drawn_cell_by_cell(tmp_path: Path)
     import json
 
     from tests.hostile_corpus import definition_object, solution_object, trace_object
-    from tracehouse.serve.report import COVERAGE_MAP_MAX_WORKLOADS
+    from tracehouse.serve.report_definition import COVERAGE_MAP_MAX_WORKLOADS
 
     dataset, definition = tmp_path / "large", "gemm_n4_k4"
     (dataset / "definitions/gemm").mkdir(parents=True)
