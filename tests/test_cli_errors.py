@@ -27,7 +27,7 @@ import pytest
 from tests.hostile_corpus import write_plain_dataset
 from tests.hub_server import FakeHub
 from tests.shared_data import SAMPLES_DIR, SHARED
-from tracehouse.cli import build_parser
+from tracehouse.cli_parser import build_parser
 
 pytestmark = pytest.mark.integration
 

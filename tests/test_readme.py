@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests import docs_tables
-from tracehouse.cli import build_parser
+from tracehouse.cli_parser import build_parser
 from tracehouse.rejects import REJECT_REASONS
 from tracehouse.schemas import TABLES, VIEWS
 from tracehouse.settings import DERIVED, ENV_PREFIX, Settings
