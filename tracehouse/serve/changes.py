@@ -207,7 +207,7 @@ def _rows(
 
 def _register_windows(connection: duckdb.DuckDBPyConnection, windows: list[Window]) -> None:
     # A temporary table, not a registered Arrow table: the leaderboard reads the verdicts too,
-    # and a read command imports no heavy library (tests/test_output.py).
+    # and a read command imports no heavy library (tests/system/test_output.py).
     connection.execute(
         f"CREATE OR REPLACE TEMP TABLE {WINDOWS_RELATION} "
         "(source VARCHAR, before_number BIGINT, after_number BIGINT)"
