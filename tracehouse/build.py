@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import json
 import os
-import pickle
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -25,16 +23,37 @@ from typing import Any
 
 from tracehouse import interrupts
 from tracehouse.assemble import invariants
-from tracehouse.fetch.local import SourceFile, discover, git_revision, require_dataset
-from tracehouse.files import replace_atomically, sha256_file, write_atomically
+from tracehouse.fetch.local import SourceFile, discover
+from tracehouse.fetch.resolve import (
+    NO_SOURCE,
+    ProgressFn,
+    ResolvedSource,
+    file_fingerprints,
+    resolve_source,
+)
+from tracehouse.fetch.resolve import source_identity as source_identity
+from tracehouse.fetch.resolve import source_version as source_version
+from tracehouse.files import sha256_file, write_atomically
 from tracehouse.ingest.manifest import (
-    FileEntry,
     Manifest,
     SourceManifest,
     read_manifest,
     write_manifest,
 )
-from tracehouse.schemas import IMPORTER_VERSION
+from tracehouse.ingest.plan import IngestTask as IngestTask
+from tracehouse.ingest.plan import (
+    ParseFn,
+    group_parts_key,
+    load_context_cached,
+    plan_files,
+    remove_unreferenced_staging,
+    set_worker_context,
+    state_key,
+)
+from tracehouse.ingest.plan import file_group as file_group
+from tracehouse.ingest.plan import parse_task as parse_task
+from tracehouse.ingest.plan import plan_ingest as plan_ingest
+from tracehouse.ingest.plan import run_tasks as run_tasks
 from tracehouse.settings import Settings, SettingsError
 from tracehouse.storage import create_folder, empty_folder, remove_created_folder
 from tracehouse.warehouse import (
@@ -51,49 +70,6 @@ from tracehouse.warehouse import (
 # Written into each generation before it is published: the outcome of every invariant and
 # publish guard evaluated on it, which the Dagster asset checks report.
 CHECKS_FILE = "checks.json"
-NO_SOURCE = (
-    "no source given: pass --source <dataset folder | hf://datasets/<org>/<name>[@rev]> or set "
-    "TRACEHOUSE_SOURCE (`tracehouse demo` builds the demo data)"
-)
-
-ProgressFn = Callable[[str, int, int], None]  # (phase, done, total)
-# Runs a build's ingest tasks: (tasks, workers, progress) -> one GroupResult per task, in order.
-ParseFn = Callable[[list["IngestTask"], int, ProgressFn | None], list[Any]]
-
-
-@dataclass
-class ResolvedSource:
-    root: Path
-    source: str  # as given to the build
-    requested_revision: str | None
-    resolved_sha: str | None
-    fetch_rejects: list[Any] = field(default_factory=list)  # rejects.Reject
-    transferred_files: list[str] = field(default_factory=list)
-    name: str = ""  # the source's name in the warehouse (source_identity)
-    uri: str = ""  # what the name stands for: an absolute folder, or hf:// without @revision
-    # A Hub snapshot's cache blobs, where its entries may link (huggingface_hub's symlinks)
-    links_within: Path | None = None
-    # Why a Hub source was read from the cache without being asked for (the Hub was down)
-    note: str | None = None
-
-    @property
-    def key(self) -> str:
-        return source_key(self.name)
-
-
-def source_identity(source: str, name: str | None) -> tuple[str, str]:
-    """(name, uri) of a source: the uri is the absolute folder or the hf:// dataset without
-    its revision, so every revision of a source has one name; the default name is the
-    folder's own name or the Hub's <org>/<name>."""
-    if source.startswith("hf://"):
-        from tracehouse.fetch import hub
-
-        reference = hub.parse_hub_uri(source)
-        assert reference is not None
-        uri = f"hf://datasets/{reference.repo_id}"
-        return name or reference.repo_id, uri
-    folder = Path(source).resolve()
-    return name or folder.name or str(folder), str(folder)
 
 
 @dataclass
@@ -149,159 +125,6 @@ class BuildResult:
         if self.published:
             lines.append(self.published)
         return lines
-
-
-def _source_name(settings: Settings) -> str | None:
-    """The name a build gives its source: ``--revision-of`` (the source it continues) or
-    ``--source-name``; both only when they agree."""
-    if (
-        settings.revision_of is not None
-        and settings.source_name is not None
-        and settings.revision_of != settings.source_name
-    ):
-        raise SettingsError(
-            f"--revision-of {settings.revision_of!r} and --source-name {settings.source_name!r}: "
-            "a revision keeps its source's name; give one of them"
-        )
-    return settings.revision_of or settings.source_name
-
-
-def resolve_source(
-    source: str, settings: Settings, progress: ProgressFn | None = None
-) -> ResolvedSource:
-    """A local folder as it is, or a Hub dataset fetched (incrementally) into the cache."""
-    if not source.startswith("hf://"):  # a folder; the Hub client is not even imported
-        root = Path(source).resolve()
-        require_dataset(root, source)
-        revision = settings.revision or git_revision(root)
-        name, uri = source_identity(source, _source_name(settings))
-        return ResolvedSource(root, source, None, revision, name=name, uri=uri)
-    from tracehouse.fetch import hub
-
-    reference = hub.parse_hub_uri(source)
-    assert reference is not None
-    from tracehouse.rejects import Reject
-
-    def callback(done_files: int, total_files: int, *_: Any) -> None:
-        if progress is not None:
-            progress("fetch", done_files, total_files)
-
-    cache_dir = settings.hub_cache_for(reference.repo_id)
-    snapshot = hub.fetch_dataset(
-        reference,
-        cache_dir,
-        include_blobs=settings.include_blobs,
-        progress=callback,
-        retry=hub.RetryPolicy.within(settings.hub_timeout_s, settings.hub_fetch_timeout_s),
-        offline=settings.hub_offline,
-    )
-    require_complete(snapshot)
-    require_dataset(snapshot.root, source)
-    rejects = [Reject(r.path, None, "unsafe_path", r.message, None) for r in snapshot.rejected]
-    name, uri = source_identity(source, _source_name(settings))
-    return ResolvedSource(
-        snapshot.root,
-        source,
-        reference.revision,
-        snapshot.resolved_sha,
-        rejects,
-        list(snapshot.transferred_files),
-        name=name,
-        uri=uri,
-        links_within=cache_dir / "blobs",
-        note=snapshot.note,
-    )
-
-
-def require_complete(snapshot: Any) -> None:
-    """Refuse a Hub snapshot that lacks a selected file (``hub.HubSnapshot.failed``).
-
-    A build publishes a complete reading of its source or nothing. Building without the file
-    would drop its runs from the tables (under the shrink guard when it holds fewer than half)
-    and record them in run_history as having left the source, which they did not. Keeping the
-    file's rows from the previous build instead would publish a generation that claims to be
-    the new commit while holding another commit's bytes for that file. So the build stops; the
-    files that did arrive stay in the cache, and the next build fetches only what is missing.
-    """
-    if not snapshot.failed:
-        return
-    first = snapshot.failed[0]
-    others = len(snapshot.failed) - 1
-    more = f" (and {others} more file{'s' if others > 1 else ''})" if others else ""
-    from tracehouse.fetch.hub import HubError
-
-    raise HubError(
-        f"{snapshot.source_uri}: {first.message}{more}; nothing was published, the warehouse "
-        "is unchanged (files already fetched stay cached for the next build)"
-    )
-
-
-def _state_key(settings: Settings, source: ResolvedSource) -> dict[str, Any]:
-    baselines = settings.baselines_file
-    baselines_fp = None
-    if baselines is not None and baselines.exists():
-        stat = baselines.stat()
-        baselines_fp = [str(baselines.resolve()), stat.st_size, stat.st_mtime_ns]
-    return {
-        "importer": IMPORTER_VERSION,
-        # the source's identity, never the spelling of the argument: `data/x`, `./data/x` and
-        # its absolute path, from any working directory, are one source state
-        "source": source.uri,
-        "root": str(source.root.resolve()),
-        "revision": source.resolved_sha,
-        "baselines": baselines_fp,
-    }
-
-
-# The dataset context, set once per worker process (by _set_worker_context) rather than sent
-# with every task.
-_WORKER_CONTEXT: Any = None
-
-
-def _set_worker_context(context: Any) -> None:
-    global _WORKER_CONTEXT
-    _WORKER_CONTEXT = context
-
-
-def _start_worker(context: Any) -> None:
-    """Initializer of a parser worker: the parent handles Ctrl-C and stops it; the context
-    arrives once per worker."""
-    interrupts.ignore_in_worker()
-    _set_worker_context(context)
-
-
-# Files are parsed and stored in groups: one Polars frame and one set of Parquet parts per group
-# instead of per file (most trace files hold a few dozen lines). A file's group depends only on
-# its path, so adding or changing a file re-parses its group alone, about 1/FILE_GROUPS of the
-# dataset.
-FILE_GROUPS = 64
-
-
-def file_group(rel: str) -> int:
-    return int(hashlib.sha256(rel.encode()).hexdigest()[:8], 16) % FILE_GROUPS
-
-
-@dataclass(frozen=True)
-class IngestTask:
-    """One group of files to parse into the staging parts named by part_key."""
-
-    files: tuple[tuple[str, str], ...]  # (absolute path, dataset-relative path)
-    staging: str
-    part_key: str
-    size: int
-    chunk_rows: int  # rows buffered before a part is written (memory stays flat)
-
-
-def _ingest_task(task: IngestTask) -> Any:
-    from tracehouse.ingest.worker import ingest_group
-
-    return ingest_group(
-        [(Path(path), rel) for path, rel in task.files],
-        _WORKER_CONTEXT,
-        Path(task.staging),
-        task.part_key,
-        chunk_rows=task.chunk_rows,
-    )
 
 
 def build_warehouse(
@@ -480,7 +303,7 @@ def _build_locked(
     files, discovery_rejects = discover(resolved.root, resolved.links_within)
     if settings.revision_of is not None and current is not None and same_name is not None:
         _refuse_another_dataset(settings, warehouse, resolved, files, current, same_name)
-    state = _state_key(settings, resolved)
+    state = state_key(settings, resolved)
     manifest = read_manifest(warehouse.manifest_path)
     previous = manifest.sources.get(resolved.name)
     fingerprints = file_fingerprints(files)
@@ -546,7 +369,7 @@ def _refuse_another_dataset(
     }
     if not before:
         return  # nothing to compare with: a source that had no definition files
-    loaded = _load_context_cached(
+    loaded = load_context_cached(
         warehouse, [f for f in files if f.kind == "json"], settings, resolved
     )
     now = set(loaded.context.definitions)
@@ -673,122 +496,6 @@ class ShrinkRefused(invariants.InvariantViolation):
     """A build would drop more of a table than allowed; nothing was published."""
 
 
-def _load_context_cached(
-    warehouse: Warehouse, json_files: list[SourceFile], settings: Settings, resolved: ResolvedSource
-) -> Any:
-    from tracehouse.identify.context import load_context, read_baseline_map
-
-    key = hashlib.sha256(
-        json.dumps(
-            [_state_key(settings, resolved), [[f.rel, f.fingerprint] for f in json_files]]
-        ).encode()
-    ).hexdigest()
-    cache_file = warehouse.cache / f"context-{resolved.key}.pickle"
-    try:
-        with cache_file.open("rb") as handle:
-            cached_key, loaded = pickle.load(handle)
-        if cached_key == key:
-            return loaded
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError):
-        pass
-    loaded = load_context(
-        json_files,
-        revision=resolved.resolved_sha,
-        baseline_map=read_baseline_map(settings.baselines_file),
-    )
-
-    def write_pickle(temporary: Path) -> None:
-        with temporary.open("wb") as handle:
-            pickle.dump((key, loaded), handle, protocol=pickle.HIGHEST_PROTOCOL)
-
-    replace_atomically(cache_file, write_pickle)
-    return loaded
-
-
-@dataclass
-class IngestPlan:
-    """What a build parses, and the manifest entries of the groups it reuses."""
-
-    loaded: Any  # context.LoadedContext
-    group_mode: str
-    file_entries: dict[str, Any]
-    tasks: list[IngestTask]
-
-
-def _plan_ingest(
-    settings: Settings,
-    warehouse: Warehouse,
-    resolved: ResolvedSource,
-    files: list[SourceFile],
-    manifest: Manifest,
-) -> IngestPlan:
-    from tracehouse.ingest import worker as ingest
-
-    json_files = [f for f in files if f.kind == "json"]
-    line_files = [f for f in files if f.kind == "jsonl"]
-    loaded = _load_context_cached(warehouse, json_files, settings, resolved)
-    context = loaded.context
-
-    before = manifest.sources.get(resolved.name)
-    previous: dict[str, FileEntry] = {}
-    if before is not None and before.context == context.fingerprint:
-        previous = before.files
-    warehouse.staging.mkdir(parents=True, exist_ok=True)
-    file_entries: dict[str, FileEntry] = {}
-    tasks: list[IngestTask] = []
-    groups: dict[int, list[SourceFile]] = {}
-    for source_file in line_files:
-        groups.setdefault(file_group(source_file.rel), []).append(source_file)
-    group_mode = context.fingerprint
-    for members in groups.values():
-        reused = _reusable_group(warehouse, members, previous, group_mode)
-        if reused is not None:
-            file_entries.update(reused)
-            continue
-        # Parts are named by what the group looked like on disk; the content digests come
-        # back from the workers, which hash each file as they read it.
-        part_key = hashlib.sha256(
-            json.dumps([group_mode, [[f.rel, f.fingerprint] for f in members]]).encode()
-        ).hexdigest()[:32]
-        for source_file in members:
-            file_entries[source_file.rel] = FileEntry(list(source_file.fingerprint))
-        tasks.append(
-            IngestTask(
-                tuple((str(f.path), f.rel) for f in members),
-                str(warehouse.staging),
-                part_key,
-                sum(f.size for f in members),
-                ingest.CHUNK_ROWS,
-            )
-        )
-    tasks.sort(key=lambda t: -t.size)  # biggest first keeps both cores busy to the end
-    return IngestPlan(loaded, group_mode, file_entries, tasks)
-
-
-def plan_ingest(settings: Settings, *, source: str | None = None) -> IngestPlan:
-    """The ingest tasks a build of ``settings`` would run now (none when nothing changed),
-    planned exactly as ``build_warehouse`` plans them, under the build lock. For runners that
-    parse the groups elsewhere (the Dagster fan-out) and then call ``build_warehouse`` with a
-    ``parse`` that takes their results."""
-    source = source or settings.source
-    if source is None:
-        raise SettingsError(NO_SOURCE)
-    warehouse = Warehouse(settings.warehouse, settings.keep_generations)
-    with warehouse.build_lock(settings.lock_timeout_s):
-        resolved = resolve_source(source, settings)
-        files, _ = discover(resolved.root, resolved.links_within)
-        return _plan_ingest(
-            settings, warehouse, resolved, files, read_manifest(warehouse.manifest_path)
-        )
-
-
-def parse_task(task: IngestTask, context: Any) -> Any:
-    """Parse one group in this process (``ingest.GroupResult``), with ``context`` the
-    dataset context of the plan it came from."""
-    _set_worker_context(context)
-    return _ingest_task(task)
-
-
 def _full_build(
     settings: Settings,
     warehouse: Warehouse,
@@ -803,20 +510,19 @@ def _full_build(
     guard: GuardFn | None = None,
     base: Path | None = None,
 ) -> BuildResult:
-    global _WORKER_CONTEXT
     from tracehouse.assemble import finalize
 
     warehouse.remove_stale_generations()
     json_files = [f for f in files if f.kind == "json"]
     line_files = [f for f in files if f.kind == "jsonl"]
-    plan = _plan_ingest(settings, warehouse, resolved, files, manifest)
+    plan = plan_files(settings, warehouse, resolved, files, manifest)
     loaded, context = plan.loaded, plan.loaded.context
     file_entries, tasks, group_mode = plan.file_entries, plan.tasks, plan.group_mode
 
-    _WORKER_CONTEXT = context
+    set_worker_context(context)
     results: list[Any] = parse(tasks, settings.workers, progress) if tasks else []
     for result in results:
-        group_key = _group_key(
+        group_key = group_parts_key(
             group_mode, {rel: counts.content_sha256 for rel, counts in result.files.items()}
         )
         digests = {
@@ -898,178 +604,8 @@ def _refuse_a_source_without_runs(
     )
 
 
-def _group_key(group_mode: str, shas: dict[str, str]) -> str:
-    """What a group's parts depend on: the dataset context, the path mode, each file's bytes."""
-    listing = "".join(f"{rel}\0{sha}\n" for rel, sha in sorted(shas.items()))
-    return hashlib.sha256(f"{group_mode}\n{listing}".encode()).hexdigest()
-
-
-def _reusable_group(
-    warehouse: Warehouse,
-    members: list[SourceFile],
-    previous: dict[str, FileEntry],
-    group_mode: str,
-) -> dict[str, FileEntry] | None:
-    """The previous entries of a group whose files all have the same bytes as last time, or None.
-
-    Only files whose size, mtime or inode changed are hashed again; a new file means a parse.
-    """
-    found = [previous.get(f.rel) for f in members]
-    entries = [e for e in found if e is not None and e.group_key and e.sha256]
-    if len(entries) != len(members):
-        return None
-    shas = {}
-    for source_file, entry in zip(members, entries, strict=True):
-        same = entry.fingerprint == list(source_file.fingerprint)
-        shas[source_file.rel] = entry.sha256 if same else sha256_file(source_file.path)
-    group_key = _group_key(group_mode, shas)
-    if any(e.group_key != group_key for e in entries) or not _parts_intact(warehouse, entries):
-        return None
-    return {
-        f.rel: replace(e, fingerprint=list(f.fingerprint))
-        for f, e in zip(members, entries, strict=True)
-    }
-
-
-def _parts_intact(warehouse: Warehouse, entries: list[FileEntry]) -> bool:
-    """Whether the staging parts of a group's entries are all there with the bytes they were
-    written with (each part is read once: the files of a group share their parts)."""
-    digests: dict[str, str | None] = {}
-    for entry in entries:
-        for names in entry.parts.values():
-            for name in names:
-                digests[name] = entry.part_digests.get(name)
-    for name, digest in digests.items():
-        try:
-            if digest is None or sha256_file(warehouse.staging / name) != digest:
-                return False
-        except OSError:
-            return False
-    return True
-
-
-def run_tasks(tasks: list[IngestTask], workers: int, progress: ProgressFn | None) -> list[Any]:
-    """Parse every task in a pool of ``workers`` processes; results come back in task order."""
-    results: list[Any] = []
-    _run_tasks(tasks, workers, progress, results)
-    return results
-
-
-def _run_tasks(
-    tasks: list[IngestTask],
-    workers: int,
-    progress: ProgressFn | None,
-    results: list[Any],
-) -> None:
-    """Parse every task; results come back in task order. The progress counts files (a task
-    is a group of files), so the bar's total is the number of files this build parses."""
-    total_files = sum(len(task.files) for task in tasks)
-    done_files = 0
-    if progress:
-        progress("parse", 0, total_files)
-    if workers <= 1 or len(tasks) == 1:
-        for task in tasks:
-            results.append(_ingest_task(task))
-            done_files += len(task.files)
-            if progress:
-                progress("parse", done_files, total_files)
-        return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    gathered: dict[int, Any] = {}
-    # Workers start from a clean server process, not by forking this one: a fork copies a
-    # process whose Polars/DuckDB thread pools may hold locks (in Dagster, tests, a notebook),
-    # and the child then hangs on its first frame.
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["tracehouse.ingest.worker", "tracehouse.ingest.columnar"])
-    interrupts.start_fork_server()
-    pool = ProcessPoolExecutor(
-        max_workers=min(workers, len(tasks)),
-        mp_context=context,
-        initializer=_start_worker,
-        initargs=(_WORKER_CONTEXT,),
-    )
-    try:
-        # Starting a worker must not be cut in half: a worker the fork server has forked but
-        # this process has not yet noted escapes stop_children, and once the pool below is
-        # dropped it finds its queues' semaphores gone and prints a traceback after our line.
-        # An interrupt meanwhile is held until every worker is started (and known).
-        with interrupts.deferred():
-            futures = {pool.submit(_ingest_task, task): i for i, task in enumerate(tasks)}
-        for future in as_completed(futures):
-            index = futures[future]
-            gathered[index] = future.result()
-            done_files += len(tasks[index].files)
-            if progress:
-                progress("parse", done_files, total_files)
-    except BaseException:  # Ctrl-C or a failed task: stop the workers now, wait for none
-        interrupts.stop_children()
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown()
-    results.extend(gathered[index] for index in range(len(tasks)))
-
-
-def remove_unreferenced_staging(warehouse: Warehouse, manifest: Manifest) -> None:
-    """Staging parts no source's files use any more."""
-    keep = manifest.staging_parts()
-    if not warehouse.staging.exists():
-        return
-    for path in warehouse.staging.iterdir():
-        if path.name not in keep:
-            path.unlink(missing_ok=True)
-
-
 def utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-def file_fingerprints(files: list[SourceFile]) -> dict[str, list[int]]:
-    """What a build compares to find a source's files unchanged (its manifest's
-    ``fingerprints``): each discovered file's size, modification time and inode, by path. The
-    one rule for "the files are as the last build read them"; content is hashed only past it."""
-    return {f.rel: list(f.fingerprint) for f in files}
-
-
-def source_version(settings: Settings) -> str:
-    """What the configured source is at right now, cheaply: the commit a Hub revision resolves
-    to; for a folder, a digest of its files' ``file_fingerprints``, after its git HEAD (or the
-    given revision) when it has one, as ``<sha>+files:<digest>``; with several sources (the
-    ``sources`` setting), a digest of each one's. The Dagster source asset's data version."""
-    if settings.sources:
-        from tracehouse.settings import parse_sources
-
-        versions = [
-            f"{name}={_one_source_version(uri, settings)}"
-            for name, uri in sorted(parse_sources(settings.sources).items())
-        ]
-        return "sources:" + hashlib.sha256("\n".join(versions).encode()).hexdigest()[:32]
-    if settings.source is None:
-        raise SettingsError(NO_SOURCE)
-    return _one_source_version(settings.source, settings)
-
-
-def _one_source_version(source: str, settings: Settings) -> str:
-    if source.startswith("hf://"):
-        from tracehouse.fetch import hub
-
-        reference = hub.parse_hub_uri(source)
-        assert reference is not None
-        if hub.hub_offline(settings.hub_offline):  # the commit the cache holds, asking no one
-            cache_dir = settings.hub_cache_for(reference.repo_id)
-            return hub.fetch_dataset(reference, cache_dir, offline=True).resolved_sha
-        return hub.resolve_revision(reference, retry=hub.RetryPolicy.within(settings.hub_timeout_s))
-    root = Path(source)
-    require_dataset(root, source)
-    # The files as the build would find them, compared by the build's own rule: a file edited
-    # or written into a clone whose HEAD did not move (``flashinfer-bench run --local``) is a
-    # new version, as it is a rebuild for ``tracehouse build``. Only stat calls, no reads.
-    files, _ = discover(root)
-    listing = json.dumps(sorted(file_fingerprints(files).items())).encode()
-    digest = "files:" + hashlib.sha256(listing).hexdigest()[:32]
-    revision = settings.revision or git_revision(root)
-    return digest if revision is None else f"{revision}+{digest}"
 
 
 def remove_source(settings: Settings, name: str) -> BuildResult:

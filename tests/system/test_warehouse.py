@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import GOLDEN_REVISION, build, run_cli
 from tests.fixtures.shared_data import GOLDEN_DIR, SAMPLES_DIR, requires_shared
-from tracehouse.assemble import finalize
+from tracehouse.assemble import parts
 from tracehouse.schemas import TABLES
 from tracehouse.serve.export import SNAPSHOT_FOLDER
 from tracehouse.warehouse import Warehouse, read_table, table_files, table_row_count
@@ -273,14 +273,14 @@ def test_parted_tables_written_in_batches_of_groups_equal_one_write(
     as the golden warehouse, built by default."""
     source = GOLDEN_DIR / "dataset"
     batches: list[tuple[str, int]] = []
-    write = finalize._write_missing_parts
+    write = parts._write_missing_parts
 
     def counted(*args: Any) -> None:  # (connection, warehouse, table, groups, ...)
         batches.append((args[2], len(args[3])))
         write(*args)
 
-    monkeypatch.setattr(finalize, "PARTED_WRITE_BATCH_BYTES", 1)
-    monkeypatch.setattr(finalize, "_write_missing_parts", counted)
+    monkeypatch.setattr(parts, "PARTED_WRITE_BATCH_BYTES", 1)
+    monkeypatch.setattr(parts, "_write_missing_parts", counted)
     build(source, tmp_path / "many", revision=GOLDEN_REVISION)
     runs_batches = [size for table, size in batches if table == "runs"]
     # One write per group with staged runs (groups without any may share a write).

@@ -233,8 +233,8 @@ def test_the_checks_find_what_they_look_for() -> None:
     assert upward_imports(climb) == [
         "tracehouse.assemble.finalize (assemble) -> tracehouse.serve.changes (serve)"
     ]
-    # a function-level import is an edge: build imports the ingest inside _ingest_task
-    assert "tracehouse.ingest.worker" in import_graph()["tracehouse.build"]
+    # a function-level import is an edge: the ingest plan imports the worker inside _ingest_task
+    assert "tracehouse.ingest.worker" in import_graph()["tracehouse.ingest.plan"]
     assert folder_of("tracehouse.schemas") == "core"
     assert folder_of("tracehouse.fetch") == "fetch"
     assert folder_of("tracehouse.fetch.hub.cache") == "fetch"

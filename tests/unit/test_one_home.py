@@ -267,7 +267,7 @@ def test_status_sets_are_declared_once() -> None:
 # Renames that are not "write a temporary, then rename it over the target": finalize moves the
 # per-group folders DuckDB's PARTITION_BY wrote into place (it writes no temporary of its own);
 # the fanned-out ingest moves the finished parts its parse steps wrote into staging.
-RENAME_ELSEWHERE = {"tracehouse/assemble/finalize.py", "pipelines/defs/fanout.py"}
+RENAME_ELSEWHERE = {"tracehouse/assemble/parts.py", "pipelines/defs/fanout.py"}
 
 
 def test_every_write_then_rename_goes_through_the_one_helper() -> None:

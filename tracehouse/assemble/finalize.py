@@ -11,8 +11,6 @@ swapping the ``current`` symlink.
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,35 +24,48 @@ import pyarrow.parquet as pq
 
 from tracehouse import kernelindex, schemas
 from tracehouse.assemble import invariants
-from tracehouse.assemble.history import store_regression_thresholds
-from tracehouse.files import sha256_file
+from tracehouse.assemble.duckdb_files import (
+    FINALIZE_MEMORY_LIMIT,
+    write_duckdb_file,
+)
+from tracehouse.assemble.duckdb_files import (
+    create_sql_views as create_sql_views,
+)
+from tracehouse.assemble.parts import (
+    GROUP_PARTED_TABLES,
+    base_folder,
+    link_file,
+    link_other_sources,
+    place_parts,
+    remove_unlinked_parts,
+    resolution_digest,
+    staged_groups,
+    staged_view,
+    stored_schema,
+    write_empty_parts,
+    write_group_parts,
+    write_ranking_parts,
+)
 from tracehouse.identify.context import baseline_map_rows
 from tracehouse.ingest.manifest import FileEntry
 from tracehouse.ingest.worker import PART_TABLES, DatasetContext
 from tracehouse.rejects import Reject
 from tracehouse.schemas import IMPORTER_VERSION, TABLE_ORDER
 from tracehouse.settings import Settings
-from tracehouse.sql_files import VIEW_ORDER, sql_text
+from tracehouse.sql_files import sql_text
 from tracehouse.warehouse import (
-    DUCKDB_FILE,
     DUCKDB_SPILL_DIR,
     HISTORY_TABLES,
-    PARTED_TABLES,
     PER_SOURCE_TABLES,
-    READER_DUCKDB_FILE,
     SNAPSHOT_FILE,
     GenerationSource,
     Warehouse,
     create_table_views,
     generation_sources,
     holds_sources,
-    seal_published_file,
     sql_literal,
-    table_files,
     write_generation_sources,
 )
-
-FINALIZE_MEMORY_LIMIT = "400MB"
 
 
 @dataclass
@@ -129,364 +140,6 @@ def _projection(table: str) -> str:
     return ", ".join(f'"{name}"' for name in schemas.stored_columns(table))
 
 
-def stored_schema(table: str) -> pa.Schema:
-    """The Arrow schema of what ``table``'s files hold (per-source tables store no source)."""
-    declared = schemas.TABLES[table].arrow_schema
-    return pa.schema([declared.field(name) for name in schemas.stored_columns(table)])
-
-
-def _staged_view(
-    connection: duckdb.DuckDBPyConnection,
-    name: str,
-    table: schemas.Table,
-    paths: list[str],
-    *,
-    with_filename: bool = False,
-) -> None:
-    """(Re)point the view staged_<name> at some staging parts (none: an empty relation);
-    ``with_filename`` adds the part file each row came from."""
-    if paths:
-        connection.read_parquet(sorted(paths), filename=with_filename).create_view(
-            f"staged_{name}", replace=True
-        )
-    else:
-        empty = table.arrow_schema.empty_table()
-        if with_filename:
-            empty = empty.append_column("filename", pa.array([], type=pa.string()))
-        connection.register(f"staged_{name}_empty", empty)
-        connection.execute(
-            f"CREATE OR REPLACE VIEW staged_{name} AS SELECT * FROM staged_{name}_empty"  # noqa: S608  (own names)
-        )
-
-
-@dataclass(frozen=True)
-class _Group:
-    """The staging parts of one group of source files, keyed by the group's content."""
-
-    key: str
-    parts: dict[str, list[str]]  # table -> staging part paths
-
-
-def _groups(warehouse: Warehouse, file_entries: dict[str, FileEntry]) -> list[_Group]:
-    found: dict[str, dict[str, list[str]]] = {}
-    for entry in file_entries.values():
-        if entry.group_key is not None:  # the files of one group share their parts
-            found[entry.group_key] = {
-                table: [str(warehouse.staging / name) for name in names]
-                for table, names in entry.parts.items()
-            }
-    return [_Group(key, parts) for key, parts in sorted(found.items())]
-
-
-# Parted tables stored as one part per (source, group of source files); run_rankings, which
-# spans every source, is parted by ranking bucket instead (write_ranking_parts).
-GROUP_PARTED_TABLES = ("runs", "correctness", "rejects", "trace_lines")
-# Stored columns of the parted tables (source and snapshot_id come from the generation).
-PART_COLUMNS = {name: schemas.stored_columns(name) for name in PARTED_TABLES}
-# run_id in the assembled parts is qualified by the source's name, so the same trace line read
-# from two sources (a dataset and its fork) is two runs with two ids; the staged id is the
-# path, line and bytes of the record.
-# (COPY takes no bound parameters, so the name comes from a one-row temp table.)
-QUALIFIED_RUN_ID = "substr(sha256((SELECT name FROM build_source) || chr(10) || s.run_id), 1, 32)"
-
-
-def _resolution_digest(connection: duckdb.DuckDBPyConnection) -> str:
-    """A digest of everything resolution takes from outside a group: solutions, the workload
-    cache and the files KernelIndex cannot read. A group's resolved runs part is reused while
-    its own content and this digest are unchanged."""
-    ((digest,),) = connection.execute(sql_text("assemble/resolution_digest")).fetchall()
-    return digest
-
-
-def _write_parts(
-    connection: duckdb.DuckDBPyConnection,
-    warehouse: Warehouse,
-    groups: list[_Group],
-    resolution: str,
-    source_name: str,
-    base: Path | None,
-    key: str,
-) -> dict[str, list[Path]]:
-    """The resolved part of every group for each parted table: reused when it exists, else
-    assembled by SQL — one statement per table for each batch of the groups that need it
-    (_write_batches), split into one part folder per group by DuckDB's partitioned write.
-
-    A part is a folder (cache/parts/<table>/<name>/) because a partitioned write may cut one
-    group into several files; it is complete once renamed into place. Part names are keyed by
-    (source, group), so the parts of one source are never another's, and a build of one source
-    leaves every other source's parts as they are.
-
-    A part the base generation ``base`` already holds (in ``<table>.parquet/<key>/``; the
-    build checked it byte for byte) is linked from there; any other is copied from the
-    cache, whose copy is checked against its recorded digests first and written again from
-    the staging parts when it does not match.
-    """
-
-    def name(*terms: str) -> str:
-        return hashlib.sha256("\n".join([source_name, *terms]).encode()).hexdigest()[:32]
-
-    names_of: dict[str, dict[str, str]] = {}
-    for group in groups:
-        names_of[group.key] = {
-            "runs": name(group.key, resolution),
-            "correctness": name(group.key),
-            "rejects": name(group.key),
-            "trace_lines": name(group.key),
-        }
-    for table in GROUP_PARTED_TABLES:
-        held = _base_folder(base, table, key)
-        missing = [
-            g
-            for g in groups
-            if not _held_by(held, names_of[g.key][table])
-            and not _intact_part(warehouse.parts / table / names_of[g.key][table])
-        ]
-        for batch in _write_batches(table, missing):
-            _write_missing_parts(connection, warehouse, table, batch, names_of, source_name)
-    return {
-        table: [warehouse.parts / table / names_of[g.key][table] for g in groups]
-        for table in GROUP_PARTED_TABLES
-    }
-
-
-# At most about this much staged data (uncompressed) per partitioned write. One statement
-# over every group held the resolved rows' hash joins (the workload cache, comparison keys)
-# and the write's per-thread partition buffers at once, and at 1M runs that outgrew
-# FINALIZE_MEMORY_LIMIT with no operator left to spill (issue 16); a batch of groups bounds
-# all three, and the comparison keys of a batch are only its own.
-PARTED_WRITE_BATCH_BYTES = 256 * 1024 * 1024
-
-
-def _write_batches(table: str, groups: list[_Group]) -> list[list[_Group]]:
-    """``groups`` in order, cut into batches of about PARTED_WRITE_BATCH_BYTES of staged
-    ``table`` rows (by the parts' Parquet footers; a bigger group is a batch of its own)."""
-    batches: list[list[_Group]] = []
-    size = 0
-    for group in groups:
-        group_size = 0
-        for path in group.parts.get(table, []):
-            metadata = pq.read_metadata(path)
-            group_size += sum(
-                metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups)
-            )
-        if not batches or size + group_size > PARTED_WRITE_BATCH_BYTES:
-            batches.append([])
-            size = 0
-        batches[-1].append(group)
-        size += group_size
-    return batches
-
-
-def _write_missing_parts(
-    connection: duckdb.DuckDBPyConnection,
-    warehouse: Warehouse,
-    table: str,
-    groups: list[_Group],
-    names_of: dict[str, dict[str, str]],
-    source_name: str,
-) -> None:
-    connection.execute(
-        "CREATE OR REPLACE TEMP TABLE build_source AS SELECT $name::VARCHAR AS name",
-        {"name": source_name},
-    )
-    files = [(path, names_of[g.key][table]) for g in groups for path in g.parts.get(table, [])]
-    connection.register(
-        "part_of_file",
-        pa.table(
-            {
-                "filename": pa.array([f for f, _ in files], type=pa.string()),
-                "part": pa.array([n for _, n in files], type=pa.string()),
-            }
-        ),
-    )
-    for name, declared in PART_TABLES.items():
-        paths = [p for g in groups for p in g.parts.get(name, [])]
-        _staged_view(connection, name, declared, paths, with_filename=True)
-    if table == "runs":
-        connection.execute(
-            f"CREATE OR REPLACE TEMP VIEW resolved_runs AS {sql_text('assemble/resolved_runs')}"
-        )
-        connection.execute(
-            "CREATE OR REPLACE TEMP TABLE comparison_keys AS "
-            + sql_text("assemble/comparison_keys"),
-            {"protocol_digest": kernelindex.PROTOCOL_DIGEST},
-        )
-    out = warehouse.parts / table / f".write.{os.getpid()}.tmp"
-    shutil.rmtree(out, ignore_errors=True)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    columns = ", ".join(
-        f'{QUALIFIED_RUN_ID} AS "run_id"' if c == "run_id" else f's."{c}"'
-        for c in PART_COLUMNS[table]  # own names
-    )
-    connection.execute(
-        f"COPY (SELECT {columns}, p.part FROM ({sql_text(f'assemble/{table}')}) s "  # noqa: S608
-        f"JOIN part_of_file p USING (filename)) TO {sql_literal(out)} "
-        "(FORMAT parquet, PARTITION_BY (part), COMPRESSION zstd)"
-    )
-    for group in groups:
-        name = names_of[group.key][table]
-        written = out / f"part={name}"
-        if not written.is_dir():  # a group without rows of this table
-            written.mkdir(parents=True)
-        _record_part_digests(written)
-        os.replace(written, warehouse.parts / table / name)
-    shutil.rmtree(out, ignore_errors=True)
-    connection.unregister("part_of_file")
-
-
-def write_ranking_parts(
-    connection: duckdb.DuckDBPyConnection, warehouse: Warehouse, base: Path | None
-) -> list[Path]:
-    """run_rankings as one part per ranking bucket (sql/ranking_inputs.sql): a part is named by
-    the ranking rule and its bucket's inputs, so a bucket whose runs did not change keeps its
-    part, and only the others are ranked, by sql/run_rankings.sql over just their runs. As in
-    _write_parts, a part the base generation holds (``base``: its run_rankings.parquet folder)
-    or an intact cache copy of it is reused."""
-    connection.execute(
-        f"CREATE OR REPLACE TEMP VIEW all_ranking_inputs AS {sql_text('ranking_inputs')}"
-    )
-    rule = hashlib.sha256(
-        (sql_text("ranking_inputs") + sql_text("run_rankings")).encode()
-    ).hexdigest()
-    buckets = connection.execute(sql_text("assemble/ranking_buckets")).fetchall()
-    name_of = {
-        bucket: hashlib.sha256(f"{rule}\n{bucket}\n{digest}".encode()).hexdigest()[:32]
-        for bucket, digest in buckets
-    }
-    folder = warehouse.parts / "run_rankings"
-    stale = {
-        bucket: name
-        for bucket, name in name_of.items()
-        if not _held_by(base, name) and not _intact_part(folder / name)
-    }
-    if stale:
-        connection.register(
-            "stale_ranking_buckets",
-            pa.table(
-                {
-                    "ranking_bucket": pa.array(list(stale), type=pa.string()),
-                    "part": pa.array(list(stale.values()), type=pa.string()),
-                }
-            ),
-        )
-        connection.execute(
-            "CREATE OR REPLACE TEMP VIEW ranking_inputs AS SELECT i.* FROM all_ranking_inputs i "
-            "JOIN stale_ranking_buckets USING (ranking_bucket)"
-        )
-        out = folder / f".write.{os.getpid()}.tmp"
-        shutil.rmtree(out, ignore_errors=True)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        columns = ", ".join(f'k."{c}"' for c in PART_COLUMNS["run_rankings"])  # own names
-        connection.execute(
-            f"COPY (SELECT {columns}, b.part FROM ({sql_text('run_rankings')}) k "  # noqa: S608
-            "JOIN ranking_inputs USING (run_id) JOIN stale_ranking_buckets b USING (ranking_bucket)) "
-            f"TO {sql_literal(out)} (FORMAT parquet, PARTITION_BY (part), COMPRESSION zstd)"
-        )
-        for name in stale.values():
-            _record_part_digests(out / f"part={name}")
-            os.replace(out / f"part={name}", folder / name)
-        shutil.rmtree(out, ignore_errors=True)
-        connection.unregister("stale_ranking_buckets")
-    return [folder / name for name in name_of.values()]
-
-
-def write_empty_parts(generation: Path, key: str | None = None) -> None:
-    """A parted table without rows gets one empty part: a view needs at least one file (with
-    ``key``, in that source's folder of the per-source tables)."""
-    for table in PARTED_TABLES:
-        per_source = table in PER_SOURCE_TABLES
-        if per_source and key is None:
-            continue
-        folder = generation / f"{table}.parquet"
-        folder = folder / key if per_source and key is not None else folder
-        if folder.is_dir() and not table_files(generation, table, key if per_source else None):
-            pq.write_table(stored_schema(table).empty_table(), folder / "empty.parquet")
-
-
-# Beside the files of each part folder of cache/parts/: their names and SHA-256, written before
-# the folder is renamed into place. A part is reused only while its files match.
-PART_DIGESTS = "digests.json"
-
-
-def _record_part_digests(folder: Path) -> None:
-    digests = {path.name: sha256_file(path) for path in sorted(folder.glob("*.parquet"))}
-    (folder / PART_DIGESTS).write_bytes(orjson.dumps(digests) + b"\n")
-
-
-def _intact_part(folder: Path) -> bool:
-    """Whether a cache part can be reused: its files are those it was written with, byte for
-    byte. A damaged one is removed here, so that it is written again."""
-    if not folder.is_dir():
-        return False
-    try:
-        digests = orjson.loads((folder / PART_DIGESTS).read_bytes())
-        files = {path.name: path for path in folder.glob("*.parquet")}
-        intact = (
-            isinstance(digests, dict)
-            and set(digests) == set(files)
-            and all(sha256_file(files[name]) == digest for name, digest in digests.items())
-        )
-    except (OSError, orjson.JSONDecodeError):
-        intact = False
-    if not intact:
-        shutil.rmtree(folder, ignore_errors=True)
-    return intact
-
-
-def _held_by(base: Path | None, part_name: str) -> bool:
-    return base is not None and any(base.glob(f"{part_name}-*.parquet"))
-
-
-def _base_folder(current: Path | None, table: str, key: str | None = None) -> Path | None:
-    """The folder of ``table`` (a source's, with ``key``) in the base generation."""
-    if current is None:
-        return None
-    folder = current / f"{table}.parquet"
-    return folder / key if key is not None else folder
-
-
-def place_parts(folder: Path, parts: list[Path], base: Path | None) -> None:
-    """A folder of a parted table in a generation (a source's, or run_rankings'): each part's
-    files as ``<part>-<file>``, hard links of the base generation's files where it holds the
-    part (``base`` is the same folder there: generations share what did not change), else
-    copies of the cache's files. A generation never shares a file with the cache, so damage to
-    one never reaches the other (a repair used to re-publish a damaged part from the cache)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for part in parts:
-        held = sorted(base.glob(f"{part.name}-*.parquet")) if base is not None else []
-        for path in held:
-            _link(path, folder / path.name)
-        if not held:
-            for source in sorted(part.glob("*.parquet")):
-                shutil.copyfile(source, folder / f"{part.name}-{source.name}")
-
-
-def _link(source: Path, target: Path) -> None:
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copyfile(source, target)
-
-
-def _link_other_sources(
-    current: Path | None,
-    generation: Path,
-    keep: list[GenerationSource],
-    tables: tuple[str, ...] = PER_SOURCE_TABLES,
-) -> None:
-    """Every file of the sources a build leaves alone, linked from the current generation:
-    their rows are exactly what they were."""
-    if current is None:
-        return
-    for source in keep:
-        for table in tables:
-            origin = current / f"{table}.parquet" / source.key
-            for path in sorted(origin.rglob("*.parquet")):
-                target = generation / f"{table}.parquet" / source.key / path.relative_to(origin)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                _link(path, target)
-
-
 def finalize(
     *,
     warehouse: Warehouse,
@@ -517,7 +170,7 @@ def finalize(
     checks: dict[str, invariants.Outcome] = {}
     if progress:
         progress("finalize", 0, 1)
-    groups = _groups(warehouse, file_entries)
+    groups = staged_groups(warehouse, file_entries)
     all_parts = {
         name: sorted({p for group in groups for p in group.parts.get(name, [])})
         for name in PART_TABLES
@@ -538,7 +191,7 @@ def finalize(
     )
     try:
         for name, table in PART_TABLES.items():
-            _staged_view(connection, name, table, all_parts[name])
+            staged_view(connection, name, table, all_parts[name])
         history = _snapshot_history(current)
         snapshot = _snapshot_row(resolved, files, file_entries, loaded.context)
         snapshot["snapshot_number"] = _snapshot_number(history, resolved.name, snapshot)
@@ -606,11 +259,11 @@ def finalize(
                 f"SELECT {_projection(table)} "  # noqa: S608  (own names)
                 f"FROM ({sql_text(f'assemble/{table}')}) s",
             )
-        parts = _write_parts(
+        parts = write_group_parts(
             connection,
             warehouse,
             groups,
-            _resolution_digest(connection),
+            resolution_digest(connection),
             resolved.name,
             current,
             key,
@@ -624,7 +277,7 @@ def finalize(
             place_parts(
                 generation / f"{table}.parquet" / key,
                 parts[table],
-                _base_folder(current, table, key),
+                base_folder(current, table, key),
             )
         connection.register("extra_rejects", rows_to_arrow("rejects", extra_rejects))
         connection.sql(
@@ -633,11 +286,11 @@ def finalize(
         write_empty_parts(generation, key)
 
         # Now every source: ranks, cohorts and the invariants span the warehouse.
-        _link_other_sources(current, generation, others)
+        link_other_sources(current, generation, others)
         write_generation_sources(generation, [*others, this_source])
         create_table_views(connection, generation)
         invariants.enforce(connection, invariants.RUN_INVARIANTS, checks)
-        rankings = _base_folder(current, "run_rankings")
+        rankings = base_folder(current, "run_rankings")
         place_parts(
             generation / "run_rankings.parquet",
             write_ranking_parts(connection, warehouse, rankings),
@@ -663,7 +316,7 @@ def _keep_history(generation: Path, current: Path | None, source: GenerationSour
     """The source's run_history files so far, linked from the current generation (an empty
     file for a new source: a view needs one)."""
     if current is not None and any(s.source == source.source for s in generation_sources(current)):
-        _link_other_sources(current, generation, [source], HISTORY_TABLES)
+        link_other_sources(current, generation, [source], HISTORY_TABLES)
     for table in HISTORY_TABLES:
         folder = generation / f"{table}.parquet" / source.key
         folder.mkdir(parents=True, exist_ok=True)
@@ -728,25 +381,7 @@ def _complete_and_publish(
         before_publish(generation, counts, checks)
     (generation / ".complete").write_text(f"{IMPORTER_VERSION}\n")
     warehouse.publish(generation)
-    _remove_unlinked_parts(warehouse)
-
-
-def _remove_unlinked_parts(warehouse: Warehouse) -> None:
-    """Parts no kept generation holds any more (a generation names its copy of a part's file
-    ``<part>-<file>``, place_parts)."""
-    if not warehouse.parts.exists():
-        return
-    held: set[str] = set()
-    if warehouse.generations.exists():
-        for generation in warehouse.generations.iterdir():
-            for table in PARTED_TABLES:
-                held.update(
-                    path.name.split("-", 1)[0]
-                    for path in (generation / f"{table}.parquet").rglob("*-*.parquet")
-                )
-    for part in warehouse.parts.glob("*/*"):
-        if part.is_dir() and part.name not in held:
-            shutil.rmtree(part, ignore_errors=True)
+    remove_unlinked_parts(warehouse)
 
 
 def rows_to_arrow(table: str, rows: list[dict[str, Any]]) -> pa.Table:
@@ -779,105 +414,6 @@ def _snapshot_number(history: list[dict[str, Any]], name: str, snapshot: dict[st
     return max((row["snapshot_number"] for row in own), default=0) + 1
 
 
-# An older storage format, so the `duckdb` command (duckdb-cli, whose releases trail the
-# Python package) can open the files too; v1.2.0 is the first that stores text with zstd, which
-# the full logs, records and sources need (schemas.ZSTD_COLUMNS: 30 times smaller than FSST).
-DUCKDB_FILE_CONFIG: dict[str, str | bool | int | float | list[str]] = {
-    "storage_compatibility_version": "v1.2.0"
-}
-
-
-def write_duckdb_file(generation: Path, settings: Settings) -> None:
-    """The generation's two DuckDB files: the reader file (views over its Parquet files, for
-    tracehouse's own readers) and the published one, which stores every table in itself."""
-    reader = generation / READER_DUCKDB_FILE
-    connection = duckdb.connect(str(reader), config=DUCKDB_FILE_CONFIG)
-    try:
-        # One transaction: each DDL statement committed alone syncs the file (~5-20 ms each,
-        # over a thousand statements with the comments).
-        connection.execute("BEGIN TRANSACTION")
-        create_table_views(connection, generation.resolve())
-        create_sql_views(connection, settings)
-        connection.execute("COMMIT")
-        connection.execute("CHECKPOINT")
-    finally:
-        connection.close()
-    _write_published_duckdb_file(generation, reader, settings)
-
-
-def _write_published_duckdb_file(generation: Path, reader: Path, settings: Settings) -> None:
-    """``tracehouse.duckdb`` with every table's rows in the file itself and the views of sql/
-    over them: views over Parquet files would hold paths, which DuckDB resolves against the
-    opening process's directory (a relative one) or which stop existing once the folder moves
-    (an absolute one); no path survives being stored in a view. Column and table comments carry
-    the documentation of ``schemas``, which DBeaver and ``duckdb_columns()`` show."""
-    path = generation / DUCKDB_FILE
-    connection = duckdb.connect(
-        str(path),
-        # The copy of every table, full logs included, in one transaction: bounded like the
-        # rest of finalize (DuckDB spills to the file's side), not by DuckDB's 80% of RAM.
-        config={
-            **DUCKDB_FILE_CONFIG,
-            "threads": max(1, settings.workers),
-            "memory_limit": FINALIZE_MEMORY_LIMIT,
-        },
-    )
-    try:
-        connection.execute(f"ATTACH {sql_literal(reader.resolve())} AS build (READ_ONLY)")
-        connection.execute("BEGIN TRANSACTION")  # one commit, not one per statement
-        for name, table in schemas.TABLES.items():
-            if not (generation / f"{name}.parquet").exists():
-                continue
-            _copy_table(connection, name)
-            _comment(connection, "TABLE", name, table.doc)
-            for column in table.columns:
-                _comment(connection, "COLUMN", f'{name}."{column.name}"', column.doc)
-        create_sql_views(connection, settings)
-        connection.execute("COMMIT")
-        connection.execute("DETACH build")
-        connection.execute("CHECKPOINT")
-    finally:
-        connection.close()
-    seal_published_file(path)
-
-
-def _copy_table(connection: duckdb.DuckDBPyConnection, name: str) -> None:
-    """``build.main.<name>`` into the published file; its long text columns with zstd, which
-    DuckDB never chooses by itself."""
-    compressed = schemas.ZSTD_COLUMNS.get(name, ())
-    if not compressed:
-        connection.execute(f"CREATE TABLE main.{name} AS FROM build.main.{name}")
-        return
-    columns = connection.execute(f"DESCRIBE build.main.{name}").fetchall()
-    # Names and types come from our own schema declarations (DESCRIBE of our own views).
-    definitions = ", ".join(
-        f'"{column}" {type_}' + (" USING COMPRESSION zstd" if column in compressed else "")
-        for column, type_, *_ in columns
-    )
-    connection.execute(f"CREATE TABLE main.{name} ({definitions})")
-    connection.execute(f"INSERT INTO main.{name} FROM build.main.{name}")
-
-
-def _comment(connection: duckdb.DuckDBPyConnection, kind: str, target: str, text: str) -> None:
-    # COMMENT ON takes no bound parameter; the text is ours (schemas.py), quoted as a literal.
-    connection.execute(f"COMMENT ON {kind} {target} IS {sql_literal(text)}")
-
-
-def create_sql_views(connection: duckdb.DuckDBPyConnection, settings: Settings) -> None:
-    """The SQL views (sql/, in dependency order) and the regression limits they read; every
-    build writes them, and the Dagster view assets write them again into a published file."""
-    store_regression_thresholds(connection, settings, temporary=False)
-    for view in VIEW_ORDER:
-        connection.execute(f"CREATE OR REPLACE VIEW {view} AS {sql_text(view)}")
-    # Recreating a view drops its comments, so they are written with it, from schemas.
-    documented = [("VIEW", view) for view in schemas.VIEWS.values()]
-    documented += [("TABLE", table) for table in schemas.SETTING_TABLES.values()]
-    for kind, relation in documented:
-        _comment(connection, kind, relation.name, relation.doc)
-        for column in relation.columns:
-            _comment(connection, "COLUMN", f'{relation.name}."{column.name}"', column.doc)
-
-
 def finalize_without_source(
     *,
     warehouse: Warehouse,
@@ -894,10 +430,10 @@ def finalize_without_source(
     keep = [s for s in held if s.source != name]
     generation = warehouse.new_generation()
     checks: dict[str, invariants.Outcome] = {}
-    _link_other_sources(current, generation, keep)
+    link_other_sources(current, generation, keep)
     write_generation_sources(generation, keep)
     for table in ("protocols", "baseline_map"):
-        _link(current / f"{table}.parquet", generation / f"{table}.parquet")
+        link_file(current / f"{table}.parquet", generation / f"{table}.parquet")
     history = [row for row in _snapshot_history(current) if row["source"] != name]
     pq.write_table(
         rows_to_arrow("source_snapshots", history),
@@ -917,7 +453,7 @@ def finalize_without_source(
     try:
         create_table_views(connection, generation)
         invariants.enforce(connection, invariants.RUN_INVARIANTS, checks)
-        rankings = _base_folder(current, "run_rankings")
+        rankings = base_folder(current, "run_rankings")
         place_parts(
             generation / "run_rankings.parquet",
             write_ranking_parts(connection, warehouse, rankings),

@@ -24,7 +24,7 @@ class FileEntry:
 
     fingerprint: list[Any]  # SourceFile.fingerprint: (size, mtime_ns, inode) as a list
     sha256: str | None = None  # content digest, from the worker that read the file
-    group_key: str | None = None  # what its group's parts depend on (build._group_key)
+    group_key: str | None = None  # what its group's parts depend on (ingest.plan.group_parts_key)
     parts: dict[str, list[str]] = field(default_factory=dict)  # staging table -> part names
     # SHA-256 of each staging part, taken when it was written: a part is reused only while
     # its bytes match (a damaged part is parsed again from the source file).
@@ -53,7 +53,7 @@ class FileEntry:
 class SourceManifest:
     """What the last build of one source read and produced."""
 
-    state: dict[str, Any]  # build._state_key: importer, source, root, revision, baselines
+    state: dict[str, Any]  # ingest.plan.state_key: importer, source, root, revision, baselines
     context: str  # the dataset context fingerprint (definitions, solutions, workloads)
     fingerprints: dict[str, list[Any]]  # every discovered file -> fingerprint
     files: dict[str, FileEntry]  # JSONL files -> their entry

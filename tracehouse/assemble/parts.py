@@ -1,0 +1,411 @@
+"""The parted tables of a generation: each group of source files' resolved parts (runs,
+correctness, rejects, trace_lines) and each ranking bucket's run_rankings part, written once
+into the cache (cache/parts/<table>/<name>/) and reused while their inputs are unchanged; and
+placing them into a generation, linked from the base generation where it holds them."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tracehouse import kernelindex, schemas
+from tracehouse.files import sha256_file
+from tracehouse.ingest.manifest import FileEntry
+from tracehouse.ingest.worker import PART_TABLES
+from tracehouse.sql_files import sql_text
+from tracehouse.warehouse import (
+    PARTED_TABLES,
+    PER_SOURCE_TABLES,
+    GenerationSource,
+    Warehouse,
+    sql_literal,
+    table_files,
+)
+
+
+def stored_schema(table: str) -> pa.Schema:
+    """The Arrow schema of what ``table``'s files hold (per-source tables store no source)."""
+    declared = schemas.TABLES[table].arrow_schema
+    return pa.schema([declared.field(name) for name in schemas.stored_columns(table)])
+
+
+def staged_view(
+    connection: duckdb.DuckDBPyConnection,
+    name: str,
+    table: schemas.Table,
+    paths: list[str],
+    *,
+    with_filename: bool = False,
+) -> None:
+    """(Re)point the view staged_<name> at some staging parts (none: an empty relation);
+    ``with_filename`` adds the part file each row came from."""
+    if paths:
+        connection.read_parquet(sorted(paths), filename=with_filename).create_view(
+            f"staged_{name}", replace=True
+        )
+    else:
+        empty = table.arrow_schema.empty_table()
+        if with_filename:
+            empty = empty.append_column("filename", pa.array([], type=pa.string()))
+        connection.register(f"staged_{name}_empty", empty)
+        connection.execute(
+            f"CREATE OR REPLACE VIEW staged_{name} AS SELECT * FROM staged_{name}_empty"  # noqa: S608  (own names)
+        )
+
+
+@dataclass(frozen=True)
+class _Group:
+    """The staging parts of one group of source files, keyed by the group's content."""
+
+    key: str
+    parts: dict[str, list[str]]  # table -> staging part paths
+
+
+def staged_groups(warehouse: Warehouse, file_entries: dict[str, FileEntry]) -> list[_Group]:
+    found: dict[str, dict[str, list[str]]] = {}
+    for entry in file_entries.values():
+        if entry.group_key is not None:  # the files of one group share their parts
+            found[entry.group_key] = {
+                table: [str(warehouse.staging / name) for name in names]
+                for table, names in entry.parts.items()
+            }
+    return [_Group(key, parts) for key, parts in sorted(found.items())]
+
+
+# Parted tables stored as one part per (source, group of source files); run_rankings, which
+# spans every source, is parted by ranking bucket instead (write_ranking_parts).
+GROUP_PARTED_TABLES = ("runs", "correctness", "rejects", "trace_lines")
+
+
+# Stored columns of the parted tables (source and snapshot_id come from the generation).
+PART_COLUMNS = {name: schemas.stored_columns(name) for name in PARTED_TABLES}
+
+
+# run_id in the assembled parts is qualified by the source's name, so the same trace line read
+# from two sources (a dataset and its fork) is two runs with two ids; the staged id is the
+# path, line and bytes of the record.
+# (COPY takes no bound parameters, so the name comes from a one-row temp table.)
+QUALIFIED_RUN_ID = "substr(sha256((SELECT name FROM build_source) || chr(10) || s.run_id), 1, 32)"
+
+
+def resolution_digest(connection: duckdb.DuckDBPyConnection) -> str:
+    """A digest of everything resolution takes from outside a group: solutions, the workload
+    cache and the files KernelIndex cannot read. A group's resolved runs part is reused while
+    its own content and this digest are unchanged."""
+    ((digest,),) = connection.execute(sql_text("assemble/resolution_digest")).fetchall()
+    return digest
+
+
+def write_group_parts(
+    connection: duckdb.DuckDBPyConnection,
+    warehouse: Warehouse,
+    groups: list[_Group],
+    resolution: str,
+    source_name: str,
+    base: Path | None,
+    key: str,
+) -> dict[str, list[Path]]:
+    """The resolved part of every group for each parted table: reused when it exists, else
+    assembled by SQL — one statement per table for each batch of the groups that need it
+    (_write_batches), split into one part folder per group by DuckDB's partitioned write.
+
+    A part is a folder (cache/parts/<table>/<name>/) because a partitioned write may cut one
+    group into several files; it is complete once renamed into place. Part names are keyed by
+    (source, group), so the parts of one source are never another's, and a build of one source
+    leaves every other source's parts as they are.
+
+    A part the base generation ``base`` already holds (in ``<table>.parquet/<key>/``; the
+    build checked it byte for byte) is linked from there; any other is copied from the
+    cache, whose copy is checked against its recorded digests first and written again from
+    the staging parts when it does not match.
+    """
+
+    def name(*terms: str) -> str:
+        return hashlib.sha256("\n".join([source_name, *terms]).encode()).hexdigest()[:32]
+
+    names_of: dict[str, dict[str, str]] = {}
+    for group in groups:
+        names_of[group.key] = {
+            "runs": name(group.key, resolution),
+            "correctness": name(group.key),
+            "rejects": name(group.key),
+            "trace_lines": name(group.key),
+        }
+    for table in GROUP_PARTED_TABLES:
+        held = base_folder(base, table, key)
+        missing = [
+            g
+            for g in groups
+            if not _held_by(held, names_of[g.key][table])
+            and not _intact_part(warehouse.parts / table / names_of[g.key][table])
+        ]
+        for batch in _write_batches(table, missing):
+            _write_missing_parts(connection, warehouse, table, batch, names_of, source_name)
+    return {
+        table: [warehouse.parts / table / names_of[g.key][table] for g in groups]
+        for table in GROUP_PARTED_TABLES
+    }
+
+
+# At most about this much staged data (uncompressed) per partitioned write. One statement
+# over every group held the resolved rows' hash joins (the workload cache, comparison keys)
+# and the write's per-thread partition buffers at once, and at 1M runs that outgrew
+# FINALIZE_MEMORY_LIMIT with no operator left to spill (issue 16); a batch of groups bounds
+# all three, and the comparison keys of a batch are only its own.
+PARTED_WRITE_BATCH_BYTES = 256 * 1024 * 1024
+
+
+def _write_batches(table: str, groups: list[_Group]) -> list[list[_Group]]:
+    """``groups`` in order, cut into batches of about PARTED_WRITE_BATCH_BYTES of staged
+    ``table`` rows (by the parts' Parquet footers; a bigger group is a batch of its own)."""
+    batches: list[list[_Group]] = []
+    size = 0
+    for group in groups:
+        group_size = 0
+        for path in group.parts.get(table, []):
+            metadata = pq.read_metadata(path)
+            group_size += sum(
+                metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups)
+            )
+        if not batches or size + group_size > PARTED_WRITE_BATCH_BYTES:
+            batches.append([])
+            size = 0
+        batches[-1].append(group)
+        size += group_size
+    return batches
+
+
+def _write_missing_parts(
+    connection: duckdb.DuckDBPyConnection,
+    warehouse: Warehouse,
+    table: str,
+    groups: list[_Group],
+    names_of: dict[str, dict[str, str]],
+    source_name: str,
+) -> None:
+    connection.execute(
+        "CREATE OR REPLACE TEMP TABLE build_source AS SELECT $name::VARCHAR AS name",
+        {"name": source_name},
+    )
+    files = [(path, names_of[g.key][table]) for g in groups for path in g.parts.get(table, [])]
+    connection.register(
+        "part_of_file",
+        pa.table(
+            {
+                "filename": pa.array([f for f, _ in files], type=pa.string()),
+                "part": pa.array([n for _, n in files], type=pa.string()),
+            }
+        ),
+    )
+    for name, declared in PART_TABLES.items():
+        paths = [p for g in groups for p in g.parts.get(name, [])]
+        staged_view(connection, name, declared, paths, with_filename=True)
+    if table == "runs":
+        connection.execute(
+            f"CREATE OR REPLACE TEMP VIEW resolved_runs AS {sql_text('assemble/resolved_runs')}"
+        )
+        connection.execute(
+            "CREATE OR REPLACE TEMP TABLE comparison_keys AS "
+            + sql_text("assemble/comparison_keys"),
+            {"protocol_digest": kernelindex.PROTOCOL_DIGEST},
+        )
+    out = warehouse.parts / table / f".write.{os.getpid()}.tmp"
+    shutil.rmtree(out, ignore_errors=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    columns = ", ".join(
+        f'{QUALIFIED_RUN_ID} AS "run_id"' if c == "run_id" else f's."{c}"'
+        for c in PART_COLUMNS[table]  # own names
+    )
+    connection.execute(
+        f"COPY (SELECT {columns}, p.part FROM ({sql_text(f'assemble/{table}')}) s "  # noqa: S608
+        f"JOIN part_of_file p USING (filename)) TO {sql_literal(out)} "
+        "(FORMAT parquet, PARTITION_BY (part), COMPRESSION zstd)"
+    )
+    for group in groups:
+        name = names_of[group.key][table]
+        written = out / f"part={name}"
+        if not written.is_dir():  # a group without rows of this table
+            written.mkdir(parents=True)
+        _record_part_digests(written)
+        os.replace(written, warehouse.parts / table / name)
+    shutil.rmtree(out, ignore_errors=True)
+    connection.unregister("part_of_file")
+
+
+def write_ranking_parts(
+    connection: duckdb.DuckDBPyConnection, warehouse: Warehouse, base: Path | None
+) -> list[Path]:
+    """run_rankings as one part per ranking bucket (sql/ranking_inputs.sql): a part is named by
+    the ranking rule and its bucket's inputs, so a bucket whose runs did not change keeps its
+    part, and only the others are ranked, by sql/run_rankings.sql over just their runs. As in
+    write_group_parts, a part the base generation holds (``base``: its run_rankings.parquet folder)
+    or an intact cache copy of it is reused."""
+    connection.execute(
+        f"CREATE OR REPLACE TEMP VIEW all_ranking_inputs AS {sql_text('ranking_inputs')}"
+    )
+    rule = hashlib.sha256(
+        (sql_text("ranking_inputs") + sql_text("run_rankings")).encode()
+    ).hexdigest()
+    buckets = connection.execute(sql_text("assemble/ranking_buckets")).fetchall()
+    name_of = {
+        bucket: hashlib.sha256(f"{rule}\n{bucket}\n{digest}".encode()).hexdigest()[:32]
+        for bucket, digest in buckets
+    }
+    folder = warehouse.parts / "run_rankings"
+    stale = {
+        bucket: name
+        for bucket, name in name_of.items()
+        if not _held_by(base, name) and not _intact_part(folder / name)
+    }
+    if stale:
+        connection.register(
+            "stale_ranking_buckets",
+            pa.table(
+                {
+                    "ranking_bucket": pa.array(list(stale), type=pa.string()),
+                    "part": pa.array(list(stale.values()), type=pa.string()),
+                }
+            ),
+        )
+        connection.execute(
+            "CREATE OR REPLACE TEMP VIEW ranking_inputs AS SELECT i.* FROM all_ranking_inputs i "
+            "JOIN stale_ranking_buckets USING (ranking_bucket)"
+        )
+        out = folder / f".write.{os.getpid()}.tmp"
+        shutil.rmtree(out, ignore_errors=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        columns = ", ".join(f'k."{c}"' for c in PART_COLUMNS["run_rankings"])  # own names
+        connection.execute(
+            f"COPY (SELECT {columns}, b.part FROM ({sql_text('run_rankings')}) k "  # noqa: S608
+            "JOIN ranking_inputs USING (run_id) JOIN stale_ranking_buckets b USING (ranking_bucket)) "
+            f"TO {sql_literal(out)} (FORMAT parquet, PARTITION_BY (part), COMPRESSION zstd)"
+        )
+        for name in stale.values():
+            _record_part_digests(out / f"part={name}")
+            os.replace(out / f"part={name}", folder / name)
+        shutil.rmtree(out, ignore_errors=True)
+        connection.unregister("stale_ranking_buckets")
+    return [folder / name for name in name_of.values()]
+
+
+def write_empty_parts(generation: Path, key: str | None = None) -> None:
+    """A parted table without rows gets one empty part: a view needs at least one file (with
+    ``key``, in that source's folder of the per-source tables)."""
+    for table in PARTED_TABLES:
+        per_source = table in PER_SOURCE_TABLES
+        if per_source and key is None:
+            continue
+        folder = generation / f"{table}.parquet"
+        folder = folder / key if per_source and key is not None else folder
+        if folder.is_dir() and not table_files(generation, table, key if per_source else None):
+            pq.write_table(stored_schema(table).empty_table(), folder / "empty.parquet")
+
+
+# Beside the files of each part folder of cache/parts/: their names and SHA-256, written before
+# the folder is renamed into place. A part is reused only while its files match.
+PART_DIGESTS = "digests.json"
+
+
+def _record_part_digests(folder: Path) -> None:
+    digests = {path.name: sha256_file(path) for path in sorted(folder.glob("*.parquet"))}
+    (folder / PART_DIGESTS).write_bytes(orjson.dumps(digests) + b"\n")
+
+
+def _intact_part(folder: Path) -> bool:
+    """Whether a cache part can be reused: its files are those it was written with, byte for
+    byte. A damaged one is removed here, so that it is written again."""
+    if not folder.is_dir():
+        return False
+    try:
+        digests = orjson.loads((folder / PART_DIGESTS).read_bytes())
+        files = {path.name: path for path in folder.glob("*.parquet")}
+        intact = (
+            isinstance(digests, dict)
+            and set(digests) == set(files)
+            and all(sha256_file(files[name]) == digest for name, digest in digests.items())
+        )
+    except (OSError, orjson.JSONDecodeError):
+        intact = False
+    if not intact:
+        shutil.rmtree(folder, ignore_errors=True)
+    return intact
+
+
+def _held_by(base: Path | None, part_name: str) -> bool:
+    return base is not None and any(base.glob(f"{part_name}-*.parquet"))
+
+
+def base_folder(current: Path | None, table: str, key: str | None = None) -> Path | None:
+    """The folder of ``table`` (a source's, with ``key``) in the base generation."""
+    if current is None:
+        return None
+    folder = current / f"{table}.parquet"
+    return folder / key if key is not None else folder
+
+
+def place_parts(folder: Path, parts: list[Path], base: Path | None) -> None:
+    """A folder of a parted table in a generation (a source's, or run_rankings'): each part's
+    files as ``<part>-<file>``, hard links of the base generation's files where it holds the
+    part (``base`` is the same folder there: generations share what did not change), else
+    copies of the cache's files. A generation never shares a file with the cache, so damage to
+    one never reaches the other (a repair used to re-publish a damaged part from the cache)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for part in parts:
+        held = sorted(base.glob(f"{part.name}-*.parquet")) if base is not None else []
+        for path in held:
+            link_file(path, folder / path.name)
+        if not held:
+            for source in sorted(part.glob("*.parquet")):
+                shutil.copyfile(source, folder / f"{part.name}-{source.name}")
+
+
+def link_file(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
+
+
+def link_other_sources(
+    current: Path | None,
+    generation: Path,
+    keep: list[GenerationSource],
+    tables: tuple[str, ...] = PER_SOURCE_TABLES,
+) -> None:
+    """Every file of the sources a build leaves alone, linked from the current generation:
+    their rows are exactly what they were."""
+    if current is None:
+        return
+    for source in keep:
+        for table in tables:
+            origin = current / f"{table}.parquet" / source.key
+            for path in sorted(origin.rglob("*.parquet")):
+                target = generation / f"{table}.parquet" / source.key / path.relative_to(origin)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                link_file(path, target)
+
+
+def remove_unlinked_parts(warehouse: Warehouse) -> None:
+    """Parts no kept generation holds any more (a generation names its copy of a part's file
+    ``<part>-<file>``, place_parts)."""
+    if not warehouse.parts.exists():
+        return
+    held: set[str] = set()
+    if warehouse.generations.exists():
+        for generation in warehouse.generations.iterdir():
+            for table in PARTED_TABLES:
+                held.update(
+                    path.name.split("-", 1)[0]
+                    for path in (generation / f"{table}.parquet").rglob("*-*.parquet")
+                )
+    for part in warehouse.parts.glob("*/*"):
+        if part.is_dir() and part.name not in held:
+            shutil.rmtree(part, ignore_errors=True)

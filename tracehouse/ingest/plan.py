@@ -1,0 +1,332 @@
+"""What a build parses: the source's trace files in groups (FILE_GROUPS, by path), each group
+reused while its files' bytes, the dataset context and its staging parts are unchanged, else
+one ingest task; and running those tasks in a pool of parser workers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from tracehouse import interrupts
+from tracehouse.fetch.local import SourceFile, discover
+from tracehouse.fetch.resolve import NO_SOURCE, ProgressFn, ResolvedSource, resolve_source
+from tracehouse.files import replace_atomically, sha256_file
+from tracehouse.ingest.manifest import FileEntry, Manifest, read_manifest
+from tracehouse.schemas import IMPORTER_VERSION
+from tracehouse.settings import Settings, SettingsError
+from tracehouse.warehouse import Warehouse
+
+# Runs a build's ingest tasks: (tasks, workers, progress) -> one GroupResult per task, in order.
+ParseFn = Callable[[list["IngestTask"], int, ProgressFn | None], list[Any]]
+
+
+def state_key(settings: Settings, source: ResolvedSource) -> dict[str, Any]:
+    baselines = settings.baselines_file
+    baselines_fp = None
+    if baselines is not None and baselines.exists():
+        stat = baselines.stat()
+        baselines_fp = [str(baselines.resolve()), stat.st_size, stat.st_mtime_ns]
+    return {
+        "importer": IMPORTER_VERSION,
+        # the source's identity, never the spelling of the argument: `data/x`, `./data/x` and
+        # its absolute path, from any working directory, are one source state
+        "source": source.uri,
+        "root": str(source.root.resolve()),
+        "revision": source.resolved_sha,
+        "baselines": baselines_fp,
+    }
+
+
+# The dataset context, set once per worker process (by set_worker_context) rather than sent
+# with every task.
+_WORKER_CONTEXT: Any = None
+
+
+def set_worker_context(context: Any) -> None:
+    global _WORKER_CONTEXT
+    _WORKER_CONTEXT = context
+
+
+def _start_worker(context: Any) -> None:
+    """Initializer of a parser worker: the parent handles Ctrl-C and stops it; the context
+    arrives once per worker."""
+    interrupts.ignore_in_worker()
+    set_worker_context(context)
+
+
+# Files are parsed and stored in groups: one Polars frame and one set of Parquet parts per group
+# instead of per file (most trace files hold a few dozen lines). A file's group depends only on
+# its path, so adding or changing a file re-parses its group alone, about 1/FILE_GROUPS of the
+# dataset.
+FILE_GROUPS = 64
+
+
+def file_group(rel: str) -> int:
+    return int(hashlib.sha256(rel.encode()).hexdigest()[:8], 16) % FILE_GROUPS
+
+
+@dataclass(frozen=True)
+class IngestTask:
+    """One group of files to parse into the staging parts named by part_key."""
+
+    files: tuple[tuple[str, str], ...]  # (absolute path, dataset-relative path)
+    staging: str
+    part_key: str
+    size: int
+    chunk_rows: int  # rows buffered before a part is written (memory stays flat)
+
+
+def _ingest_task(task: IngestTask) -> Any:
+    from tracehouse.ingest.worker import ingest_group
+
+    return ingest_group(
+        [(Path(path), rel) for path, rel in task.files],
+        _WORKER_CONTEXT,
+        Path(task.staging),
+        task.part_key,
+        chunk_rows=task.chunk_rows,
+    )
+
+
+def load_context_cached(
+    warehouse: Warehouse, json_files: list[SourceFile], settings: Settings, resolved: ResolvedSource
+) -> Any:
+    from tracehouse.identify.context import load_context, read_baseline_map
+
+    key = hashlib.sha256(
+        json.dumps(
+            [state_key(settings, resolved), [[f.rel, f.fingerprint] for f in json_files]]
+        ).encode()
+    ).hexdigest()
+    cache_file = warehouse.cache / f"context-{resolved.key}.pickle"
+    try:
+        with cache_file.open("rb") as handle:
+            cached_key, loaded = pickle.load(handle)
+        if cached_key == key:
+            return loaded
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError):
+        pass
+    loaded = load_context(
+        json_files,
+        revision=resolved.resolved_sha,
+        baseline_map=read_baseline_map(settings.baselines_file),
+    )
+
+    def write_pickle(temporary: Path) -> None:
+        with temporary.open("wb") as handle:
+            pickle.dump((key, loaded), handle, protocol=pickle.HIGHEST_PROTOCOL)
+
+    replace_atomically(cache_file, write_pickle)
+    return loaded
+
+
+@dataclass
+class IngestPlan:
+    """What a build parses, and the manifest entries of the groups it reuses."""
+
+    loaded: Any  # context.LoadedContext
+    group_mode: str
+    file_entries: dict[str, Any]
+    tasks: list[IngestTask]
+
+
+def plan_files(
+    settings: Settings,
+    warehouse: Warehouse,
+    resolved: ResolvedSource,
+    files: list[SourceFile],
+    manifest: Manifest,
+) -> IngestPlan:
+    from tracehouse.ingest import worker as ingest
+
+    json_files = [f for f in files if f.kind == "json"]
+    line_files = [f for f in files if f.kind == "jsonl"]
+    loaded = load_context_cached(warehouse, json_files, settings, resolved)
+    context = loaded.context
+
+    before = manifest.sources.get(resolved.name)
+    previous: dict[str, FileEntry] = {}
+    if before is not None and before.context == context.fingerprint:
+        previous = before.files
+    warehouse.staging.mkdir(parents=True, exist_ok=True)
+    file_entries: dict[str, FileEntry] = {}
+    tasks: list[IngestTask] = []
+    groups: dict[int, list[SourceFile]] = {}
+    for source_file in line_files:
+        groups.setdefault(file_group(source_file.rel), []).append(source_file)
+    group_mode = context.fingerprint
+    for members in groups.values():
+        reused = _reusable_group(warehouse, members, previous, group_mode)
+        if reused is not None:
+            file_entries.update(reused)
+            continue
+        # Parts are named by what the group looked like on disk; the content digests come
+        # back from the workers, which hash each file as they read it.
+        part_key = hashlib.sha256(
+            json.dumps([group_mode, [[f.rel, f.fingerprint] for f in members]]).encode()
+        ).hexdigest()[:32]
+        for source_file in members:
+            file_entries[source_file.rel] = FileEntry(list(source_file.fingerprint))
+        tasks.append(
+            IngestTask(
+                tuple((str(f.path), f.rel) for f in members),
+                str(warehouse.staging),
+                part_key,
+                sum(f.size for f in members),
+                ingest.CHUNK_ROWS,
+            )
+        )
+    tasks.sort(key=lambda t: -t.size)  # biggest first keeps both cores busy to the end
+    return IngestPlan(loaded, group_mode, file_entries, tasks)
+
+
+def plan_ingest(settings: Settings, *, source: str | None = None) -> IngestPlan:
+    """The ingest tasks a build of ``settings`` would run now (none when nothing changed),
+    planned exactly as ``build_warehouse`` plans them, under the build lock. For runners that
+    parse the groups elsewhere (the Dagster fan-out) and then call ``build_warehouse`` with a
+    ``parse`` that takes their results."""
+    source = source or settings.source
+    if source is None:
+        raise SettingsError(NO_SOURCE)
+    warehouse = Warehouse(settings.warehouse, settings.keep_generations)
+    with warehouse.build_lock(settings.lock_timeout_s):
+        resolved = resolve_source(source, settings)
+        files, _ = discover(resolved.root, resolved.links_within)
+        return plan_files(
+            settings, warehouse, resolved, files, read_manifest(warehouse.manifest_path)
+        )
+
+
+def parse_task(task: IngestTask, context: Any) -> Any:
+    """Parse one group in this process (``ingest.GroupResult``), with ``context`` the
+    dataset context of the plan it came from."""
+    set_worker_context(context)
+    return _ingest_task(task)
+
+
+def group_parts_key(group_mode: str, shas: dict[str, str]) -> str:
+    """What a group's parts depend on: the dataset context, the path mode, each file's bytes."""
+    listing = "".join(f"{rel}\0{sha}\n" for rel, sha in sorted(shas.items()))
+    return hashlib.sha256(f"{group_mode}\n{listing}".encode()).hexdigest()
+
+
+def _reusable_group(
+    warehouse: Warehouse,
+    members: list[SourceFile],
+    previous: dict[str, FileEntry],
+    group_mode: str,
+) -> dict[str, FileEntry] | None:
+    """The previous entries of a group whose files all have the same bytes as last time, or None.
+
+    Only files whose size, mtime or inode changed are hashed again; a new file means a parse.
+    """
+    found = [previous.get(f.rel) for f in members]
+    entries = [e for e in found if e is not None and e.group_key and e.sha256]
+    if len(entries) != len(members):
+        return None
+    shas = {}
+    for source_file, entry in zip(members, entries, strict=True):
+        same = entry.fingerprint == list(source_file.fingerprint)
+        shas[source_file.rel] = entry.sha256 if same else sha256_file(source_file.path)
+    group_key = group_parts_key(group_mode, shas)
+    if any(e.group_key != group_key for e in entries) or not _parts_intact(warehouse, entries):
+        return None
+    return {
+        f.rel: replace(e, fingerprint=list(f.fingerprint))
+        for f, e in zip(members, entries, strict=True)
+    }
+
+
+def _parts_intact(warehouse: Warehouse, entries: list[FileEntry]) -> bool:
+    """Whether the staging parts of a group's entries are all there with the bytes they were
+    written with (each part is read once: the files of a group share their parts)."""
+    digests: dict[str, str | None] = {}
+    for entry in entries:
+        for names in entry.parts.values():
+            for name in names:
+                digests[name] = entry.part_digests.get(name)
+    for name, digest in digests.items():
+        try:
+            if digest is None or sha256_file(warehouse.staging / name) != digest:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def run_tasks(tasks: list[IngestTask], workers: int, progress: ProgressFn | None) -> list[Any]:
+    """Parse every task in a pool of ``workers`` processes; results come back in task order."""
+    results: list[Any] = []
+    _run_tasks(tasks, workers, progress, results)
+    return results
+
+
+def _run_tasks(
+    tasks: list[IngestTask],
+    workers: int,
+    progress: ProgressFn | None,
+    results: list[Any],
+) -> None:
+    """Parse every task; results come back in task order. The progress counts files (a task
+    is a group of files), so the bar's total is the number of files this build parses."""
+    total_files = sum(len(task.files) for task in tasks)
+    done_files = 0
+    if progress:
+        progress("parse", 0, total_files)
+    if workers <= 1 or len(tasks) == 1:
+        for task in tasks:
+            results.append(_ingest_task(task))
+            done_files += len(task.files)
+            if progress:
+                progress("parse", done_files, total_files)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    gathered: dict[int, Any] = {}
+    # Workers start from a clean server process, not by forking this one: a fork copies a
+    # process whose Polars/DuckDB thread pools may hold locks (in Dagster, tests, a notebook),
+    # and the child then hangs on its first frame.
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["tracehouse.ingest.worker", "tracehouse.ingest.columnar"])
+    interrupts.start_fork_server()
+    pool = ProcessPoolExecutor(
+        max_workers=min(workers, len(tasks)),
+        mp_context=context,
+        initializer=_start_worker,
+        initargs=(_WORKER_CONTEXT,),
+    )
+    try:
+        # Starting a worker must not be cut in half: a worker the fork server has forked but
+        # this process has not yet noted escapes stop_children, and once the pool below is
+        # dropped it finds its queues' semaphores gone and prints a traceback after our line.
+        # An interrupt meanwhile is held until every worker is started (and known).
+        with interrupts.deferred():
+            futures = {pool.submit(_ingest_task, task): i for i, task in enumerate(tasks)}
+        for future in as_completed(futures):
+            index = futures[future]
+            gathered[index] = future.result()
+            done_files += len(tasks[index].files)
+            if progress:
+                progress("parse", done_files, total_files)
+    except BaseException:  # Ctrl-C or a failed task: stop the workers now, wait for none
+        interrupts.stop_children()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+    results.extend(gathered[index] for index in range(len(tasks)))
+
+
+def remove_unreferenced_staging(warehouse: Warehouse, manifest: Manifest) -> None:
+    """Staging parts no source's files use any more."""
+    keep = manifest.staging_parts()
+    if not warehouse.staging.exists():
+        return
+    for path in warehouse.staging.iterdir():
+        if path.name not in keep:
+            path.unlink(missing_ok=True)
