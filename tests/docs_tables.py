@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tracehouse.schemas import SETTING_TABLES, TABLES, VIEWS
-from tracehouse.sql_files import sql_dir
+from tracehouse.sql_files import sql_shown
 
 INTRO = """\
 # Tables and views
@@ -33,13 +33,6 @@ def cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def sql_file(name: str) -> str:
-    """``sql/<...>/<name>.sql`` as it is in the repository, wherever its folder."""
-    root = sql_dir()
-    found = sorted(root.glob(f"{name}.sql")) + sorted(root.glob(f"*/{name}.sql"))
-    return "sql/" + found[0].relative_to(root).as_posix() if found else f"sql/{name}.sql"
-
-
 def page() -> str:
     out = [INTRO, "\n## Tables\n\n| table | what it holds |\n|---|---|\n"]
     out += [f"| `{t.name}` | {cell(t.doc)} |\n" for t in TABLES.values()]
@@ -57,12 +50,12 @@ def page() -> str:
             for c in table.columns
         ]
     for view in VIEWS.values():
-        out.append(f"\n### `{view.name}` (view, `{sql_file(view.name)}`)\n\n{cell(view.doc)}\n\n")
+        out.append(f"\n### `{view.name}` (view, `{sql_shown(view.name)}`)\n\n{cell(view.doc)}\n\n")
         out.append("| column | meaning |\n|---|---|\n")
         out += [f"| `{c.name}` | {cell(c.doc)} |\n" for c in view.columns]
     for table in SETTING_TABLES.values():
         out.append(
-            f"\n### `{table.name}` (table, `{sql_file(table.name)}`)\n\n{cell(table.doc)}\n\n"
+            f"\n### `{table.name}` (table, `{sql_shown(table.name)}`)\n\n{cell(table.doc)}\n\n"
         )
         out.append("| column | meaning |\n|---|---|\n")
         out += [f"| `{c.name}` | {cell(c.doc)} |\n" for c in table.columns]
