@@ -267,6 +267,7 @@ def cmd_tables(args: argparse.Namespace) -> int:
 
     from tracehouse.schemas import SETTING_TABLES, TABLES, VIEWS
     from tracehouse.serve import render
+    from tracehouse.sql_files import sql_shown
 
     described: dict[str, tuple[str, list[tuple[str, str, str]]]] = {}
     for table in TABLES.values():
@@ -276,12 +277,12 @@ def cmd_tables(args: argparse.Namespace) -> int:
         )
     for view in VIEWS.values():
         described[view.name] = (
-            f"{view.name} (view, sql/{view.name}.sql): {view.doc}",
+            f"{view.name} (view, {sql_shown(view.name)}): {view.doc}",
             [(c.name, "", c.doc) for c in view.columns],
         )
     for relation in SETTING_TABLES.values():
         described[relation.name] = (
-            f"{relation.name} (table, sql/{relation.name}.sql): {relation.doc}",
+            f"{relation.name} (table, {sql_shown(relation.name)}): {relation.doc}",
             [(c.name, "", c.doc) for c in relation.columns],
         )
     names = list(described)

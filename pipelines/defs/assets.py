@@ -40,13 +40,12 @@ from pipelines.defs.checks import BUILD_CHECKS
 from pipelines.defs.naming import OWNERS, asset_key, file_uri, markdown_safe, table_name
 from pipelines.defs.resources import WarehouseResource
 from pipelines.defs.sources import SOURCES, register_sources, source_uris
-from tracehouse import schemas
+from tracehouse import schemas, sql_files
 from tracehouse.assemble.invariants import InvariantViolation, Outcome
 from tracehouse.build import BuildResult, ProgressFn, build_warehouse, read_checks
 from tracehouse.schemas import IMPORTER_VERSION
 from tracehouse.serve import render
 from tracehouse.settings import Settings, SettingsError, load_settings
-from tracehouse.sql_files import VIEW_ORDER, sql_dir, sql_text
 from tracehouse.warehouse import (
     DUCKDB_FILE,
     PER_SOURCE_TABLES,
@@ -342,54 +341,44 @@ warehouse_tables = make_warehouse_tables()
 # --------------------------------------------------------------------------------------------
 # views
 
-# What each view reads, through the helper views of sql/ (latency_history reads run_history,
-# which reads the appearances and disappearances of runs per snapshot).
-VIEW_DEPS: dict[str, tuple[str, ...]] = {
-    "run_summary": (
-        "runs",
-        "definitions",
-        "implementations",
-        "environments",
-        "correctness",
-        RANKING,
-    ),
-    "leaderboard": (
-        "runs",
-        "implementations",
-        "environments",
-        "baseline_map",
-        "trace_lines",
-        RANKING,
-    ),
-    "latency_history": ("run_appearances", "run_disappearances", "source_snapshots"),
-    "record_events": ("latency_history",),
-    "regressions": ("latency_history",),
-}
+# The views Dagster shows as assets (the rest are helpers they read). What each reads comes from
+# its SQL (sql_files: latency_history reads run_history, a helper over the appearances and
+# disappearances of runs per snapshot, so its deps are those tables).
+VIEW_ASSETS = ("run_summary", "leaderboard", "latency_history", "record_events", "regressions")
 # The views people read as products: a freshness policy says when they are overdue.
 MARTS = {"leaderboard", "run_summary", "regressions"}
 
 
+def view_deps(view: str) -> list[str]:
+    """The assets ``view`` reads: tables, and the view assets it reads directly or through
+    helper views (a settings table such as regression_thresholds is written with the views)."""
+    keep = {*schemas.TABLES, *VIEW_ASSETS} - {view}
+    return sorted(sql_files.installed().nearest_reads(view, keep, schemas.VIEWS))
+
+
 def views_code_version() -> str:
     """Every SQL view is recreated together (they read each other), so one digest of sql/."""
-    return "sql:" + _digest(*(f"{view}\n{sql_text(view)}" for view in VIEW_ORDER))
+    return "sql:" + _digest(
+        *(f"{view}\n{sql_files.sql_text(view)}" for view in sorted(schemas.VIEWS))
+    )
 
 
 def _view_spec(view: str) -> dg.AssetSpec:
     return dg.AssetSpec(
         key=asset_key(view),
         description=markdown_safe(schemas.VIEWS[view].doc)
-        + f" Its SQL: sql/{view}.sql. Materializing it recreates the SQL views in the "
+        + f" Its SQL: {sql_files.sql_shown(view)}. Materializing it recreates the SQL views in the "
         "published DuckDB file.",
         group_name=VIEWS_STAGE,
         owners=OWNERS,
         kinds={"duckdb"},
         code_version=views_code_version(),
-        deps=[asset_key(dep) for dep in VIEW_DEPS[view]],
+        deps=[asset_key(dep) for dep in view_deps(view)],
         automation_condition=dg.AutomationCondition.eager(),
         freshness_policy=MART_FRESHNESS if view in MARTS else None,
         metadata={
             "dagster/table_name": table_name(view),
-            "sql": dg.MetadataValue.path(str(sql_dir() / f"{view}.sql")),
+            "sql": dg.MetadataValue.path(str(sql_files.sql_path(view))),
         },
     )
 
@@ -452,7 +441,7 @@ def _reading(settings: Settings) -> Settings:
 
 @dg.multi_asset(
     name="warehouse_views",
-    specs=[_view_spec(view) for view in VIEW_DEPS],
+    specs=[_view_spec(view) for view in VIEW_ASSETS],
     description="Recreate the SQL views (sql/) in the published DuckDB file and record what "
     "each holds. They read each other, so they are recreated together.",
 )
@@ -461,7 +450,7 @@ def warehouse_views(warehouse: WarehouseResource) -> Iterator[dg.MaterializeResu
     generation = recreate_views(settings)
     version = _digest(views_code_version(), warehouse_version(generation))
     with warehouse.connect() as connection:
-        for view in VIEW_DEPS:
+        for view in VIEW_ASSETS:
             extra: dict[str, Any] = {}
             if view == "leaderboard":
                 cursor = connection.execute(LEADERBOARD_PREVIEW_SQL, {"rows": PREVIEW_ROWS})

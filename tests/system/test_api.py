@@ -16,7 +16,6 @@ from bench.object_store import local_s3_server
 from tests.conftest import run_cli
 from tracehouse import schemas
 from tracehouse.demo import generate_dataset
-from tracehouse.sql_files import VIEW_ORDER
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -84,7 +83,7 @@ def _query(sql: str, *args: str, env: dict[str, str] | None = None) -> list[dict
 
 
 def _check(answer: dict, expected: dict) -> None:
-    assert set(VIEW_ORDER) | set(schemas.TABLES) <= set(answer["names"])
+    assert set(schemas.VIEWS) | set(schemas.TABLES) <= set(answer["names"])
     assert answer["runs"] == [True, expected["runs"], schemas.TABLES["runs"].column_names]
     assert answer["leaders"] == expected["leaders"]
     assert answer["summary"] == [True, expected["runs"]]

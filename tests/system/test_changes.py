@@ -29,7 +29,7 @@ from tracehouse import schemas
 from tracehouse.demo import generate_dataset
 from tracehouse.serve.changes import EXIT_REGRESSIONS_FOUND
 from tracehouse.settings import Settings
-from tracehouse.sql_files import sql_dir
+from tracehouse.sql_files import sql_path, sql_shown
 from tracehouse.warehouse import Warehouse, connect_read_only
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"
@@ -171,12 +171,12 @@ def test_record_events_take_eligibility_from_run_rankings(demo_warehouse: Path) 
     assert ineligible_holders == [{"n": 0}]
     # The rule lives in run_rankings.sql; run_history keeps its verdict per range, and
     # record_events walks latency_history, which keeps only the eligible ranges.
-    appearances = (sql_dir() / "assemble" / "run_appearances.sql").read_text().lower()
+    appearances = sql_path("assemble/run_appearances").read_text().lower()
     assert "run_rankings" in appearances and "k.eligible" in appearances
-    history = (sql_dir() / "latency_history.sql").read_text().lower()
+    history = sql_path("latency_history").read_text().lower()
     assert "where h.eligible" in history
     for name in ("record_events", "latency_history"):
-        text = (sql_dir() / f"{name}.sql").read_text().lower()
+        text = sql_path(name).read_text().lower()
         assert "ki_status" not in text and "'passed'" not in text
 
 
@@ -560,12 +560,11 @@ def test_every_view_is_declared_with_its_columns(series_warehouse: Path) -> None
             described = [row[0] for row in connection.execute(f"DESCRIBE {view.name}").fetchall()]
             assert described == view.column_names, view.name
             assert all(column.doc for column in view.columns), view.name
-            assert (sql_dir() / f"{view.name}.sql").exists()
+            assert sql_path(view.name).exists()
     finally:
         connection.close()
-    # The documented views; FlashInfer-Bench's metric views and their building blocks are
-    # listed in tracehouse/sql_files.py (VIEW_ORDER).
+    # Every view of sql/ is declared in schemas.VIEWS (sql_files creates exactly those).
     assert set(schemas.VIEWS) <= stored - set(schemas.TABLES)
     listing = run_cli("tables")
     for view in schemas.VIEWS.values():
-        assert f"{view.name} (view, sql/{view.name}.sql)" in listing.stdout
+        assert f"{view.name} (view, {sql_shown(view.name)})" in listing.stdout

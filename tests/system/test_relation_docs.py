@@ -65,7 +65,7 @@ def test_tables_author_rankings_prints_its_columns_with_docs() -> None:
     result = run_cli("tables", "author_rankings", "--wide")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("author_rankings (view, sql/author_rankings.sql): ")
+    assert lines[0].startswith("author_rankings (view, sql/flashinfer/author_rankings.sql): ")
     columns = schemas.VIEWS["author_rankings"].columns
     assert [line.strip() for line in lines[1::2]] == [c.name for c in columns]
     assert [line.strip() for line in lines[2::2]] == [c.doc for c in columns]

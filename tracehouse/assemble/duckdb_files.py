@@ -11,7 +11,7 @@ import duckdb
 from tracehouse import schemas
 from tracehouse.assemble.history import store_regression_thresholds
 from tracehouse.settings import Settings
-from tracehouse.sql_files import VIEW_ORDER, sql_text
+from tracehouse.sql_files import create_views
 from tracehouse.warehouse import (
     DUCKDB_FILE,
     READER_DUCKDB_FILE,
@@ -112,8 +112,7 @@ def create_sql_views(connection: duckdb.DuckDBPyConnection, settings: Settings) 
     """The SQL views (sql/, in dependency order) and the regression limits they read; every
     build writes them, and the Dagster view assets write them again into a published file."""
     store_regression_thresholds(connection, settings, temporary=False)
-    for view in VIEW_ORDER:
-        connection.execute(f"CREATE OR REPLACE VIEW {view} AS {sql_text(view)}")
+    create_views(connection)
     # Recreating a view drops its comments, so they are written with it, from schemas.
     documented = [("VIEW", view) for view in schemas.VIEWS.values()]
     documented += [("TABLE", table) for table in schemas.SETTING_TABLES.values()]

@@ -1,6 +1,6 @@
 -- Every distinct latency result the warehouse has seen, over every snapshot of every source
 -- (run_history), with when it was first seen: the input of latency_verdicts, regressions and
--- record_events. Only ranges in which the run may rank (sql/run_rankings.sql) carry a
+-- record_events. Only ranges in which the run may rank (sql/rank/run_rankings.sql) carry a
 -- comparable latency. A result is (solution, comparison key, observed_at, latency_ns): the
 -- same line appended twice, the same run read from two sources, or a line kept across
 -- revisions is one result. It is represented by its first range: the one whose snapshot was

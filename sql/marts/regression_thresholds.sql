@@ -1,4 +1,4 @@
--- The one-row relation of regression limits that sql/regressions.sql reads, from bound
+-- The one-row relation of regression limits that sql/marts/regressions.sql reads, from bound
 -- parameters (settings TRACEHOUSE_REGRESSION_MIN_HISTORY, _MIN_CHANGE, _Z_THRESHOLD).
 SELECT
     $min_history::BIGINT AS min_history,
