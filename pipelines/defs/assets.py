@@ -9,7 +9,7 @@
 * ``tables`` — one ``@multi_asset``, because ``build_warehouse`` (the function behind
   ``tracehouse build``) writes every table at once into a new generation and publishes it with
   one atomic switch. A run builds one source: it materializes that source's partition of the
-  per-source tables (``warehouse.PER_SOURCE_TABLES``) and the unpartitioned warehouse-wide
+  per-source tables (``schemas.PER_SOURCE_TABLES``) and the unpartitioned warehouse-wide
   tables (``run_rankings`` ranks over every source, ``source_snapshots`` holds every snapshot),
   which sit downstream of the per-source ones. Every table's ``code_version`` is the importer
   version, so a parser change marks the tables stale; a partition's data version is its source
@@ -43,13 +43,12 @@ from pipelines.defs.sources import SOURCES, register_sources, source_uris
 from tracehouse import schemas
 from tracehouse.assemble.invariants import InvariantViolation, Outcome
 from tracehouse.build import BuildResult, ProgressFn, build_warehouse, read_checks
-from tracehouse.schemas import IMPORTER_VERSION
+from tracehouse.schemas import IMPORTER_VERSION, PER_SOURCE_TABLES, PRODUCT_VIEWS
 from tracehouse.serve import render
 from tracehouse.settings import Settings, SettingsError, load_settings
 from tracehouse.sql_files import VIEW_ORDER, sql_dir, sql_text
 from tracehouse.warehouse import (
     DUCKDB_FILE,
-    PER_SOURCE_TABLES,
     GenerationSource,
     Warehouse,
     generation_sources,
@@ -366,7 +365,7 @@ VIEW_DEPS: dict[str, tuple[str, ...]] = {
     "regressions": ("latency_history",),
 }
 # The views people read as products: a freshness policy says when they are overdue.
-MARTS = {"leaderboard", "run_summary", "regressions"}
+MARTS = frozenset(PRODUCT_VIEWS)
 
 
 def views_code_version() -> str:

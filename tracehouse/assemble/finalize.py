@@ -32,15 +32,19 @@ from tracehouse.identify.context import baseline_map_rows
 from tracehouse.ingest.manifest import FileEntry
 from tracehouse.ingest.worker import PART_TABLES, DatasetContext
 from tracehouse.rejects import Reject
-from tracehouse.schemas import IMPORTER_VERSION, TABLE_ORDER
+from tracehouse.schemas import (
+    GROUP_PARTED_TABLES,
+    HISTORY_TABLES,
+    IMPORTER_VERSION,
+    PARTED_TABLES,
+    PER_SOURCE_TABLES,
+    TABLE_ORDER,
+)
 from tracehouse.settings import Settings
 from tracehouse.sql_files import VIEW_ORDER, sql_text
 from tracehouse.warehouse import (
     DUCKDB_FILE,
     DUCKDB_SPILL_DIR,
-    HISTORY_TABLES,
-    PARTED_TABLES,
-    PER_SOURCE_TABLES,
     READER_DUCKDB_FILE,
     SNAPSHOT_FILE,
     GenerationSource,
@@ -178,9 +182,9 @@ def _groups(warehouse: Warehouse, file_entries: dict[str, FileEntry]) -> list[_G
     return [_Group(key, parts) for key, parts in sorted(found.items())]
 
 
-# Parted tables stored as one part per (source, group of source files); run_rankings, which
-# spans every source, is parted by ranking bucket instead (write_ranking_parts).
-GROUP_PARTED_TABLES = ("runs", "correctness", "rejects", "trace_lines")
+# Parted tables are stored as one part per (source, group of source files)
+# (GROUP_PARTED_TABLES); run_rankings, which spans every source, is parted by ranking bucket
+# instead (write_ranking_parts).
 # Stored columns of the parted tables (source and snapshot_id come from the generation).
 PART_COLUMNS = {name: schemas.stored_columns(name) for name in PARTED_TABLES}
 # run_id in the assembled parts is qualified by the source's name, so the same trace line read
@@ -227,11 +231,10 @@ def _write_parts(
 
     names_of: dict[str, dict[str, str]] = {}
     for group in groups:
+        # A runs part depends on the resolution too; the others on their group's files only.
         names_of[group.key] = {
-            "runs": name(group.key, resolution),
-            "correctness": name(group.key),
-            "rejects": name(group.key),
-            "trace_lines": name(group.key),
+            table: name(group.key, resolution) if table == schemas.RUNS.name else name(group.key)
+            for table in GROUP_PARTED_TABLES
         }
     for table in GROUP_PARTED_TABLES:
         held = _base_folder(base, table, key)
@@ -600,7 +603,7 @@ def finalize(
             connection.execute(
                 f"CREATE TEMP TABLE {relation} AS {sql_text(f'assemble/{relation}')}"
             )
-        for table in ("workloads", "environments"):
+        for table in schemas.WHOLE_SOURCE_STAGED_TABLES:
             copy(
                 table,
                 f"SELECT {_projection(table)} "  # noqa: S608  (own names)
@@ -896,7 +899,7 @@ def finalize_without_source(
     checks: dict[str, invariants.Outcome] = {}
     _link_other_sources(current, generation, keep)
     write_generation_sources(generation, keep)
-    for table in ("protocols", "baseline_map"):
+    for table in schemas.SOURCE_INDEPENDENT_TABLES:
         _link(current / f"{table}.parquet", generation / f"{table}.parquet")
     history = [row for row in _snapshot_history(current) if row["source"] != name]
     pq.write_table(

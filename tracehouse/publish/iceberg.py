@@ -68,6 +68,14 @@ import pyarrow.parquet as pq
 
 from tracehouse import interrupts, schemas
 from tracehouse.files import replace_atomically, symlink_atomically
+from tracehouse.schemas import (
+    HISTORY_TABLES,
+    ICEBERG_MARTS,
+    PARTED_TABLES,
+    PER_SOURCE_TABLES,
+    PUBLISHED_TABLES,
+    VIEW_ADDED_COLUMNS,
+)
 from tracehouse.settings import Settings, SettingsError
 from tracehouse.storage import (
     REST_CATALOG_SCHEMES,
@@ -75,12 +83,9 @@ from tracehouse.storage import (
     redact,
     uri_scheme,
 )
-from tracehouse.table_layout import VIEW_ADDED_COLUMNS
 from tracehouse.warehouse import (
     COMPLETE_MARKER,
     DUCKDB_FILE,
-    PARTED_TABLES,
-    PER_SOURCE_TABLES,
     SNAPSHOT_FILE,
     GenerationSource,
     Warehouse,
@@ -107,44 +112,24 @@ if TYPE_CHECKING:
 CATALOG_NAME = "tracehouse"  # pyiceberg's name for the catalog (SQL catalogs key rows by it)
 PUBLICATIONS = "tracehouse_publications"
 SOURCE_COLUMN = "source"  # tables with this column hold several sources (issue "sources")
-# Tables computed across every source: never published, each reader computes them over the
-# union of the sources the catalog holds (a build sees only the sources of its own staging).
-COMPUTED_TABLES = ("run_rankings",)
-PUBLISHED_TABLES = tuple(t for t in schemas.TABLES if t not in COMPUTED_TABLES)
+# Tables computed across every source (COMPUTED_TABLES) are never published: each reader
+# computes them over the union of the sources the catalog holds (a build sees only the sources
+# of its own staging). The others are PUBLISHED_TABLES.
 # The product an Iceberg user queries, computed after each publication over every source of the
 # latest one (as a reader computes them) and each replaced whole: ranks and the main marts.
 # tracehouse's own readers never read these back (they rank and run the views themselves).
-MARTS = ("run_rankings", "run_summary", "leaderboard", "author_rankings")
+MARTS = ICEBERG_MARTS
 # The order of a mart's rows (and its Iceberg sort order) where schemas.TABLE_ORDER has none:
 # its key.
-MART_ORDER = {
-    "run_summary": "run_id",
-    "leaderboard": ", ".join(schemas.VIEW_KEYS["leaderboard"]),
-    "author_rankings": ", ".join(schemas.VIEW_KEYS["author_rankings"]),
-}
-# The columns of a mart that is a view which never hold null: its key's (author_rankings'
-# rank is null on its `empty` and `error` rows), and run_summary's columns taken as they are
-# from a required column of runs (its other tables are LEFT JOINed), with is_baseline
-# (coalesced to false).
-MART_REQUIRED = {
-    "run_summary": (
-        *(
-            c
-            for c in schemas.VIEWS["run_summary"].column_names
-            if c in {col.name for col in schemas.TABLES["runs"].columns if not col.nullable}
-        ),
-        "is_baseline",
-    ),
-    "leaderboard": schemas.VIEW_KEYS["leaderboard"],
-    "author_rankings": ("source", "hardware", "scope_kind", "scope", "outcome"),
-}
+MART_ORDER = {name: ", ".join(schemas.VIEWS[name].key) for name in MARTS if name in schemas.VIEWS}
+# The columns of a mart that is a view which never hold null (View.never_null).
+MART_REQUIRED = {name: schemas.VIEWS[name].never_null for name in MARTS if name in schemas.VIEWS}
 PROPERTY_MARTS_OF = "tracehouse.marts-of-publication"  # the publication the marts were read at
 # Per-source tables a build stores as several files per source: group parts (and the rejects
 # found before the ingest), history deltas (beside an empty first file).
-MULTI_FILE_TABLES = (frozenset(PARTED_TABLES) & frozenset(PER_SOURCE_TABLES)) | {
-    "run_appearances",
-    "run_disappearances",
-}
+MULTI_FILE_TABLES = (frozenset(PARTED_TABLES) & frozenset(PER_SOURCE_TABLES)) | frozenset(
+    HISTORY_TABLES
+)
 # Summary properties every Iceberg snapshot of a build carries.
 PROPERTY_SNAPSHOT = "tracehouse.snapshot-id"
 PROPERTY_SOURCE = "tracehouse.source"
