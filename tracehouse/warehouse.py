@@ -7,7 +7,7 @@ Layout::
       current -> generations/<id>          the one complete state readers see (symlink)
       tracehouse.duckdb -> current/tracehouse.duckdb
       generations/<id>/<table>.parquet      one folder per completed build; the large tables
-                                            (PARTED_TABLES) are folders of part files there:
+                                            (schemas.PARTED_TABLES) are folders of parts:
                                             copies of cache/parts/ (never the same file, so
                                             damage to one cannot reach the other), hard links
                                             of the generation before for what did not change
@@ -52,10 +52,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracehouse import interrupts
+from tracehouse import interrupts, schemas
 from tracehouse.files import sha256_file, symlink_atomically
 from tracehouse.settings import Settings
-from tracehouse.table_layout import PER_SOURCE_TABLES
 
 if TYPE_CHECKING:
     import duckdb
@@ -112,12 +111,16 @@ PARQUET_MAGIC = b"PAR1"
 @functools.cache
 def schema_version() -> str:
     """What a generation's layout depends on, derived so that nobody has to remember to bump
-    it: the table declarations (tracehouse/schemas.py) and every SQL file (sql/, the views
-    stored in the DuckDB files and the assembly of the tables). Read from the files' bytes,
-    so a read command imports neither schemas nor pyarrow for it."""
+    it: the table declarations (tracehouse/schemas.py, tracehouse/tables/) and every SQL file
+    (sql/, the views stored in the DuckDB files and the assembly of the tables), read from the
+    files' bytes."""
     from tracehouse.sql_files import sql_dir
 
-    digest = hashlib.sha256((Path(__file__).parent / "schemas.py").read_bytes())
+    here = Path(__file__).parent
+    digest = hashlib.sha256((here / "schemas.py").read_bytes())
+    for path in sorted((here / "tables").glob("*.py")):
+        digest.update(f"\0{path.name}\0".encode())
+        digest.update(path.read_bytes())
     root = sql_dir()
     for path in sorted(root.rglob("*.sql")):
         digest.update(f"\0{path.relative_to(root).as_posix()}\0".encode())
@@ -655,17 +658,8 @@ def _fsync_tree(folder: Path) -> None:
     _fsync_dir(folder)
 
 
-# Tables stored as a folder of parts (cache/parts/<table>/), so that a build re-writes only
-# the parts whose inputs changed: one part per (source, group of source files) for runs,
-# correctness, rejects and trace_lines (a build of one source writes none of another's), one
-# per ranking bucket (sql/ranking_inputs.sql) for run_rankings, which spans every source. Their
-# rows are in no particular order across parts; exports sort them.
-PARTED_TABLES = ("runs", "correctness", "rejects", "trace_lines", "run_rankings")
 SNAPSHOT_FILE = "snapshot_id"  # the snapshot the generation's own build produced
 SOURCES_FILE = "sources.json"  # every source of the generation (GenerationSource)
-
-# Per-source tables that keep every build's files (run_history's events), not only the latest.
-HISTORY_TABLES = ("run_appearances", "run_disappearances")
 
 
 @dataclass(frozen=True)
@@ -761,10 +755,8 @@ def table_view_sql(generation: Path, table: str, column_names: list[str] | None 
     when the caller has them already, else from ``schemas``). A per-source table is the UNION
     ALL of each source's files, with that source's name and snapshot as constants."""
     if column_names is None:
-        from tracehouse import schemas
-
         column_names = schemas.TABLES[table].column_names
-    if table not in PER_SOURCE_TABLES:
+    if table not in schemas.PER_SOURCE_TABLES:
         files = _file_list(table_files(generation, table))
         columns = ", ".join(f'"{name}"' for name in column_names)
         return f"SELECT {columns} FROM read_parquet({files})"  # noqa: S608  (own names)
@@ -782,7 +774,7 @@ def table_view_sql(generation: Path, table: str, column_names: list[str] | None 
         # History files accumulate over builds of every tracehouse version: a column added
         # later reads as null in the older files (each folder holds one empty file of the
         # current schema, so the column always exists).
-        options = ", union_by_name = true" if table in HISTORY_TABLES else ""
+        options = ", union_by_name = true" if table in schemas.HISTORY_TABLES else ""
         # Names and paths are our own (schemas.py, the generation folder); the source name and
         # snapshot id are quoted literals.
         selects.append(f"SELECT {', '.join(columns)} FROM read_parquet({files}{options})")  # noqa: S608
@@ -806,8 +798,6 @@ def write_sorted_table(
     the sort (a reader's resource limits)."""
     import duckdb
 
-    from tracehouse.schemas import TABLE_ORDER
-
     connection = duckdb.connect(
         config={"preserve_insertion_order": True, "threads": 1, **(config or {})}
     )
@@ -815,7 +805,7 @@ def write_sorted_table(
         with limits if limits is not None else contextlib.nullcontext():
             connection.sql(
                 f"SELECT * FROM ({table_view_sql(generation, table)}) s "  # noqa: S608  (own names)
-                f"ORDER BY {TABLE_ORDER[table]}"
+                f"ORDER BY {schemas.TABLE_ORDER[table]}"
             ).write_parquet(str(target), compression="zstd")
     except duckdb.IOException as error:
         # DuckDB says why in JSON naming the temporary file; the OS error it carries is the
@@ -832,8 +822,6 @@ def write_sorted_table(
 def read_table(generation: Path, table: str) -> pa.Table:
     """One table of a generation as Arrow, exactly as its view shows it, in table order."""
     import duckdb
-
-    from tracehouse import schemas
 
     # source_snapshots has no sort order: its rows keep the order they were appended in.
     order = schemas.TABLE_ORDER.get(table)
@@ -858,8 +846,6 @@ def create_table_views(
         stored = _stored_view_columns(connection)
         tables = [t for t in stored if (generation / f"{t}.parquet").exists()]
     else:
-        from tracehouse import schemas
-
         stored = {name: table.column_names for name, table in schemas.TABLES.items()}
         tables = [t for t in schemas.TABLES if (generation / f"{t}.parquet").exists()]
     kind = "TEMP VIEW" if temporary else "VIEW"

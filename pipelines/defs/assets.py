@@ -9,7 +9,7 @@
 * ``tables`` — one ``@multi_asset``, because ``build_warehouse`` (the function behind
   ``tracehouse build``) writes every table at once into a new generation and publishes it with
   one atomic switch. A run builds one source: it materializes that source's partition of the
-  per-source tables (``warehouse.PER_SOURCE_TABLES``) and the unpartitioned warehouse-wide
+  per-source tables (``schemas.PER_SOURCE_TABLES``) and the unpartitioned warehouse-wide
   tables (``run_rankings`` ranks over every source, ``source_snapshots`` holds every snapshot),
   which sit downstream of the per-source ones. Every table's ``code_version`` is the importer
   version, so a parser change marks the tables stale; a partition's data version is its source
@@ -43,12 +43,11 @@ from pipelines.defs.sources import SOURCES, register_sources, source_uris
 from tracehouse import schemas, sql_files
 from tracehouse.assemble.invariants import InvariantViolation, Outcome
 from tracehouse.build import BuildResult, ProgressFn, build_warehouse, read_checks
-from tracehouse.schemas import IMPORTER_VERSION
+from tracehouse.schemas import IMPORTER_VERSION, PER_SOURCE_TABLES, PRODUCT_VIEWS
 from tracehouse.serve import render
 from tracehouse.settings import Settings, SettingsError, load_settings
 from tracehouse.warehouse import (
     DUCKDB_FILE,
-    PER_SOURCE_TABLES,
     GenerationSource,
     Warehouse,
     generation_sources,
@@ -346,7 +345,7 @@ warehouse_tables = make_warehouse_tables()
 # disappearances of runs per snapshot, so its deps are those tables).
 VIEW_ASSETS = ("run_summary", "leaderboard", "latency_history", "record_events", "regressions")
 # The views people read as products: a freshness policy says when they are overdue.
-MARTS = {"leaderboard", "run_summary", "regressions"}
+MARTS = frozenset(PRODUCT_VIEWS)
 
 
 def view_deps(view: str) -> list[str]:

@@ -58,7 +58,8 @@ from tracehouse.build import (
     run_tasks,
 )
 from tracehouse.files import replace_atomically
-from tracehouse.warehouse import PER_SOURCE_TABLES, Warehouse, generation_sources
+from tracehouse.schemas import PER_SOURCE_TABLES
+from tracehouse.warehouse import Warehouse, generation_sources
 
 FANOUT_SLOTS = 8  # parse steps per run: enough for 8 workers; each costs a step's start-up
 INGEST_GROUPS = dg.DynamicPartitionsDefinition(name="ingest_groups")

@@ -45,11 +45,10 @@ from tracehouse import schemas
 from tracehouse.assemble.invariants import RANKING_INVARIANTS, RUN_INVARIANTS
 from tracehouse.build import build_warehouse, read_checks
 from tracehouse.demo import generate_dataset
-from tracehouse.schemas import IMPORTER_VERSION
+from tracehouse.schemas import IMPORTER_VERSION, PER_SOURCE_TABLES
 from tracehouse.serve.record_page import RECORD_FOLDER
 from tracehouse.settings import SETTINGS
 from tracehouse.warehouse import (
-    PER_SOURCE_TABLES,
     Warehouse,
     connect_read_only,
     read_table,

@@ -33,7 +33,7 @@ from tests.system.test_dagster import (
 )
 from tracehouse import schemas
 from tracehouse.demo import generate_dataset
-from tracehouse.warehouse import PER_SOURCE_TABLES
+from tracehouse.schemas import PER_SOURCE_TABLES
 
 PINNED = "fedcba9876543210fedcba9876543210fedcba98"
 PARTITION = "dataset"  # the folder's name: its source's default name

@@ -4,7 +4,8 @@ The library (``tracehouse/``) is laid out along the data's walk, each stage a fo
 on a small core, with the public face and Dagster's code location (``pipelines/``) on top:
 
     kernelindex, demo   the KernelIndex spec and the demo generator: nothing else of the project
-    core                tracehouse/*.py below the face: schemas, settings, files, warehouse, ...
+    core                tracehouse/*.py below the face (schemas, settings, files, warehouse, ...)
+                        and tracehouse/tables/, the table declarations
     fetch → read → identify → ingest → assemble → publish → serve
     face                tracehouse/__init__.py, __main__.py, api.py, cli*.py, build.py
     pipelines           the code location: definitions.py and defs/
@@ -37,6 +38,8 @@ HEIGHT = {
     "face": 2 + len(WALK),
     "pipelines": 3 + len(WALK),
 }
+# Sub-packages of the core (the table declarations), not stages of the walk.
+CORE_PACKAGES = {"tables"}
 FACE = {
     "tracehouse",
     "tracehouse.__main__",
@@ -68,6 +71,8 @@ def folder_of(module: str) -> str:
         return "pipelines"
     if module in FACE:
         return "face"
+    if len(parts) > 1 and parts[1] in CORE_PACKAGES:
+        return "core"
     if len(parts) > 2 or (len(parts) == 2 and parts[1] in HEIGHT):
         return parts[1]  # tracehouse.<folder>.<module>, or the folder's own __init__
     return "core"

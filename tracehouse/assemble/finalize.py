@@ -50,13 +50,11 @@ from tracehouse.identify.context import baseline_map_rows
 from tracehouse.ingest.manifest import FileEntry
 from tracehouse.ingest.worker import PART_TABLES, DatasetContext
 from tracehouse.rejects import Reject
-from tracehouse.schemas import IMPORTER_VERSION, TABLE_ORDER
+from tracehouse.schemas import HISTORY_TABLES, IMPORTER_VERSION, PER_SOURCE_TABLES, TABLE_ORDER
 from tracehouse.settings import Settings
 from tracehouse.sql_files import sql_text
 from tracehouse.warehouse import (
     DUCKDB_SPILL_DIR,
-    HISTORY_TABLES,
-    PER_SOURCE_TABLES,
     SNAPSHOT_FILE,
     GenerationSource,
     Warehouse,
@@ -253,7 +251,7 @@ def finalize(
             connection.execute(
                 f"CREATE TEMP TABLE {relation} AS {sql_text(f'assemble/{relation}')}"
             )
-        for table in ("workloads", "environments"):
+        for table in schemas.WHOLE_SOURCE_STAGED_TABLES:
             copy(
                 table,
                 f"SELECT {_projection(table)} "  # noqa: S608  (own names)
@@ -432,7 +430,7 @@ def finalize_without_source(
     checks: dict[str, invariants.Outcome] = {}
     link_other_sources(current, generation, keep)
     write_generation_sources(generation, keep)
-    for table in ("protocols", "baseline_map"):
+    for table in schemas.SOURCE_INDEPENDENT_TABLES:
         link_file(current / f"{table}.parquet", generation / f"{table}.parquet")
     history = [row for row in _snapshot_history(current) if row["source"] != name]
     pq.write_table(

@@ -13,6 +13,7 @@ from typing import Any
 import duckdb
 
 from tracehouse.rejects import FORBIDS_CORRECTNESS, NEEDS_CORRECTNESS
+from tracehouse.schemas import RESULT_TABLES, SHRINK_EXEMPT_TABLES
 
 # How many offending ids a check lists in its metadata.
 SAMPLE_IDS = 5
@@ -269,9 +270,9 @@ def raise_failures(outcomes: dict[str, Outcome], names: list[str]) -> None:
 # Publish guards: the new state against the one it would replace (evaluated on table counts)
 
 # Fewer rejects is good news, and the snapshot history only grows.
-SHRINK_EXEMPT = frozenset({"rejects", "source_snapshots"})
+SHRINK_EXEMPT = frozenset(SHRINK_EXEMPT_TABLES)
 # Tables that hold the benchmark results themselves.
-FACT_TABLES = ("runs", "run_rankings")
+FACT_TABLES = RESULT_TABLES
 
 
 def tables_shrink_within_limit(

@@ -20,10 +20,9 @@ from tracehouse import kernelindex, schemas
 from tracehouse.files import sha256_file
 from tracehouse.ingest.manifest import FileEntry
 from tracehouse.ingest.worker import PART_TABLES
+from tracehouse.schemas import GROUP_PARTED_TABLES, PARTED_TABLES, PER_SOURCE_TABLES
 from tracehouse.sql_files import sql_text
 from tracehouse.warehouse import (
-    PARTED_TABLES,
-    PER_SOURCE_TABLES,
     GenerationSource,
     Warehouse,
     sql_literal,
@@ -80,9 +79,9 @@ def staged_groups(warehouse: Warehouse, file_entries: dict[str, FileEntry]) -> l
     return [_Group(key, parts) for key, parts in sorted(found.items())]
 
 
-# Parted tables stored as one part per (source, group of source files); run_rankings, which
-# spans every source, is parted by ranking bucket instead (write_ranking_parts).
-GROUP_PARTED_TABLES = ("runs", "correctness", "rejects", "trace_lines")
+# Parted tables are stored as one part per (source, group of source files)
+# (GROUP_PARTED_TABLES); run_rankings, which spans every source, is parted by ranking bucket
+# instead (write_ranking_parts).
 
 
 # Stored columns of the parted tables (source and snapshot_id come from the generation).
@@ -133,11 +132,10 @@ def write_group_parts(
 
     names_of: dict[str, dict[str, str]] = {}
     for group in groups:
+        # A runs part depends on the resolution too; the others on their group's files only.
         names_of[group.key] = {
-            "runs": name(group.key, resolution),
-            "correctness": name(group.key),
-            "rejects": name(group.key),
-            "trace_lines": name(group.key),
+            table: name(group.key, resolution) if table == schemas.RUNS.name else name(group.key)
+            for table in GROUP_PARTED_TABLES
         }
     for table in GROUP_PARTED_TABLES:
         held = base_folder(base, table, key)

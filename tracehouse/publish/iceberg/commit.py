@@ -46,18 +46,16 @@ from tracehouse.publish.iceberg.catalog import (
 from tracehouse.publish.iceberg.replica import reading_settings
 from tracehouse.publish.iceberg.tables import (
     MARTS,
-    PUBLISHED_TABLES,
     _evolve_schema,
     _load_or_create,
     declared_schema,
     table_order,
 )
+from tracehouse.schemas import PER_SOURCE_TABLES, PUBLISHED_TABLES, VIEW_ADDED_COLUMNS
 from tracehouse.settings import Settings
 from tracehouse.storage import redact
-from tracehouse.table_layout import VIEW_ADDED_COLUMNS
 from tracehouse.warehouse import (
     COMPLETE_MARKER,
-    PER_SOURCE_TABLES,
     SNAPSHOT_FILE,
     Warehouse,
     generation_sources,

@@ -28,14 +28,12 @@ from tracehouse.publish.iceberg.catalog import (
     open_catalog,
     publications,
 )
-from tracehouse.publish.iceberg.tables import PUBLISHED_TABLES
+from tracehouse.schemas import HISTORY_TABLES, PARTED_TABLES, PER_SOURCE_TABLES, PUBLISHED_TABLES
 from tracehouse.settings import Settings, SettingsError
 from tracehouse.storage import redact
 from tracehouse.warehouse import (
     COMPLETE_MARKER,
     DUCKDB_FILE,
-    PARTED_TABLES,
-    PER_SOURCE_TABLES,
     SNAPSHOT_FILE,
     GenerationSource,
     Warehouse,
@@ -57,10 +55,9 @@ if TYPE_CHECKING:
 
 # Per-source tables a build stores as several files per source: group parts (and the rejects
 # found before the ingest), history deltas (beside an empty first file).
-MULTI_FILE_TABLES = (frozenset(PARTED_TABLES) & frozenset(PER_SOURCE_TABLES)) | {
-    "run_appearances",
-    "run_disappearances",
-}
+MULTI_FILE_TABLES = (frozenset(PARTED_TABLES) & frozenset(PER_SOURCE_TABLES)) | frozenset(
+    HISTORY_TABLES
+)
 REPLICA_FOLDER = "replica"
 KEEP_REPLICAS = 2
 

@@ -12,43 +12,25 @@ import pyarrow as pa
 
 from tracehouse import schemas
 from tracehouse.publish.iceberg.catalog import SOURCE_COLUMN, namespace_of
+from tracehouse.schemas import ICEBERG_MARTS
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table as IcebergTable
 
 
-# Tables computed across every source: never published, each reader computes them over the
-# union of the sources the catalog holds (a build sees only the sources of its own staging).
-COMPUTED_TABLES = ("run_rankings",)
-PUBLISHED_TABLES = tuple(t for t in schemas.TABLES if t not in COMPUTED_TABLES)
+# Tables computed across every source (COMPUTED_TABLES) are never published: each reader
+# computes them over the union of the sources the catalog holds (a build sees only the sources
+# of its own staging). The others are PUBLISHED_TABLES.
 # The product an Iceberg user queries, computed after each publication over every source of the
 # latest one (as a reader computes them) and each replaced whole: ranks and the main marts.
 # tracehouse's own readers never read these back (they rank and run the views themselves).
-MARTS = ("run_rankings", "run_summary", "leaderboard", "author_rankings")
+MARTS = ICEBERG_MARTS
 # The order of a mart's rows (and its Iceberg sort order) where schemas.TABLE_ORDER has none:
 # its key.
-MART_ORDER = {
-    "run_summary": "run_id",
-    "leaderboard": ", ".join(schemas.VIEW_KEYS["leaderboard"]),
-    "author_rankings": ", ".join(schemas.VIEW_KEYS["author_rankings"]),
-}
-# The columns of a mart that is a view which never hold null: its key's (author_rankings'
-# rank is null on its `empty` and `error` rows), and run_summary's columns taken as they are
-# from a required column of runs (its other tables are LEFT JOINed), with is_baseline
-# (coalesced to false).
-MART_REQUIRED = {
-    "run_summary": (
-        *(
-            c
-            for c in schemas.VIEWS["run_summary"].column_names
-            if c in {col.name for col in schemas.TABLES["runs"].columns if not col.nullable}
-        ),
-        "is_baseline",
-    ),
-    "leaderboard": schemas.VIEW_KEYS["leaderboard"],
-    "author_rankings": ("source", "hardware", "scope_kind", "scope", "outcome"),
-}
+MART_ORDER = {name: ", ".join(schemas.VIEWS[name].key) for name in MARTS if name in schemas.VIEWS}
+# The columns of a mart that is a view which never hold null (View.never_null).
+MART_REQUIRED = {name: schemas.VIEWS[name].never_null for name in MARTS if name in schemas.VIEWS}
 # pyiceberg would retry a conflicting commit itself by re-basing the same delete and files on
 # the new state; ours re-plans the whole replacement from a fresh table instead (so a build
 # racing another build of the *same* source still removes that build's rows), so its own
