@@ -26,11 +26,11 @@ from tracehouse.demo import generate_dataset
 from tracehouse.publish.iceberg.catalog import PROPERTY_PUBLICATION, PUBLICATIONS
 from tracehouse.publish.iceberg.tables import (
     MARTS,
-    PUBLISHED_TABLES,
     column_docs,
     required_columns,
     sort_terms,
 )
+from tracehouse.schemas import PUBLISHED_TABLES
 
 BUCKET = "tracehouse-commits"
 REVISION = "1" * 40

@@ -15,7 +15,8 @@ from bench.object_store import local_s3_server
 from tests.conftest import run_cli
 from tracehouse import schemas
 from tracehouse.demo import generate_dataset
-from tracehouse.publish.iceberg.tables import MARTS, PUBLISHED_TABLES, sort_terms
+from tracehouse.publish.iceberg.tables import MARTS, sort_terms
+from tracehouse.schemas import PUBLISHED_TABLES
 
 pytestmark = pytest.mark.integration
 BUCKET = "tracehouse-docs"
