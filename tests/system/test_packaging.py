@@ -119,14 +119,15 @@ def test_without_the_dask_extra_the_definitions_load_and_the_dask_job_names_it()
 @pytest.mark.slow
 def test_the_wheel_ships_the_library_the_code_location_and_the_sql_only(wheel: Path) -> None:
     def files(folder: str, pattern: str) -> set[str]:
-        return {p.relative_to(REPO).as_posix() for p in (REPO / folder).rglob(pattern)}
+        found = (REPO / folder).rglob(pattern)
+        return {p.relative_to(REPO).as_posix() for p in found if p.is_file()}
 
     with zipfile.ZipFile(wheel) as archive:
         shipped = {name for name in archive.namelist() if ".dist-info/" not in name}
     modules = files("tracehouse", "*.py") | files("pipelines", "*.py")
-    # The SQL files live in sql/ at the top of the checkout (the design's layout); the wheel
-    # carries them inside the library, where tracehouse/sql_files.py looks in an installation.
-    sql = {"tracehouse/_sql/" + name.removeprefix("sql/") for name in files("sql", "*.sql")}
+    # sql/ lives at the top of the checkout (the design's layout); the wheel carries all of it
+    # inside the library, where tracehouse/sql_files.py looks in an installation.
+    sql = {"tracehouse/_sql/" + name.removeprefix("sql/") for name in files("sql", "*")}
     assert modules and sql
     assert shipped == modules | sql | {"tracehouse/py.typed"}, (
         sorted(shipped - modules - sql),
