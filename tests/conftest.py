@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 
-from tests.fixtures.shared_data import GOLDEN_DIR, SHARED
+from tests.fixtures.shared_data import GOLDEN_DIR, MISSING_REASON, SHARED
 from tracehouse.build import BuildResult, build_warehouse
 from tracehouse.settings import load_settings
 
@@ -71,7 +71,7 @@ def run_cli_bytes(*args: str) -> subprocess.CompletedProcess[bytes]:
 @pytest.fixture(scope="session")
 def golden_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if SHARED is None:
-        pytest.skip("../shared not found beside the checkout")
+        pytest.skip(MISSING_REASON)
     warehouse = tmp_path_factory.mktemp("golden") / "warehouse"
     build(GOLDEN_DIR / "dataset", warehouse, revision=GOLDEN_REVISION)
     return warehouse

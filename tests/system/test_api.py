@@ -121,7 +121,7 @@ def test_a_notebook_reads_a_folder_warehouse(demo: Path, tmp_path: Path) -> None
     _check(_notebook(str(warehouse), cwd=notebooks), expected)
     # without an argument the settings decide, as for every command
     answer = subprocess.run(
-        [sys.executable, "-c", "import pipelines; print(tracehouse.connect()"
+        [sys.executable, "-c", "import tracehouse; print(tracehouse.connect()"
          ".execute('SELECT count(*) FROM runs').fetchone()[0])"],
         capture_output=True, text=True, cwd=notebooks, timeout=300,
         env={"PYTHONPATH": str(REPO), "TRACEHOUSE_WAREHOUSE": str(warehouse)},

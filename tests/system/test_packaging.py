@@ -1,9 +1,10 @@
-"""What a `pip install tracehouse` gets (issue 21): no Dask unless asked for, typed, versioned."""
+"""What a `pip install tracehouse` gets (issue 21): no Dask unless asked for, typed, versioned.
+
+The wheel is tests/system/conftest.py's; test_installed.py checks what it holds and runs it."""
 
 from __future__ import annotations
 
 import email
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -14,25 +15,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 DASK_PACKAGES = ("dask", "distributed", "dagster-dask", "dagster_dask")
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel `uv build` makes of this checkout, as a user would install it."""
-    uv = Path(sys.executable).parent / "uv"
-    if not uv.exists():
-        found = shutil.which("uv")
-        if found is None:
-            pytest.skip("uv is not installed in this environment")
-        uv = Path(found)
-    out = tmp_path_factory.mktemp("wheel")
-    result = subprocess.run(
-        [str(uv), "build", "--wheel", "--out-dir", str(out), str(REPO)],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    (path,) = out.glob("tracehouse-*.whl")
-    return path
 
 
 def _metadata(wheel: Path) -> email.message.Message:
