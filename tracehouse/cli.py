@@ -6,6 +6,10 @@ What a person sees: one line on stderr for every error (naming the argument or f
 reason; exit 2 for anything the user can change), one line on Ctrl-C or SIGTERM (exit 130/143;
 ``tracehouse.interrupts``), never a traceback (``TRACEHOUSE_DEBUG=1`` shows one for an internal
 error).
+
+This module is the entry point (``main``): it parses the command line (``cli_parser``), runs the
+subcommand's handler (``cli_commands``) and turns whatever goes wrong into that one line
+(``cli_output``).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ if __name__ == "__main__" or os.path.basename(sys.argv[0]) == "tracehouse":
 
 from collections.abc import Sequence
 
-from tracehouse.cli_output import UsageError, _one_line, _print_error
+from tracehouse.cli_output import UsageError, one_line, print_error
 from tracehouse.cli_parser import build_parser
 
 
@@ -95,17 +99,17 @@ def _run(argv: Sequence[str] | None) -> int:
         if isinstance(error, SystemExit | KeyboardInterrupt):
             raise
         if isinstance(error, UsageError):
-            _print_error(str(error))
+            print_error(str(error))
             return 2
         if isinstance(error, _user_errors()) or type(error).__module__.startswith(
             ("duckdb", "_duckdb")  # a database error from user SQL is a message
         ):
-            _print_error(f"{command}: {_one_line(error)}")
+            print_error(f"{command}: {one_line(error)}")
             return 2
         if os.environ.get("TRACEHOUSE_DEBUG"):
             raise
-        _print_error(
-            f"{command}: internal error: {type(error).__name__}: {_one_line(error)} "
+        print_error(
+            f"{command}: internal error: {type(error).__name__}: {one_line(error)} "
             "(TRACEHOUSE_DEBUG=1 shows the traceback)"
         )
         return 1

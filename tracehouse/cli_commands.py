@@ -9,14 +9,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tracehouse.cli_leaderboard import _print_leaderboard
+from tracehouse.cli_leaderboard import print_leaderboard
 from tracehouse.cli_output import (
     UsageError,
-    _print_error,
-    _print_lines,
-    _print_rows,
-    _progress_bar,
-    _row_writer,
+    print_error,
+    print_lines,
+    print_rows,
+    progress_bar,
+    row_writer,
 )
 from tracehouse.settings import Settings, SettingsError, load_settings
 
@@ -51,8 +51,8 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
 def cmd_build(args: argparse.Namespace) -> int:
     from tracehouse.build import build_warehouse
 
-    result = build_warehouse(_settings(args), progress=_progress_bar(), force=args.force)
-    _print_lines(result.summary_lines())
+    result = build_warehouse(_settings(args), progress=progress_bar(), force=args.force)
+    print_lines(result.summary_lines())
     return 0
 
 
@@ -62,7 +62,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if args.format != "table":
         columns, batches = queries.user_query_batches(settings, args.sql)
-        _row_writer(args.format)(sys.stdout, columns, batches)
+        row_writer(args.format)(sys.stdout, columns, batches)
         return 0
     limit = DEFAULT_QUERY_ROWS if args.limit is None else args.limit
     width = 10**9 if args.wide else render.terminal_width(sys.stdout)
@@ -77,7 +77,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     print("\n".join(render.table(result.columns, result.rows, width)))
     shown, total = len(result.rows), result.total_rows
     if shown < total:
-        _print_lines([f"{shown:,} of {total:,} rows shown (--limit N for more, --limit 0 for all)"])
+        print_lines([f"{shown:,} of {total:,} rows shown (--limit N for more, --limit 0 for all)"])
     else:
         print(f"({total:,} row{'s' if total != 1 else ''})")
     return 0
@@ -92,9 +92,9 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         reason = queries.leaderboard_not_found(settings, args.definition, args.hardware)
         raise LookupError(f"{reason}; {LIST_DEFINITIONS_HINT}")
     if args.format == "table":
-        _print_leaderboard(result, args.wide)
+        print_leaderboard(result, args.wide)
     else:
-        _row_writer(args.format)(sys.stdout, result.columns, [result.rows])
+        row_writer(args.format)(sys.stdout, result.columns, [result.rows])
     return 0
 
 
@@ -103,7 +103,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     _require_folder_target("--out", Path(args.out))
     result = write_report(_settings(args), Path(args.out))
-    _print_lines([report_summary_line(result)])
+    print_lines([report_summary_line(result)])
     return 0
 
 
@@ -131,11 +131,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.kernelindex:
         definition, out = args.kernelindex
         written = export.export_kernelindex(settings, definition, Path(out))
-        _print_lines([written.summary(definition, out)])
+        print_lines([written.summary(definition, out)])
     if args.snapshot:
         manifest = export.export_snapshot(settings, Path(args.snapshot))
         rows = sum(table["rows"] for table in manifest["tables"].values())
-        _print_lines(
+        print_lines(
             [f"exported {len(manifest['tables'])} tables ({rows:,} rows) to {args.snapshot}"]
         )
     if args.flashinfer_trace:
@@ -145,7 +145,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         written = export_flashinfer_trace(
             settings, out, source=args.source, definitions=args.definition or []
         )
-        _print_lines([written.summary(out)])
+        print_lines([written.summary(out)])
     return 0
 
 
@@ -162,7 +162,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         if not out.parent.is_dir():
             raise FileNotFoundError(f"--html {args.html}: folder {out.parent} does not exist")
         row = write_record_html(settings, args.id, out)
-        _print_lines([f"wrote the record page of run {row['run_id']} to {args.html}"])
+        print_lines([f"wrote the record page of run {row['run_id']} to {args.html}"])
         return 0
     if args.json:
         sys.stdout.write(export.record_manifest_json(settings, args.id) + "\n")
@@ -174,7 +174,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         summary, marker, manifest = export.record_text(settings, args.id).partition(
             export.RECORD_MANIFEST_MARKER
         )
-        _print_lines([summary.rstrip("\n"), ""] if marker else [summary])
+        print_lines([summary.rstrip("\n"), ""] if marker else [summary])
         if marker:
             print(marker + render.json_safe(manifest), end="" if manifest.endswith("\n") else "\n")
     return 0
@@ -204,13 +204,13 @@ def cmd_changes(args: argparse.Namespace) -> int:
 
         print(render.json_safe(changes_text.report_json(report)))
     else:
-        _row_writer(args.format)(
+        row_writer(args.format)(
             sys.stdout, list(changes_text.CSV_COLUMNS), [changes_text.report_rows(report)]
         )
     failure = changes_text.regression_failure_line(report, wide=args.wide)
     if args.fail_on_regression and failure is not None:
         sys.stdout.flush()
-        _print_error(f"tracehouse changes: {failure}")
+        print_error(f"tracehouse changes: {failure}")
         return changes.EXIT_REGRESSIONS_FOUND
     return 0
 
@@ -245,19 +245,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
         generated = replace_atomically(
             source, lambda staging: generate_dataset(staging, seed=args.seed, overwrite=True)
         )
-        _print_lines(
+        print_lines(
             [
                 f"generated a demo dataset in {source}: {generated.definitions:,} definitions, "
                 f"{generated.solutions:,} solutions, {generated.trace_lines:,} trace lines "
                 f"(seed {args.seed})"
             ]
         )
-    result = build_warehouse(settings, progress=_progress_bar())
-    _print_lines(result.summary_lines())
+    result = build_warehouse(settings, progress=progress_bar())
+    print_lines(result.summary_lines())
     definition = busiest_definition(settings)
     print()
-    _print_lines([f"leaderboard for {definition} (`tracehouse leaderboard {definition}`):"])
-    _print_leaderboard(leaderboard(settings, definition), wide=False)
+    print_lines([f"leaderboard for {definition} (`tracehouse leaderboard {definition}`):"])
+    print_leaderboard(leaderboard(settings, definition), wide=False)
     return 0
 
 
@@ -329,7 +329,7 @@ def cmd_generations(args: argparse.Namespace) -> int:
         raise LookupError(f"no completed generation in {settings.warehouse}")
     columns = list(rows[0])
     values = [list(r.values()) for r in rows]
-    _print_rows(args.format, columns, values, args.wide)
+    print_rows(args.format, columns, values, args.wide)
     return 0
 
 
@@ -344,7 +344,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
         values = [list(row) for row in result.fetchall()]
     finally:
         connection.close()
-    _print_rows(args.format, columns, values, args.wide)
+    print_rows(args.format, columns, values, args.wide)
     return 0
 
 
@@ -359,7 +359,7 @@ def cmd_remove_source(args: argparse.Namespace) -> int:
         )
     result = remove_source(settings, args.name)
     lines = result.summary_lines()
-    _print_lines(
+    print_lines(
         [
             f"removed source {args.name} from {result.warehouse} in {result.seconds:.2f} s "
             f"(generation {result.generation})",
@@ -382,9 +382,9 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     warehouse = Warehouse(settings.warehouse, settings.keep_generations)
     previous, target = warehouse.roll_back(args.generation, settings.lock_timeout_s)
     if target == previous:
-        _print_lines([f"generation {target.name} is already current"])
+        print_lines([f"generation {target.name} is already current"])
         return 0
-    _print_lines(
+    print_lines(
         [
             f"current generation is now {target.name} (was "
             f"{previous.name if previous else 'none'}); the next `tracehouse build` rebuilds "

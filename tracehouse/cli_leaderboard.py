@@ -91,7 +91,7 @@ def _leaderboard_note(row: dict[str, Any]) -> str:
     return ", ".join(notes)
 
 
-def _print_leaderboard(result: Any, wide: bool) -> None:
+def print_leaderboard(result: Any, wide: bool) -> None:
     import textwrap
 
     from tracehouse.serve import render

@@ -14,7 +14,7 @@ class UsageError(Exception):
     """A command line argparse cannot parse; reported in one line, exit 2."""
 
 
-def _progress_bar() -> Any:
+def progress_bar() -> Any:
     """A tqdm bar on stderr when it is a terminal; silent otherwise (logs, CI, pipes)."""
     if not sys.stderr.isatty():
         return None
@@ -37,7 +37,7 @@ def _progress_bar() -> Any:
     return progress
 
 
-def _print_lines(lines: Sequence[str]) -> None:
+def print_lines(lines: Sequence[str]) -> None:
     """Prose output wrapped to the reader's width (COLUMNS or the terminal's; a pipe gets
     whole lines), every control character in it (a name from the dataset) escaped."""
     from tracehouse.serve import render
@@ -47,14 +47,14 @@ def _print_lines(lines: Sequence[str]) -> None:
     print("\n".join(render.fit_lines(safe, width) if width else safe))
 
 
-def _row_writer(output_format: str) -> Any:
+def row_writer(output_format: str) -> Any:
     """The writer of a machine-readable --format (csv or json)."""
     from tracehouse.serve import render
 
     return render.write_csv if output_format == "csv" else render.write_json
 
 
-def _print_rows(
+def print_rows(
     output_format: str, columns: list[str], values: list[list[Any]], wide: bool = False
 ) -> None:
     """Rows in the --format asked: a table that fits the terminal (one block per row when a
@@ -65,16 +65,17 @@ def _print_rows(
         width = 10**9 if wide else render.terminal_width(sys.stdout)
         print("\n".join(render.table(columns, values, width=width, counts=True)))
     else:
-        _row_writer(output_format)(sys.stdout, columns, [values])
+        row_writer(output_format)(sys.stdout, columns, [values])
 
 
-def _one_line(error: BaseException) -> str:
+def one_line(error: BaseException) -> str:
+    """An error's message as one printable line (its type's name when it has none)."""
     from tracehouse.serve import render
 
     return render.message(str(error)) or type(error).__name__
 
 
-def _print_error(line: str) -> None:
+def print_error(line: str) -> None:
     """One line on stderr, whatever file name, typed value or SQL it quotes (render.message)."""
     from tracehouse.serve import render
 

@@ -28,7 +28,6 @@ from tracehouse.cli_commands import (
     cmd_tables,
 )
 from tracehouse.cli_output import UsageError
-from tracehouse.schemas import IMPORTER_VERSION
 from tracehouse.settings import SETTINGS, describe, env_name
 
 OUTPUT_FORMATS = ("table", "csv", "json")
@@ -63,6 +62,7 @@ class _VersionAction(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> NoReturn:
         import tracehouse
+        from tracehouse.schemas import IMPORTER_VERSION  # Arrow's types: only when asked
 
         print(f"tracehouse {tracehouse.__version__} ({IMPORTER_VERSION})")
         parser.exit(0)

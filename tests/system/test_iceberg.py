@@ -312,14 +312,14 @@ def test_object_store_settings_errors_are_one_line(tmp_path: Path) -> None:
 WRITER = """
 import sys, time, pyarrow as pa, pyarrow.parquet as pq
 from pathlib import Path
-from tracehouse.publish.iceberg.catalog import PROPERTY_SNAPSHOT, _ensure_namespace, open_catalog
+from tracehouse.publish.iceberg.catalog import PROPERTY_SNAPSHOT, ensure_namespace, open_catalog
 from tracehouse.publish.iceberg.commit import publish_table
 from tracehouse.settings import load_settings
 
 source, rounds, folder = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
 settings = load_settings()
 catalog = open_catalog(settings)
-_ensure_namespace(catalog)
+ensure_namespace(catalog)
 time.sleep(max(0.0, float(sys.argv[4]) - time.time()))  # both writers start together
 retries = 0
 for round_ in range(rounds):

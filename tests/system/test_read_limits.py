@@ -28,7 +28,7 @@ from tests.conftest import one_error_line, run_cli
 from tests.fixtures.hostile_corpus import write_plain_dataset
 from tests.fixtures.many_solutions import write_many_solutions
 from tests.fixtures.shared_data import requires_shared
-from tracehouse.serve.report_blocks import _Reader
+from tracehouse.serve.report_blocks import ReportReader
 from tracehouse.settings import load_settings
 from tracehouse.warehouse import Warehouse
 
@@ -147,7 +147,7 @@ def test_every_read_command_gets_the_query_limits(warehouse: Path) -> None:
         environ={"TRACEHOUSE_QUERY_MEMORY_MB": "300", "TRACEHOUSE_QUERY_SPILL_MB": "100"},
         warehouse=warehouse,
     )
-    report_reader = _Reader(settings)
+    report_reader = ReportReader(settings)
     try:
         limits = report_reader.rows(
             "SELECT current_setting('memory_limit') AS memory, "

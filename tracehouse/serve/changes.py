@@ -6,6 +6,9 @@ parameters, so ``sql/regressions.sql`` reads them from a one-row relation,
 ``regression_thresholds``: the build stores the build's settings in the DuckDB file (for a bare
 ``duckdb`` session), and every ``tracehouse`` connection replaces it with a temporary table of
 the settings in force when the command runs.
+
+This module finds the changes; their SQL is ``changes_sql``, and what ``tracehouse changes``
+prints of them ``changes_text``.
 """
 
 from __future__ import annotations
@@ -17,10 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracehouse.assemble.history import (
-    THRESHOLDS_RELATION,
-    RegressionThresholds,
-)
+from tracehouse.assemble.history import THRESHOLDS_RELATION, RegressionThresholds
 from tracehouse.serve.changes_sql import (
     LEADER_CHANGES_SQL,
     MEMBERSHIP_SQL,
@@ -60,7 +60,7 @@ class Snapshot:
 
     def describe(self) -> str:
         revision = f"revision {self.revision[:12]}" if self.revision else "no revision"
-        return f"snapshot {self.snapshot_number}, {revision}, built {_instant(self.built_at)}"
+        return f"snapshot {self.snapshot_number}, {revision}, built {instant_text(self.built_at)}"
 
 
 @dataclass(frozen=True)
@@ -422,8 +422,8 @@ def latest_changes(
     return found
 
 
-# An instant as every output of the command shows it (UTC, to the millisecond).
-def _instant(value: datetime | None) -> str:
+def instant_text(value: datetime | None) -> str:
+    """An instant in UTC to the millisecond (``2026-03-01T12:00:00.000Z``); None as a dash."""
     if value is None:
         return "—"
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"

@@ -8,7 +8,7 @@ import math
 from datetime import datetime
 from typing import Any
 
-from tracehouse.serve.changes import ChangeReport, Snapshot, Window, _instant
+from tracehouse.serve.changes import ChangeReport, Snapshot, Window, instant_text
 
 SECTIONS = (
     # (key in the report, title)
@@ -201,7 +201,7 @@ def report_text(report: ChangeReport, *, wide: bool = False, width: int = WIDTH)
 
 def _jsonable(value: Any) -> Any:
     if isinstance(value, datetime):
-        return _instant(value)
+        return instant_text(value)
     if isinstance(value, float) and math.isinf(value):
         return "Infinity" if value > 0 else "-Infinity"  # JSON has no infinite number
     return value
@@ -214,7 +214,7 @@ def _snapshot_document(snapshot: Snapshot | None) -> dict[str, Any] | None:
         "snapshot_id": snapshot.snapshot_id,
         "snapshot_number": snapshot.snapshot_number,
         "revision": snapshot.revision,
-        "built_at": _instant(snapshot.built_at),
+        "built_at": instant_text(snapshot.built_at),
     }
 
 

@@ -19,7 +19,6 @@ from typing import Any
 from tracehouse import kernelindex
 from tracehouse.files import replace_atomically, sha256_file, write_atomically
 from tracehouse.kernelindex import canonical_json, manifest_digest
-from tracehouse.schemas import IMPORTER_VERSION
 from tracehouse.serve import changes
 from tracehouse.serve.output_folder import OutputKind, claimed
 from tracehouse.serve.queries import reader, spill_folder, spill_limit_mb, within_limits
@@ -526,7 +525,10 @@ def export_snapshot(settings: Settings, out: Path) -> dict[str, Any]:
     ``out`` must be new, empty or a snapshot folder written before (``SNAPSHOT_FOLDER``)."""
     import pyarrow.parquet as pq
 
-    from tracehouse.schemas import TABLES  # Arrow declarations: only this export needs them
+    from tracehouse.schemas import (  # Arrow declarations: only this export needs them
+        IMPORTER_VERSION,
+        TABLES,
+    )
 
     generation = Warehouse(settings.warehouse).require_current()
     tables: dict[str, Any] = {}

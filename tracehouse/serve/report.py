@@ -6,6 +6,10 @@ Every number shown comes from the warehouse's views, read over a read-only conne
 table cell also carries the exact value in ``data-value`` so a test can compare the page with
 the SQL. The CLI (`tracehouse report --out DIR`) and the Dagster ``report`` asset both call
 ``write_report``.
+
+This module writes the folder; the pages are made in ``report_overview`` (the first page),
+``report_definition`` (a definition's page) and ``report_changes`` (what changed), from the
+blocks of ``report_blocks``; ``record_page`` writes the page of each run they name.
 """
 
 from __future__ import annotations
@@ -23,11 +27,11 @@ from tracehouse.serve.output_folder import OutputKind, claimed
 from tracehouse.serve.record_page import RECORD_FOLDER, write_record_pages
 from tracehouse.serve.report_blocks import (
     PLOTLY_BUNDLE,
-    _chart,
-    _page,
-    _Reader,
-    _table,
+    ReportReader,
+    chart_html,
     definition_page_name,
+    page_html,
+    table_html,
 )
 from tracehouse.serve.report_changes import what_changed_html, write_change_pages
 from tracehouse.serve.report_definition import (
@@ -36,11 +40,11 @@ from tracehouse.serve.report_definition import (
     DEFINITION_LEADERBOARD_SQL,
     DEFINITION_SPEEDUPS_SQL,
     DEFINITIONS_SQL,
-    _definition_page,
-    _grouped,
+    definition_page,
+    grouped_by,
     record_holders,
 )
-from tracehouse.serve.report_overview import _overview_page
+from tracehouse.serve.report_overview import overview_page
 from tracehouse.settings import Settings
 from tracehouse.warehouse import Warehouse
 
@@ -92,17 +96,17 @@ def _write_report_into(
     pages_folder = f"{PAGES_PREFIX}{time.time_ns():x}"
     pages_dir = out_dir / pages_folder
     pages_dir.mkdir()
-    reader = _Reader(settings)
+    reader = ReportReader(settings)
     try:
         write_atomically(out_dir / PLOTLY_BUNDLE, plotly.offline.get_plotlyjs().encode())
         result = ReportResult(out_dir)
         definitions = reader.rows(DEFINITIONS_SQL)
         # each view is read once and split by definition: one query per page would recompute
         # the views for every page
-        boards = _grouped(reader.rows(DEFINITION_LEADERBOARD_SQL), "definition")
-        curves = _grouped(reader.rows(DEFINITION_FAST_P_SQL), "definition")
-        speedups = _grouped(reader.rows(DEFINITION_SPEEDUPS_SQL), "definition")
-        cells = _grouped(reader.rows(DEFINITION_COVERAGE_SQL), "definition")
+        boards = grouped_by(reader.rows(DEFINITION_LEADERBOARD_SQL), "definition")
+        curves = grouped_by(reader.rows(DEFINITION_FAST_P_SQL), "definition")
+        speedups = grouped_by(reader.rows(DEFINITION_SPEEDUPS_SQL), "definition")
+        cells = grouped_by(reader.rows(DEFINITION_COVERAGE_SQL), "definition")
         holders, holder_counts = record_holders(reader)
         named_runs: set[str] = set()
         for definition in definitions:
@@ -110,7 +114,7 @@ def _write_report_into(
             page = pages_dir / definition_page_name(name)
             records = holders.get(name, [])
             named_runs.update(r["run_id"] for r in records)
-            html_text = _definition_page(
+            html_text = definition_page(
                 definition,
                 boards.get(name, []),
                 curves.get(name, []),
@@ -122,17 +126,19 @@ def _write_report_into(
             write_atomically(page, html_text.encode())
             result.pages.append(page)
         with_pages = {d["definition"] for d in definitions}
-        changed = write_change_pages(reader.connection, settings, pages_dir, _page, _table, _chart)
+        changed = write_change_pages(
+            reader.connection, settings, pages_dir, page_html, table_html, chart_html
+        )
         result.pages += [path for _, path in changed.pages]
         result.pages += write_record_pages(
             reader.connection,
             named_runs | changed.run_ids(),
             pages_dir / RECORD_FOLDER,
-            _page,
+            page_html,
             lambda run: _record_nav(run, with_pages),
         )
-        overview, top_rows = _overview_page(
-            reader, definitions, pages_folder, what_changed_html(pages_folder, changed, _table)
+        overview, top_rows = overview_page(
+            reader, definitions, pages_folder, what_changed_html(pages_folder, changed, table_html)
         )
     except BaseException as error:
         shutil.rmtree(pages_dir, ignore_errors=True)  # a page folder no index will link to

@@ -79,7 +79,7 @@ def _exact(value: Any) -> str:
     return str(value)
 
 
-def _table(
+def table_html(
     rows: Sequence[dict[str, Any]],
     columns: Sequence[tuple[str, str]],
     *,
@@ -116,7 +116,7 @@ def _table(
     )
 
 
-def _page(title: str, body: str, *, depth: int) -> str:
+def page_html(title: str, body: str, *, depth: int) -> str:
     prefix = "../" * depth
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
@@ -132,7 +132,7 @@ def _page(title: str, body: str, *, depth: int) -> str:
 
 def _figure_html(figure: Any, div_id: str) -> str:
     """A chart's div and script. Its title is never Plotly's (the mode bar, drawn over the
-    figure's top right, covers that): ``_chart`` writes it as a heading above the figure."""
+    figure's top right, covers that): ``chart_html`` writes it as a heading above the figure."""
     return str(
         figure.to_html(
             full_html=False,
@@ -143,7 +143,7 @@ def _figure_html(figure: Any, div_id: str) -> str:
     )
 
 
-def _chart(figure: Any, div_id: str, title: str, *, before: str = "") -> str:
+def chart_html(figure: Any, div_id: str, title: str, *, before: str = "") -> str:
     """A chart under its title, a heading of the page (never covered, wrapped when narrow)."""
     return (
         f"<div class='chart' id='{html.escape(div_id)}-box'>"
@@ -184,7 +184,9 @@ def ratio_tick(value: float) -> str:
     return f"{value:.{digits}f}×"
 
 
-class _Reader:
+class ReportReader:
+    """The report's one read-only connection, within the read commands' limits."""
+
     def __init__(self, settings: Settings) -> None:
         from tracehouse.serve.queries import reader
 

@@ -14,12 +14,12 @@ from tracehouse import rejects
 from tracehouse.serve import changes
 from tracehouse.serve.record_page import RECORD_FOLDER, record_page_name
 from tracehouse.serve.report_blocks import (
-    _chart,
-    _page,
-    _Reader,
-    _table,
+    ReportReader,
+    chart_html,
     log_axis_ticks,
+    page_html,
     plotly_label,
+    table_html,
 )
 
 # One colour per status of a (solution, workload) cell, each failure kind its own, so that a
@@ -82,6 +82,10 @@ SOLUTION_PALETTE = (
 # instead of drawn cell by cell, and its speedup chart shows the distribution without points.
 COVERAGE_MAP_MAX_WORKLOADS = 60
 SPEEDUP_POINTS_MAX = 2_000
+
+# What the pages show, as named read-only queries over the views (values bound, never
+# formatted), each view read once for every page: the definitions that get a page, then per
+# definition its leaderboard, fast_p curves, speedups and coverage cells.
 DEFINITIONS_SQL = """
 SELECT d.definition, any_value(d.op_type) AS op_type, count(DISTINCT r.solution) AS solutions,
        count(DISTINCT r.run_id) AS runs
@@ -180,7 +184,7 @@ LEADERBOARD_COLUMNS = (
 
 
 def record_holders(
-    reader: _Reader,
+    reader: ReportReader,
 ) -> tuple[dict[str, list[dict[str, Any]]], dict[tuple[str, str], int]]:
     """Per definition, the record holders its page names: per hardware the first
     RECORD_ROWS_MAX comparison groups in workload order (``workload_order``), read in batches
@@ -266,7 +270,7 @@ def workload_order(axes_json: str | None, workload_key: str) -> tuple[Any, ...]:
     return (len(values) == 0, tuple(values), workload_key)
 
 
-def _definition_page(
+def definition_page(
     definition: dict[str, Any],
     board: list[dict[str, Any]],
     curves: list[dict[str, Any]],
@@ -305,7 +309,7 @@ def _definition_page(
             + f". {html.escape(LEADERBOARD_ORDER_RULE)}.</p>"
         )
         parts.append(
-            _table(
+            table_html(
                 rows,
                 LEADERBOARD_COLUMNS,
                 table_id=f"leaderboard-{index}",
@@ -321,7 +325,7 @@ def _definition_page(
         )
         parts.append(_coverage_chart(go, [c for c in cells if c["hardware"] == hardware], index))
         parts.append(_records_table(records, record_counts, name, hardware, index, colours))
-    return _page(name, "".join(parts), depth=1)
+    return page_html(name, "".join(parts), depth=1)
 
 
 def _records_table(
@@ -343,7 +347,7 @@ def _records_table(
             f" The first {len(rows):,} by workload are shown; <code>tracehouse record ID "
             "--html OUT</code> writes the page of any other run."
         )
-    return f"<p class='chart-title'>Record holders</p><p class='note'>{note}</p>" + _table(
+    return f"<p class='chart-title'>Record holders</p><p class='note'>{note}</p>" + table_html(
         rows,
         RECORD_COLUMNS,
         table_id=f"records-{index}",
@@ -352,7 +356,8 @@ def _records_table(
     )
 
 
-def _grouped(rows: Iterable[dict[str, Any]], key: str) -> dict[str, list[dict[str, Any]]]:
+def grouped_by(rows: Iterable[dict[str, Any]], key: str) -> dict[str, list[dict[str, Any]]]:
+    """The rows by their value of ``key``, each group in the rows' order."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         groups.setdefault(row[key], []).append(row)
@@ -365,7 +370,7 @@ def _fast_p_chart(
     if not curves:
         return "<p class='note'>fast_p: no baseline workloads to compare with.</p>"
     figure = go.Figure()
-    for solution, points in _grouped(curves, "solution").items():
+    for solution, points in grouped_by(curves, "solution").items():
         figure.add_trace(
             go.Scatter(
                 x=[p["p"] for p in points],
@@ -384,7 +389,7 @@ def _fast_p_chart(
         legend={"font": {"size": 10}},
     )
     title = "fast_p: share of the baseline's workloads passed with speedup ≥ p"
-    return _chart(figure, f"fast-p-{index}", title)
+    return chart_html(figure, f"fast-p-{index}", title)
 
 
 def _speedup_chart(
@@ -394,7 +399,7 @@ def _speedup_chart(
         return "<p class='note'>Speedup distribution: no workload both passed.</p>"
     figure = go.Figure()
     many = len(speedups) > SPEEDUP_POINTS_MAX  # a distribution, not 200,000 points
-    for solution, points in _grouped(speedups, "solution").items():
+    for solution, points in grouped_by(speedups, "solution").items():
         figure.add_trace(
             go.Box(
                 y=[p["speedup"] for p in points],
@@ -419,7 +424,7 @@ def _speedup_chart(
         margin={"t": 30, "b": 120},
     )
     title = "Speedup over the baseline, per workload (log scale)"
-    return _chart(figure, f"speedups-{index}", title)
+    return chart_html(figure, f"speedups-{index}", title)
 
 
 def _status_legend(statuses: Iterable[str], index: int) -> str:
@@ -470,7 +475,7 @@ def _coverage_chart(go: Any, cells: list[dict[str, Any]], index: int) -> str:
             xaxis={"title": "workloads"},
         )
         title = f"Coverage: {len(workloads):,} workloads, counted per solution and status"
-        return _chart(figure, f"coverage-{index}", title, before=legend)
+        return chart_html(figure, f"coverage-{index}", title, before=legend)
     codes = {status: position for position, status in enumerate(present)}
     z = [[codes[status_of[(s, w)]] for w in workloads] for s in solutions]
     text = [[STATUS_LABELS[status_of[(s, w)]] for w in workloads] for s in solutions]
@@ -507,7 +512,7 @@ def _coverage_chart(go: Any, cells: list[dict[str, Any]], index: int) -> str:
         },
     )
     title = "Coverage: solutions × workloads, by status"
-    return _chart(figure, f"coverage-{index}", title, before=legend)
+    return chart_html(figure, f"coverage-{index}", title, before=legend)
 
 
 def _workload_labels(cells: list[dict[str, Any]]) -> dict[str, str]:

@@ -9,9 +9,9 @@ import html
 from typing import Any
 
 from tracehouse.schemas import TABLES
-from tracehouse.serve.report_blocks import _page, _Reader, _table, definition_page_name
+from tracehouse.serve.report_blocks import ReportReader, definition_page_name, page_html, table_html
 
-# What each page shows, as named read-only queries over the views (values bound, never formatted).
+# What the page shows, as named read-only queries over the views (values bound, never formatted).
 SOURCES_SQL = """
 SELECT source, uri, revision, snapshot_id, built_at, definitions, solutions, runs, rejects
 FROM source_summary ORDER BY source
@@ -43,8 +43,8 @@ FROM leaderboard WHERE leaderboard_rank = 1 ORDER BY definition, hardware
 """
 
 
-def _overview_page(
-    reader: _Reader, definitions: list[dict[str, Any]], pages_folder: str, what_changed: str
+def overview_page(
+    reader: ReportReader, definitions: list[dict[str, Any]], pages_folder: str, what_changed: str
 ) -> tuple[str, list[dict[str, Any]]]:
     from tracehouse.serve.queries import LEADERBOARD_ORDER_RULE
 
@@ -74,7 +74,7 @@ def _overview_page(
         f"share of the slice's workloads it passed. {html.escape(LEADERBOARD_ORDER_RULE)}.</p>"
     )
     parts.append(
-        _table(
+        table_html(
             top,
             [
                 # the answer first, so that a narrow window still shows it without scrolling
@@ -99,7 +99,7 @@ def _overview_page(
         "<code>(all sources)</code> of the definitions the sources agree on.</p>"
     )
     parts.append(
-        _table(
+        table_html(
             sources,
             [
                 ("source", "source"),
@@ -121,7 +121,7 @@ def _overview_page(
             "disagree on (their operation digests differ); their figures are per source only.</p>"
         )
         parts.append(
-            _table(
+            table_html(
                 left_out,
                 [("definition", "definition"), ("reason", "why"), ("sources", "sources")],
                 table_id="union-left-out",
@@ -135,7 +135,7 @@ def _overview_page(
         "raises, the row says why instead of a number.</p>"
     )
     parts.append(
-        _table(
+        table_html(
             fib_ranking,
             [
                 ("source", "source"),
@@ -157,7 +157,7 @@ def _overview_page(
         f"(map <code>{html.escape(web_map)}</code>), per source</h2>"
     )
     parts.append(
-        _table(
+        table_html(
             web_ranking,
             [
                 ("source", "source"),
@@ -180,13 +180,15 @@ def _overview_page(
     )
     parts.append(f"<h2>Definitions</h2><ul>{links}</ul>")
     parts.append("<h2>Tables</h2>")
-    parts.append(_table(counts, [("table", "table"), ("rows", "rows")], table_id="table-counts"))
+    parts.append(
+        table_html(counts, [("table", "table"), ("rows", "rows")], table_id="table-counts")
+    )
     parts.append("<h2>Rejects by reason</h2>")
     parts.append(
-        _table(
+        table_html(
             rejects,
             [("source", "source"), ("reason", "reason"), ("records", "records")],
             table_id="rejects",
         )
     )
-    return _page("tracehouse report", "".join(parts), depth=0), top
+    return page_html("tracehouse report", "".join(parts), depth=0), top

@@ -40,4 +40,7 @@ source's files in its own folder; ``protocols`` and ``baseline_map`` written fro
 a build writes them, the bytes an export copies), ``run_rankings`` is ranked there over every source with the
 build's own SQL, and the usual DuckDB views are created over it; so every read command works
 unchanged, and an unchanged warehouse is not downloaded twice.
+
+The modules: ``catalog`` (opening the catalog, its errors, the publications table), ``tables``
+(what each Iceberg table is), ``commit`` (writing a build) and ``replica`` (reading).
 """

@@ -16,12 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from tracehouse.settings import Settings, SettingsError
-from tracehouse.storage import (
-    REST_CATALOG_SCHEMES,
-    file_io_properties,
-    redact,
-    uri_scheme,
-)
+from tracehouse.storage import REST_CATALOG_SCHEMES, file_io_properties, redact, uri_scheme
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -69,7 +64,7 @@ class WrongWarehouse(LookupError):
     """The catalog's tables live somewhere else than the warehouse named."""
 
 
-def _check_location(table: IcebergTable, settings: Settings) -> None:
+def check_location(table: IcebergTable, settings: Settings) -> None:
     """A namespace of the catalog serves one warehouse: its tables must live below the
     warehouse given (another warehouse takes another --namespace)."""
     expected = location(settings).rstrip("/") + "/"
@@ -137,11 +132,11 @@ def _open_catalog(settings: Settings) -> Catalog:
             # doing the same at that moment finds them there (or the database locked).
             if "already exists" not in str(error) and "database is locked" not in str(error):
                 raise
-            _backoff(attempt)
+            backoff(attempt)
     return SqlCatalog(CATALOG_NAME, uri=uri, **properties)
 
 
-def _lost_race(error: Exception) -> bool:
+def lost_race(error: Exception) -> bool:
     """Another writer committed first (the catalog refused our base), or held a SQLite
     catalog's write lock longer than its busy timeout: try again from a fresh state."""
     from pyiceberg.exceptions import CommitFailedException
@@ -152,11 +147,14 @@ def _lost_race(error: Exception) -> bool:
     return isinstance(error, OperationalError) and "database is locked" in str(error)
 
 
-def _backoff(attempt: int) -> None:
+def backoff(attempt: int) -> None:
+    """Wait before the next attempt: doubling from 50 ms up to 2 s, jittered so that racing
+    writers do not retry in step."""
     time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5))
 
 
-def _ensure_namespace(catalog: Catalog) -> None:
+def ensure_namespace(catalog: Catalog) -> None:
+    """The warehouse's namespace in the catalog, created on first use."""
     from pyiceberg.exceptions import NamespaceAlreadyExistsError
     from sqlalchemy.exc import IntegrityError
 
@@ -165,7 +163,8 @@ def _ensure_namespace(catalog: Catalog) -> None:
         catalog.create_namespace_if_not_exists(namespace_of(catalog))
 
 
-def _publication_rows(publications: IcebergTable) -> list[dict[str, Any]]:
+def publication_rows(publications: IcebergTable) -> list[dict[str, Any]]:
+    """The rows of the publications table, oldest first."""
     rows = publications.scan().to_arrow().to_pylist()
     return sorted(rows, key=lambda r: (r["published_at"], r["publication_id"]))
 
@@ -179,8 +178,8 @@ def publications(settings: Settings, catalog: Catalog | None = None) -> list[dic
         table = catalog.load_table((namespace_of(catalog), PUBLICATIONS))
     except (NoSuchTableError, NoSuchNamespaceError):
         return []
-    _check_location(table, settings)
-    return _publication_rows(table)
+    check_location(table, settings)
+    return publication_rows(table)
 
 
 def publication_lines(settings: Settings) -> list[dict[str, Any]]:

@@ -34,21 +34,21 @@ from tracehouse.publish.iceberg.catalog import (
     PUBLICATIONS_SCHEMA,
     SOURCE_COLUMN,
     PublishError,
-    _backoff,
-    _check_location,
-    _ensure_namespace,
-    _lost_race,
-    _publication_rows,
+    backoff,
+    check_location,
+    ensure_namespace,
     location,
+    lost_race,
     namespace_of,
     open_catalog,
+    publication_rows,
 )
 from tracehouse.publish.iceberg.replica import reading_settings
 from tracehouse.publish.iceberg.tables import (
     MARTS,
-    _evolve_schema,
-    _load_or_create,
     declared_schema,
+    evolve_schema,
+    load_or_create,
     table_order,
 )
 from tracehouse.schemas import PER_SOURCE_TABLES, PUBLISHED_TABLES, VIEW_ADDED_COLUMNS
@@ -108,9 +108,9 @@ def publish_generation(
     with warnings.catch_warnings():
         # pyiceberg warns when a delete matches no rows (every first publish of a table)
         warnings.filterwarnings("ignore", "Delete operation did not match any records")
-        _ensure_namespace(catalog)
-        publications = _load_or_create(catalog, PUBLICATIONS, PUBLICATIONS_SCHEMA, False)
-        _check_location(publications, settings)
+        ensure_namespace(catalog)
+        publications = load_or_create(catalog, PUBLICATIONS, PUBLICATIONS_SCHEMA, False)
+        check_location(publications, settings)
         if not force and _already_published(publications, snapshot):
             return Published("", snapshot["snapshot_id"], 0, 0, skipped=True)
         publication_id = uuid.uuid4().hex
@@ -243,7 +243,7 @@ def _build_snapshot(generation: Path, source_name: str | None) -> dict[str, Any]
 
 def _already_published(publications: IcebergTable, snapshot: dict[str, Any]) -> bool:
     """The latest publication of this source is this very snapshot (an up-to-date rebuild)."""
-    rows = [r for r in _publication_rows(publications) if r["source"] == snapshot["source"]]
+    rows = [r for r in publication_rows(publications) if r["source"] == snapshot["source"]]
     return bool(rows) and rows[-1]["snapshot_id"] == snapshot["snapshot_id"]
 
 
@@ -424,7 +424,7 @@ def commit_parts(
     scope = source if partitioned else None
     wanted = {part.write_uuid: part for part in parts}
     for attempt in range(COMMIT_ATTEMPTS):
-        table = _load_or_create(catalog, name, schema, partitioned)
+        table = load_or_create(catalog, name, schema, partitioned)
         live = _live_files(table, table.io, scope)
         held = {_part_of(f.file_path) for f in live}
         stale = [f for f in live if _part_of(f.file_path) not in wanted]
@@ -436,7 +436,7 @@ def commit_parts(
             return TableCommit(current.snapshot_id, current.sequence_number or 0, attempt, True)
         try:
             transaction = table.transaction()
-            _evolve_schema(transaction, name, schema)
+            evolve_schema(transaction, name, schema)
             written = [f for part in missing for f in _write_part(transaction, table, part)]
             # One snapshot removes and adds the files: every snapshot holds the whole table.
             with transaction.update_snapshot(snapshot_properties=properties).overwrite() as files:
@@ -446,9 +446,9 @@ def commit_parts(
                     files.append_data_file(data_file)
             committed = transaction.commit_transaction()
         except Exception as error:
-            if not _lost_race(error):
+            if not lost_race(error):
                 raise
-            _backoff(attempt)
+            backoff(attempt)
             continue
         current = committed.current_snapshot()
         assert current is not None  # it just committed one
@@ -490,9 +490,9 @@ def _append_with_retries(catalog: Catalog, name: str, rows: pa.Table) -> int:
             catalog.load_table((namespace_of(catalog), name)).append(rows)
             return attempt
         except Exception as error:
-            if not _lost_race(error):
+            if not lost_race(error):
                 raise
-            _backoff(attempt)
+            backoff(attempt)
     raise PublishError(f"could not append to {name} after {COMMIT_ATTEMPTS} attempts")
 
 

@@ -62,7 +62,7 @@ def table_order(table: str) -> str | None:
     return schemas.TABLE_ORDER.get(table) or MART_ORDER.get(table)
 
 
-def _evolve_schema(transaction: Any, name: str, schema: pa.Schema) -> None:
+def evolve_schema(transaction: Any, name: str, schema: pa.Schema) -> None:
     """Bring the table's schema, docs and sort order to what this build declares (each only
     where it differs: an unchanged table gets no schema change)."""
     with transaction.update_schema() as update:
@@ -140,7 +140,7 @@ def _document_columns(transaction: Any, table: str) -> None:
             update.update_column(column, doc=doc)
 
 
-def _load_or_create(
+def load_or_create(
     catalog: Catalog, name: str, schema: pa.Schema, partition_by_source: bool
 ) -> IcebergTable:
     """The table, created on first use (another writer creating it at the same time is fine)."""
