@@ -658,7 +658,7 @@ def _fsync_tree(folder: Path) -> None:
 # Tables stored as a folder of parts (cache/parts/<table>/), so that a build re-writes only
 # the parts whose inputs changed: one part per (source, group of source files) for runs,
 # correctness, rejects and trace_lines (a build of one source writes none of another's), one
-# per ranking bucket (sql/ranking_inputs.sql) for run_rankings, which spans every source. Their
+# per ranking bucket (sql/rank/ranking_inputs.sql) for run_rankings, which spans every source. Their
 # rows are in no particular order across parts; exports sort them.
 PARTED_TABLES = ("runs", "correctness", "rejects", "trace_lines", "run_rankings")
 SNAPSHOT_FILE = "snapshot_id"  # the snapshot the generation's own build produced
