@@ -134,7 +134,9 @@ def _source_name(value: str | None) -> str | None:
     if len(value) > 200 or not value.isprintable():
         return "must be at most 200 printable characters"
     if value == UNION_SCOPE:
-        return "is reserved: it names the union of every source (sql/fib_source_scopes.sql)"
+        return (
+            "is reserved: it names the union of every source (sql/flashinfer/fib_source_scopes.sql)"
+        )
     return None
 
 
@@ -379,7 +381,7 @@ class Settings:
         bool,
         flag="--allow-shrink",
     )
-    # Regression flags (sql/regressions.sql): a result is a regression when at least
+    # Regression flags (sql/marts/regressions.sql): a result is a regression when at least
     # regression_min_history earlier results of the same solution on the same comparison key
     # exist (2, as Conbench's lookback z-score needs, the fewest that give a standard deviation),
     # it is at least regression_min_change slower than their mean (0.10 = 10 %; re-runs of the

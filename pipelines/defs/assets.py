@@ -134,7 +134,7 @@ def source_dataset(
 # tables
 
 WIDE_TABLE_DEPS: dict[str, tuple[str, ...]] = {
-    # The ranking reads runs and what identifies them (sql/run_rankings.sql); the snapshots
+    # The ranking reads runs and what identifies them (sql/rank/run_rankings.sql); the snapshots
     # list every source's; the baseline map names implementations; protocols are a constant.
     RANKING: ("runs", "workloads", "environments"),
     schemas.SOURCE_SNAPSHOTS.name: tuple(PER_SOURCE_TABLES),

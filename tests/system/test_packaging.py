@@ -47,6 +47,29 @@ def test_the_wheel_is_typed_and_versioned(wheel: Path) -> None:
     assert tracehouse.__version__ == declared
 
 
+@pytest.mark.slow
+def test_the_wheel_ships_every_sql_file_in_its_folder(wheel: Path, tmp_path: Path) -> None:
+    """sql/ goes into the wheel as tracehouse/_sql (pyproject's force-include), subfolders
+    and all, and the installed library finds its files there and orders its views from them."""
+    from tracehouse.sql_files import SqlFolder, installed, stored_relations, view_order
+
+    with zipfile.ZipFile(wheel) as archive:
+        shipped = {n for n in archive.namelist() if n.startswith("tracehouse/_sql/")}
+        archive.extractall(tmp_path, members=sorted(shipped))
+    repository = {
+        "tracehouse/_sql/" + path.relative_to(REPO / "sql").as_posix()
+        for path in (REPO / "sql").rglob("*.sql")
+    }
+    assert repository and repository <= shipped
+    unpacked = SqlFolder(tmp_path / "tracehouse" / "_sql")
+    assert {n: p.relative_to(unpacked.root) for n, p in unpacked.files.items()} == {
+        n: p.relative_to(installed().root) for n, p in installed().files.items()
+    }
+    from tracehouse import schemas
+
+    assert unpacked.view_order(schemas.VIEWS, stored_relations()) == view_order()
+
+
 # Runs in a process where Dask, distributed and dagster-dask cannot be imported, as in an
 # installation without the extra (an import hook refuses them: uninstalling them from the
 # shared environment would break the Dask tests running beside this one).

@@ -1,6 +1,6 @@
 """Issue 25: every read command a person can run stays within bounded memory and disk.
 
-* FlashInfer-Bench's author ranking (sql/author_rankings.sql over sql/fib_solution_scores.sql)
+* FlashInfer-Bench's author ranking (sql/flashinfer/author_rankings.sql over sql/flashinfer/fib_solution_scores.sql)
   joined every solution's per-workload latencies with every other solution's on the workload
   alone: 4.4 GB for `SELECT count(*) FROM author_rankings` at 700 solutions per definition.
   It now aggregates the baseline per (definition, workload) before joining: 190 MB.

@@ -499,7 +499,7 @@ def test_every_stored_run_digest_is_reproduced_from_the_warehouse_columns(tmp_pa
 
 @requires_shared
 def test_sql_eligibility_agrees_with_kernelindex_per_line_rule(golden_warehouse: Path) -> None:
-    """sql/run_rankings.sql decides eligibility for the warehouse; on runs with a complete
+    """sql/rank/run_rankings.sql decides eligibility for the warehouse; on runs with a complete
     identity it must say exactly what kernelindex.eligibility_reasons (KernelIndex §11.1) says."""
     from tracehouse.kernelindex import eligibility_reasons
 

@@ -1,6 +1,6 @@
 """The regression limits a build stores beside the history it assembles.
 
-Views cannot take bound parameters, so ``sql/regressions.sql`` reads the limits
+Views cannot take bound parameters, so ``sql/marts/regressions.sql`` reads the limits
 (``TRACEHOUSE_REGRESSION_*``) from a one-row relation, ``regression_thresholds``: the build
 stores the build's settings in the DuckDB file (for a bare ``duckdb`` session), and every
 ``tracehouse`` connection replaces it with a temporary table of the settings in force when the
@@ -23,7 +23,7 @@ THRESHOLDS_RELATION = "regression_thresholds"
 
 @dataclass(frozen=True)
 class RegressionThresholds:
-    """The limits a result must pass to be flagged (sql/regressions.sql states the method)."""
+    """The limits a result must pass to be flagged (sql/marts/regressions.sql states the method)."""
 
     min_history: int
     min_change: float

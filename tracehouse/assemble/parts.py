@@ -241,9 +241,9 @@ def _write_missing_parts(
 def write_ranking_parts(
     connection: duckdb.DuckDBPyConnection, warehouse: Warehouse, base: Path | None
 ) -> list[Path]:
-    """run_rankings as one part per ranking bucket (sql/ranking_inputs.sql): a part is named by
+    """run_rankings as one part per ranking bucket (sql/rank/ranking_inputs.sql): a part is named by
     the ranking rule and its bucket's inputs, so a bucket whose runs did not change keeps its
-    part, and only the others are ranked, by sql/run_rankings.sql over just their runs. As in
+    part, and only the others are ranked, by sql/rank/run_rankings.sql over just their runs. As in
     write_group_parts, a part the base generation holds (``base``: its run_rankings.parquet folder)
     or an intact cache copy of it is reused."""
     connection.execute(

@@ -1,8 +1,8 @@
-"""What changed in the warehouse: record events (sql/record_events.sql) and regressions
-(sql/regressions.sql), for ``tracehouse changes``, the record page and the Dagster check.
+"""What changed in the warehouse: record events (sql/marts/record_events.sql) and regressions
+(sql/marts/regressions.sql), for ``tracehouse changes``, the record page and the Dagster check.
 
 The regression limits are settings (``TRACEHOUSE_REGRESSION_*``). Views cannot take bound
-parameters, so ``sql/regressions.sql`` reads them from a one-row relation,
+parameters, so ``sql/marts/regressions.sql`` reads them from a one-row relation,
 ``regression_thresholds``: the build stores the build's settings in the DuckDB file (for a bare
 ``duckdb`` session), and every ``tracehouse`` connection replaces it with a temporary table of
 the settings in force when the command runs.
@@ -437,7 +437,7 @@ def no_new_regressions(connection: duckdb.DuckDBPyConnection) -> tuple[bool, dic
     """No regression in what `tracehouse changes` compares by default (each source's previous
     snapshot and its current one): a result first seen in the current snapshot slower than the
     same solution's earlier results on the same comparison key by at least the configured
-    relative change and z-score (sql/latency_verdicts.sql, TRACEHOUSE_REGRESSION_*)."""
+    relative change and z-score (sql/marts/latency_verdicts.sql, TRACEHOUSE_REGRESSION_*)."""
     snapshots = _snapshots(connection)
     windows = change_windows(snapshots, since=None, source=None) if snapshots else []
     _register_windows(connection, windows)

@@ -182,7 +182,7 @@ ORDER BY e.comparison_key, e.record_number
 
 
 def record_history(settings: Settings, comparison_key: str) -> list[dict[str, Any]]:
-    """The record events of one comparison key, oldest first (sql/record_events.sql)."""
+    """The record events of one comparison key, oldest first (sql/marts/record_events.sql)."""
     connection = reader(settings)
     try:
         with within_limits(settings):

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     from tracehouse.serve.render import SpooledTable
 
-# The leaderboard view (sql/leaderboard.sql) as `tracehouse leaderboard` shows it. Hardware is
+# The leaderboard view (sql/marts/leaderboard.sql) as `tracehouse leaderboard` shows it. Hardware is
 # matched without regard to case (`h200` finds `H200`).
 LEADERBOARD_SQL = """
 SELECT hardware, leaderboard_rank AS rank, solution, author, is_baseline,
@@ -40,7 +40,7 @@ ORDER BY hardware, leaderboard_rank
 """
 
 # How the leaderboard is ordered, in words: printed under every leaderboard (terminal and
-# report), from the one rule in sql/leaderboard.sql.
+# report), from the one rule in sql/marts/leaderboard.sql.
 LEADERBOARD_ORDER_RULE = (
     "order: faster than the baseline (geo× > 1), then the baseline (1.000×), then slower, then "
     "not comparable; within each, solutions that passed every workload first, then by geo×"

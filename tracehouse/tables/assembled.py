@@ -112,7 +112,7 @@ BASELINE_MAP = Table(
 # run_history is stored as two append-only tables per source, so that a new snapshot costs what
 # changed: a row in run_appearances when a run appears (or comes back), a row in
 # run_disappearances when a later snapshot of its source no longer holds it. The view
-# sql/run_history.sql pairs them into snapshot ranges.
+# sql/marts/run_history.sql pairs them into snapshot ranges.
 HISTORY_FACTS = (
     _c("run_id", S, "Key into runs while the run is current.", False),
     _c(
@@ -120,7 +120,7 @@ HISTORY_FACTS = (
         S,
         "Comparison key of the run in this range (a change of key starts a new range).",
     ),
-    _c("eligible", B, "May rank (sql/run_rankings.sql) in this range.", False),
+    _c("eligible", B, "May rank (sql/rank/run_rankings.sql) in this range.", False),
 )
 
 RUN_APPEARANCES = Table(

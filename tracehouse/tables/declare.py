@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 # How a parted table is cut into parts (cache/parts/<table>/), so that a build re-writes only
 # the parts whose inputs changed: one part per (source, group of source files), or one per
-# ranking bucket (sql/ranking_inputs.sql) for a table that spans every source.
+# ranking bucket (sql/rank/ranking_inputs.sql) for a table that spans every source.
 PartedBy = Literal["file_group", "ranking_bucket"]
 
 # Columns of per-source tables the views add from sources.json: kept out of the parts, where

@@ -88,7 +88,7 @@ LEADERBOARD_VIEW = View(
     "leaderboard",
     "tracehouse's headline per (definition, hardware, solution): coverage and speed against the "
     "slice's baseline on workloads both passed, with FlashInfer-Bench's own GPU-mixed score beside "
-    "it (sql/leaderboard.sql).",
+    "it (sql/marts/leaderboard.sql).",
     (
         _v("definition", "Definition name."),
         _v("hardware", "Normalized hardware product."),
@@ -429,7 +429,7 @@ LEADERBOARD_FAST_P_VIEW = View(
 
 RANKING_INPUTS_VIEW = View(
     "ranking_inputs",
-    "What sql/run_rankings.sql reads of each run, and the bucket it is ranked in.",
+    "What sql/rank/run_rankings.sql reads of each run, and the bucket it is ranked in.",
     (
         *same_as(
             RUNS,
