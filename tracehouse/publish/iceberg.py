@@ -68,6 +68,7 @@ import pyarrow.parquet as pq
 
 from tracehouse import interrupts, schemas
 from tracehouse.files import replace_atomically, symlink_atomically
+from tracehouse.publish.generations import record_generation_files, remove_generation_unless_open
 from tracehouse.schemas import (
     HISTORY_TABLES,
     ICEBERG_MARTS,
@@ -93,8 +94,6 @@ from tracehouse.warehouse import (
     discard_reusable_cache,
     generation_sources,
     holds_sources,
-    record_generation_files,
-    remove_generation_unless_open,
     source_key,
     sql_literal,
     table_files,
