@@ -143,7 +143,7 @@ def sql(
     """The result of one SELECT (``$name`` or ``?`` parameters bound from ``parameters``), as
     a Polars DataFrame (``arrow=True``: a pyarrow Table). Only SELECT and EXPLAIN run, judged
     by DuckDB's parser as for ``tracehouse query``."""
-    from tracehouse.warehouse import check_read_only
+    from tracehouse.read_only import check_read_only
 
     connection = connect(warehouse, catalog=catalog, as_of=as_of)
     try:

@@ -54,6 +54,7 @@ from tracehouse.ingest.plan import file_group as file_group
 from tracehouse.ingest.plan import parse_task as parse_task
 from tracehouse.ingest.plan import plan_ingest as plan_ingest
 from tracehouse.ingest.plan import run_tasks as run_tasks
+from tracehouse.publish import generations
 from tracehouse.settings import Settings, SettingsError
 from tracehouse.storage import create_folder, empty_folder, remove_created_folder
 from tracehouse.warehouse import (
@@ -206,7 +207,7 @@ def build_warehouse(
             # An interrupt or a refusal: drop the unfinished generation and temporary files
             # now (the published one is untouched), unless this build's switch happened.
             if interrupts.published() == published_before:
-                warehouse.remove_stale_generations()
+                generations.remove_stale_generations(warehouse)
                 if interrupts.received() is not None or isinstance(error, KeyboardInterrupt):
                     # "warehouse unchanged": not even the Hub files fetched so far stay
                     undo_first_build()
@@ -512,7 +513,7 @@ def _full_build(
 ) -> BuildResult:
     from tracehouse.assemble import finalize
 
-    warehouse.remove_stale_generations()
+    generations.remove_stale_generations(warehouse)
     json_files = [f for f in files if f.kind == "json"]
     line_files = [f for f in files if f.kind == "jsonl"]
     plan = plan_files(settings, warehouse, resolved, files, manifest)
@@ -553,6 +554,7 @@ def _full_build(
         progress=progress,
         before_publish=guard,
         base=base,
+        publish=generations.publish,
     )
     # Sources the published generation no longer holds (removed) drop out of the manifest.
     held = {s.source for s in generation_sources(outcome.generation)}
@@ -631,16 +633,20 @@ def remove_source(settings: Settings, name: str) -> BuildResult:
                     f"{name!r} is the only source of {warehouse.root}; removing it would leave "
                     "an empty warehouse. Build another source first, or delete the folder"
                 )
-            warehouse.remove_stale_generations()
+            generations.remove_stale_generations(warehouse)
             # Removing a source shrinks the tables by design: the outcome is recorded, the
             # shrink is not refused.
             guard = _publish_guard(replace(settings, allow_shrink=True), current, False)
             outcome = finalize.finalize_without_source(
-                warehouse=warehouse, settings=settings, name=name, before_publish=guard
+                warehouse=warehouse,
+                settings=settings,
+                name=name,
+                before_publish=guard,
+                publish=generations.publish,
             )
         except BaseException:
             if interrupts.published() == published_before:
-                warehouse.remove_stale_generations()
+                generations.remove_stale_generations(warehouse)
             raise
         manifest = read_manifest(warehouse.manifest_path)
         manifest.sources.pop(name, None)

@@ -311,7 +311,8 @@ def cmd_tables(args: argparse.Namespace) -> int:
 
 
 def cmd_generations(args: argparse.Namespace) -> int:
-    from tracehouse.warehouse import Warehouse, describe_generation
+    from tracehouse.publish.generations import describe_generation
+    from tracehouse.warehouse import Warehouse
 
     settings = _settings(args)
     warehouse = Warehouse(settings.warehouse, settings.keep_generations)
@@ -370,6 +371,7 @@ def cmd_remove_source(args: argparse.Namespace) -> int:
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
+    from tracehouse.publish import generations
     from tracehouse.warehouse import Warehouse
 
     settings = _settings(args)
@@ -380,7 +382,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
             "one with --as-of <revision|snapshot id>"
         )
     warehouse = Warehouse(settings.warehouse, settings.keep_generations)
-    previous, target = warehouse.roll_back(args.generation, settings.lock_timeout_s)
+    previous, target = generations.roll_back(warehouse, args.generation, settings.lock_timeout_s)
     if target == previous:
         print_lines([f"generation {target.name} is already current"])
         return 0

@@ -1,5 +1,6 @@
-"""The warehouse folder: generations, the atomic switch between them, the build lock, and
-read-only access.
+"""The warehouse folder's layout, the core's public API for it: its paths, the generations
+and the sources they hold, each table's files and the views over them, the build lock, and
+read-only access. The atomic switch between generations is tracehouse/publish/generations.py.
 
 Layout::
 
@@ -22,18 +23,9 @@ Layout::
                                             manifest (reusable)
       .build.lock                           held by the running build
 
-A build writes a new generation folder beside the current one and only then swaps the
-``current`` symlink with one ``rename`` (atomic on POSIX). A crash at any moment leaves either
-the previous generation or, on a first build, nothing at all behind ``current``; leftovers are
-removed by the next build.
-
-A generation some connection still has open is never removed under it: every DuckDB opener
-(``tracehouse query``, ``tracehouse.connect``, the ``duckdb`` command, DBeaver, a notebook)
-holds DuckDB's lock on one of the generation's two DuckDB files, and a build removes a stale
-generation only after taking a write lock on both itself (``claim_generation``); one it cannot
-lock stays until a later build finds it closed. tracehouse's readers never open the published
-``tracehouse.duckdb``, so no client holding it locks them out; it is read-only to clients
-(``PUBLISHED_FILE_MODE``).
+A generation a connection still has open is never removed under it (publish/generations.py).
+tracehouse's readers never open the published ``tracehouse.duckdb``, so no client holding it
+locks them out; it is read-only to clients (``PUBLISHED_FILE_MODE``).
 """
 
 from __future__ import annotations
@@ -47,13 +39,13 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracehouse import interrupts, schemas
-from tracehouse.files import sha256_file, symlink_atomically
+from tracehouse.files import sha256_file
 from tracehouse.settings import Settings
 
 if TYPE_CHECKING:
@@ -73,8 +65,6 @@ DUCKDB_SPILL_DIR = "duckdb_tmp"  # finalize's DuckDB temp_directory, below cache
 # one before, and `tracehouse rollback` targets. The setting is keep_generations.
 KEEP_GENERATIONS: int = Settings.keep_generations
 COMPLETE_MARKER = ".complete"
-# files.temporary_sibling's names: `.<name>.<pid>.tmp`.
-_TEMPORARY_NAME = re.compile(r"\..+\.[0-9]+\.tmp")
 
 
 class WarehouseBusy(RuntimeError):
@@ -228,41 +218,6 @@ class Warehouse:
         folder.mkdir()
         return folder
 
-    def publish(self, generation: Path) -> None:
-        """Make ``generation`` the current state in one atomic rename, then tidy up."""
-        record_generation_files(generation)
-        _fsync_tree(generation)
-        with interrupts.deferred():  # Ctrl-C now would leave the user guessing: finish first
-            symlink_atomically(self.current, os.path.relpath(generation, self.root))
-            interrupts.note_published(generation.name)
-            _fsync_dir(self.root)
-        (self.cache / QUERY_SPILL_DIR).mkdir(parents=True, exist_ok=True)  # readers spill here
-        if not self.duckdb_path.is_symlink():
-            with contextlib.suppress(FileNotFoundError):
-                self.duckdb_path.unlink()
-            symlink_atomically(self.duckdb_path, f"current/{DUCKDB_FILE}")
-        self.remove_stale_generations()
-
-    def remove_stale_generations(self) -> None:
-        """Drop unfinished generations and all but the newest completed ones, and whatever
-        temporary files a killed build left (only ever called while holding the build lock)."""
-        self._remove_temporary_files()
-        if not self.generations.exists():
-            return
-        current = self.current_generation()
-        folders = sorted(self.generations.iterdir(), key=lambda p: p.name)
-        completed = [p for p in folders if p == current or (p / COMPLETE_MARKER).exists()]
-        keep = set(completed[-self.keep_generations :])
-        if current is not None:
-            keep.add(current)
-        for folder in folders:
-            if folder in keep:
-                continue
-            if folder not in completed:  # an unfinished build's: nobody reads it
-                shutil.rmtree(folder, ignore_errors=True)
-                continue
-            remove_generation_unless_open(folder)
-
     def completed_generations(self) -> list[Path]:
         """Every generation folder a build finished, oldest first."""
         if not self.generations.exists():
@@ -294,61 +249,6 @@ class Warehouse:
             kept = ", ".join(p.name for p in completed) or "none"
             raise LookupError(f"no completed generation {wanted!r} in {self.root} (kept: {kept})")
         return matches[0]
-
-    def roll_back(self, wanted: str | None, timeout_s: float) -> tuple[Path | None, Path]:
-        """Make an earlier completed generation current again (``find_generation(wanted)``):
-        (what was current, what is now). Both are resolved under the build lock; a build that
-        published while this waited for the lock is not undone blindly (``GenerationMoved``),
-        and a target that is damaged or of another schema version is refused."""
-        seen = self.current_generation()
-        if seen is None and not self.completed_generations():
-            self.require_current()  # says there is no warehouse (and creates no folder)
-        with self.build_lock(timeout_s):
-            current = self.current_generation()
-            if current != seen:
-                raise GenerationMoved(
-                    f"{self.root}: the current generation changed from "
-                    f"{seen.name if seen else 'none'} to {current.name if current else 'none'} "
-                    "while this rollback waited for the build lock (a build published it); "
-                    "nothing was switched. `tracehouse generations` lists them; run "
-                    "`tracehouse rollback` again to roll that one back"
-                )
-            target = self.find_generation(wanted)
-            if target == current:
-                return current, target
-            problem = generation_damage(target, content=True)
-            if problem is not None:
-                raise WarehouseDamaged(
-                    f"generation {target.name} is damaged: {problem}; nothing was switched"
-                    f" ({current.name if current else 'none'} stays current)"
-                )
-            outdated = schema_difference(target)
-            if outdated is not None:
-                raise WarehouseOutdated(
-                    f"generation {target.name} {outdated}; this version cannot read it, so "
-                    f"nothing was switched ({current.name if current else 'none'} stays current)"
-                )
-            self.rollback(target)
-        return current, target
-
-    def rollback(self, generation: Path) -> None:
-        """Make an earlier completed generation current again, atomically (under the lock)."""
-        with interrupts.deferred():
-            symlink_atomically(self.current, os.path.relpath(generation, self.root))
-            interrupts.note_published(generation.name)
-            _fsync_dir(self.root)
-
-    def _remove_temporary_files(self) -> None:
-        # Every file a build writes is first written as `.<name>.<pid>.tmp` and then renamed;
-        # a build killed in between leaves the temporary file (e.g. cache/.context.pickle.<pid>.tmp),
-        # and DuckDB leaves its spill files in cache/duckdb_tmp.
-        # Only names of that form: the folder may be one the user also keeps other files in.
-        for folder in (self.root, self.cache, self.staging):
-            for leftover in folder.glob(".*.tmp"):
-                if _TEMPORARY_NAME.fullmatch(leftover.name):
-                    with contextlib.suppress(OSError):
-                        leftover.unlink()
-        shutil.rmtree(self.cache / DUCKDB_SPILL_DIR, ignore_errors=True)
 
     @contextlib.contextmanager
     def build_lock(self, timeout_s: float) -> Iterator[None]:
@@ -405,112 +305,7 @@ def seal_published_file(path: Path) -> None:
     os.chmod(path, PUBLISHED_FILE_MODE)
 
 
-def _open_for_write_lock(path: Path) -> int:
-    """A descriptor open for writing (a write lock needs one), also on a sealed published file:
-    made writable for the one ``open``. Only a generation about to be removed is claimed, so
-    nobody opens that file read-write meanwhile (clients open the current one)."""
-    try:
-        return os.open(path, os.O_RDWR)
-    except PermissionError:
-        os.chmod(path, PUBLISHED_FILE_MODE | 0o200)
-        try:
-            return os.open(path, os.O_RDWR)
-        finally:
-            os.chmod(path, PUBLISHED_FILE_MODE)
-
-
-@contextlib.contextmanager
-def claim_generation(folder: Path) -> Iterator[bool]:
-    """True, holding a write lock on each DuckDB file of ``folder`` for the ``with`` block, when
-    no connection has one open; False when one has (a reader still uses the generation).
-
-    The locks are open-file-description locks (Linux), which conflict with the POSIX record
-    locks DuckDB takes for every connection, its own process's included, and whose release
-    never drops a lock a connection of this process holds. Where they are missing, POSIX locks
-    stand in (they cannot see this process's own connections)."""
-    handles: list[int] = []
-    try:
-        for name in (DUCKDB_FILE, READER_DUCKDB_FILE):
-            try:
-                handle = _open_for_write_lock(folder / name)
-            except FileNotFoundError:
-                continue
-            handles.append(handle)
-            if not _try_write_lock(handle):
-                yield False
-                return
-        yield True
-    finally:
-        for handle in handles:
-            os.close(handle)
-
-
-def _try_write_lock(handle: int) -> bool:
-    import struct
-
-    try:
-        if hasattr(fcntl, "F_OFD_SETLK"):
-            # struct flock: l_type, l_whence, l_start, l_len (0: the whole file), l_pid (0)
-            request = struct.pack("@hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
-            fcntl.fcntl(handle, fcntl.F_OFD_SETLK, request)
-        else:
-            fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as error:
-        if error.errno in (errno.EAGAIN, errno.EACCES):
-            return False
-        raise
-    return True
-
-
-def remove_generation_unless_open(folder: Path) -> bool:
-    """Remove a generation folder unless a connection has it open; True when removed."""
-    with claim_generation(folder) as claimed:
-        if claimed:
-            shutil.rmtree(folder, ignore_errors=True)
-        return claimed
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def record_generation_files(generation: Path, only: Collection[str] | None = None) -> None:
-    """Write ``FILES_LIST``: the schema version, and every regular file below ``generation``
-    with its size and SHA-256 (with ``only``, those files are recorded again and the others
-    keep their entries: a rewrite of one file must not bless damage to another).
-
-    A file that is a hard link of a file another kept generation recorded (the files a build
-    leaves alone) takes that entry's digest instead of being read again: cheaper, and a file
-    damaged since it was first published is never recorded as good."""
-    import json
-
-    files: dict[str, dict[str, object]] = {}
-    if only is not None:
-        files = dict(_recorded(generation)[1])
-    known = _recorded_by_inode(generation)
-    for dirpath, _, filenames in os.walk(generation):
-        for name in filenames:
-            path = Path(dirpath) / name
-            rel = path.relative_to(generation).as_posix()
-            if rel == FILES_LIST or path.is_symlink() or (only is not None and rel not in only):
-                continue
-            info = path.stat()
-            entry = known.get((info.st_dev, info.st_ino))
-            if entry is None or entry["size"] != info.st_size:
-                entry = {"size": info.st_size, "sha256": sha256_file(path)}
-            files[rel] = entry
-    lines = ",\n".join(f"{json.dumps(rel)}: {json.dumps(files[rel])}" for rel in sorted(files))
-    version = json.dumps(schema_version())
-    (generation / FILES_LIST).write_text(
-        f'{{"schema_version": {version},\n"files": {{\n{lines}\n}}}}\n'
-    )
-
-
-def _recorded(generation: Path) -> tuple[str | None, dict[str, dict[str, object]]]:
+def recorded_files(generation: Path) -> tuple[str | None, dict[str, dict[str, object]]]:
     """The schema version and file entries ``FILES_LIST`` records ({"size", "sha256"}); a list
     written before schema versions (``{path: size}``) gives None and sizes only. Raises
     FileNotFoundError or ValueError."""
@@ -531,30 +326,11 @@ def _recorded(generation: Path) -> tuple[str | None, dict[str, dict[str, object]
     return (str(version) if version is not None else None), files
 
 
-def _recorded_by_inode(generation: Path) -> dict[tuple[int, int], dict[str, object]]:
-    """The digested entries of every other completed generation's files, by inode."""
-    found: dict[tuple[int, int], dict[str, object]] = {}
-    for other in generation.parent.iterdir():
-        if other == generation or not (other / COMPLETE_MARKER).exists():
-            continue
-        try:
-            _, files = _recorded(other)
-        except (OSError, ValueError):
-            continue
-        for rel, entry in files.items():
-            if "sha256" not in entry:
-                continue
-            with contextlib.suppress(OSError):
-                info = (other / rel).stat()
-                found[(info.st_dev, info.st_ino)] = entry
-    return found
-
-
 def schema_difference(generation: Path) -> str | None:
     """None when ``generation`` was written with this tracehouse's schema version, else what
     it was written with, as words that follow the generation's name."""
     try:
-        version, _ = _recorded(generation)
+        version, _ = recorded_files(generation)
     except (OSError, ValueError):
         version = None
     if version == schema_version():
@@ -608,7 +384,7 @@ def generation_damage(generation: Path, *, content: bool = False) -> str | None:
     (and by the Dagster view assets): it counts as whole while DuckDB opens it. A list of the
     first layout records sizes only; a generation without one is checked for its sources."""
     try:
-        _, recorded = _recorded(generation)
+        _, recorded = recorded_files(generation)
     except FileNotFoundError:
         recorded = {}
     except (OSError, ValueError) as error:
@@ -645,17 +421,6 @@ def generation_damage(generation: Path, *, content: bool = False) -> str | None:
         except ValueError as error:
             return str(error)
     return None
-
-
-def _fsync_tree(folder: Path) -> None:
-    for path in folder.iterdir():
-        if path.is_file():
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-    _fsync_dir(folder)
 
 
 SNAPSHOT_FILE = "snapshot_id"  # the snapshot the generation's own build produced
@@ -1001,121 +766,6 @@ def connect_read_only(
         connection.execute("SET enable_external_access = false")
         connection.execute("SET lock_configuration = true")
     return connection
-
-
-READ_ONLY_STATEMENTS = frozenset({"SELECT", "EXPLAIN"})
-
-
-class ReadOnlyViolation(PermissionError):
-    """A statement that would change something, refused before it runs."""
-
-
-def check_read_only(connection: duckdb.DuckDBPyConnection, sql: str) -> None:
-    """Refuse anything but SELECT/EXPLAIN, judged by DuckDB's own parser (not by string tests).
-
-    ``EXPLAIN ANALYZE`` runs the statement it explains, so it is allowed only around a SELECT:
-    ``EXPLAIN ANALYZE COPY ... TO '<generation>/runs.parquet'`` would otherwise overwrite the
-    warehouse (the generation folder is the one place the connection may touch files).
-    """
-    statements = connection.extract_statements(sql)
-    if not statements:
-        raise ReadOnlyViolation("refused: the SQL is empty; give one SELECT statement")
-    for statement in statements:
-        kind = statement.type.name
-        if kind not in READ_ONLY_STATEMENTS:
-            raise ReadOnlyViolation(
-                f"refused: {_first_keyword(statement.query, kind)} statements are not allowed; "
-                "`tracehouse query` is read-only (only SELECT and EXPLAIN run). Rebuild the "
-                "warehouse with `tracehouse build`."
-            )
-        if kind == "EXPLAIN":
-            _check_explain(connection, statement.query)
-    if len(statements) > 1:
-        raise ReadOnlyViolation(
-            f"refused: {len(statements)} statements given; `tracehouse query` runs exactly one "
-            "statement at a time (only the last result would show)"
-        )
-
-
-def _words(sql: str) -> list[tuple[int, str]]:
-    """(position, text) of each token of ``sql`` except comments, by DuckDB's tokenizer."""
-    import duckdb
-
-    tokens = duckdb.tokenize(sql)
-    words = []
-    for i, (position, kind) in enumerate(tokens):
-        if kind == duckdb.token_type.comment:
-            continue
-        end = tokens[i + 1][0] if i + 1 < len(tokens) else len(sql)
-        words.append((position, sql[position:end].strip()))
-    return words
-
-
-def _first_keyword(sql: str, fallback: str) -> str:
-    # DuckDB files INSTALL under LOAD and RESET under SET; name what the user typed.
-    words = _words(sql)
-    word = words[0][1].upper() if words else ""
-    return word if word.isalpha() else fallback
-
-
-def _check_explain(connection: duckdb.DuckDBPyConnection, sql: str) -> None:
-    words = _words(sql)
-    analyze = False
-    i = 1  # words[0] is EXPLAIN
-    while i < len(words):
-        word = words[i][1].upper().strip('"')
-        if word in ("ANALYZE", "ANALYSE"):
-            analyze = True
-            i += 1
-            continue
-        if word != "(":
-            break
-        depth, j, group = 0, i, []
-        for j in range(i, len(words)):
-            token = words[j][1]
-            depth += token.count("(") - token.count(")")
-            group.append(token.upper().strip('"'))
-            if depth <= 0:
-                break
-        if j + 1 >= len(words):  # the parenthesis is the explained statement itself
-            break
-        analyze = analyze or "ANALYZE" in group or "ANALYSE" in group
-        i = j + 1
-    if not analyze:
-        return  # plain EXPLAIN only plans the statement, it never runs it
-    inner = sql[words[i][0] :] if i < len(words) else ""
-    try:
-        kinds = [s.type.name for s in connection.extract_statements(inner)] if inner else []
-    except Exception:  # anything DuckDB cannot parse here is refused
-        kinds = []
-    if not kinds or any(kind != "SELECT" for kind in kinds):
-        raise ReadOnlyViolation(
-            "refused: EXPLAIN ANALYZE runs the statement it explains, and only "
-            "EXPLAIN ANALYZE SELECT is allowed; `tracehouse query` is read-only."
-        )
-
-
-def describe_generation(folder: Path, current: bool) -> dict[str, object]:
-    """One line of `tracehouse generations`: when it was built, from what, how many runs."""
-    import pyarrow.parquet as pq
-
-    snapshot: dict[str, object] = {}
-    try:
-        history = pq.read_table(folder / "source_snapshots.parquet").to_pylist()
-        snapshot = history[-1] if history else {}  # the build's own snapshot is appended last
-        runs: object = table_row_count(folder, "runs")
-    except (OSError, ValueError):  # a damaged part (pyarrow's ArrowInvalid is a ValueError)
-        runs = None
-    built_at = snapshot.get("built_at")
-    return {
-        "generation": folder.name,
-        "current": "*" if current else "",
-        "built_at": built_at.strftime("%Y-%m-%d %H:%M:%S") if built_at else None,  # type: ignore[attr-defined]
-        "runs": runs,
-        "source": snapshot.get("uri"),  # the folder or hf:// URI the build was given
-        "revision": snapshot.get("resolved_sha"),
-        "snapshot_id": snapshot.get("snapshot_id"),
-    }
 
 
 def discard_reusable_cache(warehouse: Warehouse) -> None:

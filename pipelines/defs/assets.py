@@ -405,7 +405,8 @@ def recreate_views(settings: Settings) -> Path:
 
     from tracehouse.assemble.finalize import create_sql_views
     from tracehouse.files import replace_atomically
-    from tracehouse.warehouse import record_generation_files, seal_published_file
+    from tracehouse.publish.generations import record_generation_files
+    from tracehouse.warehouse import seal_published_file
 
     read = _reading(settings)
     warehouse = Warehouse(read.warehouse, read.keep_generations)

@@ -28,6 +28,7 @@ import pytest
 
 from tests.conftest import files_outside, one_error_line, run_cli
 from tests.fixtures.hostile_corpus import CLI, write_plain_dataset
+from tracehouse.publish import generations
 from tracehouse.warehouse import Warehouse, source_key
 
 pytestmark = pytest.mark.integration
@@ -300,7 +301,7 @@ def test_a_rollback_does_not_undo_a_build_published_while_it_waited(tmp_path: Pa
     third = tracehouse("build", "--source", str(source), "--warehouse", str(warehouse))
     assert third.returncode == 0, third.stderr
     published = Warehouse(warehouse).require_current()
-    Warehouse(warehouse).rollback(second)  # the state the rollback starts from
+    generations.rollback(Warehouse(warehouse), second)  # the state the rollback starts from
 
     lock_path = warehouse / ".build.lock"
     with lock_path.open("a+") as lock:
@@ -317,7 +318,8 @@ def test_a_rollback_does_not_undo_a_build_published_while_it_waited(tmp_path: Pa
                 assert rollback.poll() is None, rollback.communicate()
                 assert time.monotonic() < deadline, "the rollback never reached the lock"
                 time.sleep(0.02)
-            Warehouse(warehouse).rollback(published)  # the build publishes its generation
+            # the build publishes its generation
+            generations.rollback(Warehouse(warehouse), published)
         finally:
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
         out, err = rollback.communicate(timeout=300)

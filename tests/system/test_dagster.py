@@ -45,6 +45,7 @@ from tracehouse import schemas
 from tracehouse.assemble.invariants import RANKING_INVARIANTS, RUN_INVARIANTS
 from tracehouse.build import build_warehouse, read_checks
 from tracehouse.demo import generate_dataset
+from tracehouse.publish.generations import record_generation_files
 from tracehouse.schemas import IMPORTER_VERSION, PER_SOURCE_TABLES
 from tracehouse.serve.record_page import RECORD_FOLDER
 from tracehouse.settings import SETTINGS
@@ -52,7 +53,6 @@ from tracehouse.warehouse import (
     Warehouse,
     connect_read_only,
     read_table,
-    record_generation_files,
     table_files,
 )
 

@@ -151,13 +151,15 @@ def finalize(
     before_publish: Callable[[Path, dict[str, int], dict[str, invariants.Outcome]], None]
     | None = None,
     base: Path | None = None,
+    publish: Callable[[Warehouse, Path], None],
 ) -> FinalizeOutcome:
     """Write the build's source into a new generation beside every other source of ``base``
     (the generation the build checked and chose to build on; linked as they are), rank across
     all of them, and publish.
 
     ``before_publish(generation, table_counts, outcomes)`` runs the publish guards last; it
-    may add outcomes, and raises to keep the generation unpublished."""
+    may add outcomes, and raises to keep the generation unpublished. ``publish(warehouse,
+    generation)`` is the atomic switch (tracehouse/publish/generations.py)."""
     current = base
     if current is not None and not holds_sources(current):
         current = None  # built by an older tracehouse: nothing of it is reused
@@ -304,7 +306,7 @@ def finalize(
     finally:
         connection.close()
 
-    _complete_and_publish(warehouse, generation, settings, counts, checks, before_publish)
+    _complete_and_publish(warehouse, generation, settings, counts, checks, before_publish, publish)
     if progress:
         progress("finalize", 1, 1)
     return FinalizeOutcome(generation, counts, rejects_by_reason, snapshot["snapshot_id"], checks)
@@ -371,6 +373,7 @@ def _complete_and_publish(
     counts: dict[str, int],
     checks: dict[str, invariants.Outcome],
     before_publish: Callable[[Path, dict[str, int], dict[str, invariants.Outcome]], None] | None,
+    publish: Callable[[Warehouse, Path], None],
 ) -> None:
     """The last steps of every new generation: its DuckDB file, the publish guards, the
     completion marker, the atomic switch, and the parts no generation links any more."""
@@ -378,7 +381,7 @@ def _complete_and_publish(
     if before_publish is not None:
         before_publish(generation, counts, checks)
     (generation / ".complete").write_text(f"{IMPORTER_VERSION}\n")
-    warehouse.publish(generation)
+    publish(warehouse, generation)
     remove_unlinked_parts(warehouse)
 
 
@@ -419,6 +422,7 @@ def finalize_without_source(
     name: str,
     before_publish: Callable[[Path, dict[str, int], dict[str, invariants.Outcome]], None]
     | None = None,
+    publish: Callable[[Warehouse, Path], None],
 ) -> FinalizeOutcome:
     """A new generation holding every source of the current one but ``name``: their files
     linked as they are, the source's snapshots dropped from source_snapshots, ranks computed
@@ -464,7 +468,7 @@ def finalize_without_source(
         rejects_by_reason = invariants.rejects_by_reason(connection)
     finally:
         connection.close()
-    _complete_and_publish(warehouse, generation, settings, counts, checks, before_publish)
+    _complete_and_publish(warehouse, generation, settings, counts, checks, before_publish, publish)
     return FinalizeOutcome(
         generation, counts, rejects_by_reason, history[-1]["snapshot_id"], checks
     )

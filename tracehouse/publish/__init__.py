@@ -1,1 +1,2 @@
-"""Publishing a finished build beyond its local folder (Apache Iceberg tables in a catalog)."""
+"""Publishing a finished build: the atomic switch between generations of the warehouse folder
+(``generations``), and beyond it, Apache Iceberg tables in a catalog (``iceberg``)."""

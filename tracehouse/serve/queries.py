@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from tracehouse.assemble.history import store_regression_thresholds
+from tracehouse.read_only import check_read_only
 from tracehouse.settings import Settings
-from tracehouse.warehouse import QUERY_SPILL_DIR, Warehouse, check_read_only, connect_read_only
+from tracehouse.warehouse import QUERY_SPILL_DIR, Warehouse, connect_read_only
 
 if TYPE_CHECKING:
     import duckdb

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from tracehouse import schemas
 from tracehouse.files import replace_atomically, symlink_atomically
+from tracehouse.publish.generations import record_generation_files, remove_generation_unless_open
 from tracehouse.publish.iceberg.catalog import (
     SOURCE_COLUMN,
     chosen_snapshots,
@@ -41,8 +42,6 @@ from tracehouse.warehouse import (
     discard_reusable_cache,
     generation_sources,
     holds_sources,
-    record_generation_files,
-    remove_generation_unless_open,
     source_key,
     sql_literal,
     write_generation_sources,
