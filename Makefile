@@ -5,13 +5,13 @@ BIN := $(VENV)/bin
 PYTHON ?= $(BIN)/python
 REPEAT ?= 3
 
-.PHONY: install demo test test-fast lint typecheck unit bench bench-large bench-1m clean
+.PHONY: install demo test test-all test-fast test-unit test-system test-contract lint typecheck bench bench-large bench-1m clean
 
 $(BIN)/uv:
 	python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv
 
-# The dask extra too: tests/test_fanout.py runs the Dask executor on a local cluster.
+# The dask extra too: tests/system/test_fanout.py runs the Dask executor on a local cluster.
 # Bytecode is compiled at install time: where PYTHONDONTWRITEBYTECODE is set (CI and this
 # machine set it), Python would otherwise compile Polars, DuckDB's and Dagster's modules from
 # source in every process, about 0.5 s of CPU per CLI command and per build worker.
@@ -33,16 +33,29 @@ lint: install
 typecheck: install
 	$(BIN)/pyright
 
-# Every test; the 20 slowest are listed at the end, to see where the time goes.
-unit: install
+# The tests in tiers, as the data walks (docs/layout.md): tests/unit and tests/sql need no build
+# and no server; tests/system runs the real command end to end (crash, interrupt, browser, S3,
+# the Hub, Dagster); tests/contract holds the parity with KernelIndex and FlashInfer-Bench.
+# Every tier; the 20 slowest tests are listed at the end, to see where the time goes.
+test-all: install
 	$(BIN)/pytest -q --durations=20
 
-test: lint typecheck unit
+test: lint typecheck test-all
 
-# The quick tier to run while working: unit and SQL-level tests. Tests marked `slow` (over 10 s)
-# or `integration` (servers, a headless browser, Dagster end to end, big builds) are left out.
+# The quick tier to run while working: every test not marked `slow` (over 10 s) or
+# `integration` (servers, a headless browser, Dagster end to end, big builds), in every folder.
 test-fast: install
 	$(BIN)/pytest -q -m "not slow and not integration" --durations=20
+
+# One tier at a time, every test of it.
+test-unit: install
+	$(BIN)/pytest -q tests/unit tests/sql
+
+test-system: install
+	$(BIN)/pytest -q --durations=20 tests/system
+
+test-contract: install
+	$(BIN)/pytest -q --durations=20 tests/contract
 
 # Benchmarks of issue 9 (bench/run.py). Each leg runs as its own process, side by side in one
 # run, medians of $(REPEAT); datasets are generated once into data/bench/<lines> and reused;

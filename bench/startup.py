@@ -6,7 +6,7 @@ Without ``--warehouse`` a small demo warehouse is built into a temporary folder 
 command runs ``--repeat`` times as its own process; wall time is the parent's clock, CPU time
 (user + sys) comes from ``os.wait4``. The minimum is the figure least disturbed by other load on
 the machine; the median is printed beside it. Timing lives here rather than in the tests: the
-tests check what is imported (tests/test_output.py), which is what makes start-up short.
+tests check what is imported (tests/system/test_output.py), which is what makes start-up short.
 """
 
 from __future__ import annotations

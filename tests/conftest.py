@@ -11,14 +11,14 @@ import pytest
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 
-from tests.shared_data import GOLDEN_DIR, SHARED
+from tests.fixtures.shared_data import GOLDEN_DIR, SHARED
 from tracehouse.build import BuildResult, build_warehouse
 from tracehouse.settings import load_settings
 
 GOLDEN_REVISION = "da915083d4c7c5e61aa3005e3d17ae488e0fc71c"
 
-# `TESTS_EXHAUSTIVE=1 pytest ...`: the kill and interrupt tests (tests/test_crash_safety.py,
-# tests/test_interrupts.py) try every moment of their plans, some thirty builds each, instead of
+# `TESTS_EXHAUSTIVE=1 pytest ...`: the kill and interrupt tests (tests/system/test_crash_safety.py,
+# tests/system/test_interrupts.py) try every moment of their plans, some thirty builds each, instead of
 # one moment per build phase.
 EXHAUSTIVE = os.environ.get("TESTS_EXHAUSTIVE") == "1"
 

@@ -34,7 +34,7 @@ WarehouseLocation = str | os.PathLike[str]  # a folder, or an s3:// URI
 def _settings(
     warehouse: WarehouseLocation | None, catalog: str | None, as_of: str | None
 ) -> Settings:
-    from tracehouse.publish.iceberg import reading_settings
+    from tracehouse.publish.iceberg.replica import reading_settings
     from tracehouse.settings import load_settings
 
     settings = load_settings(

@@ -173,7 +173,7 @@ def build_warehouse(
         try:
             discarded = None
             if settings.object_store is not None:
-                from tracehouse.publish.iceberg import discard_stale_staging
+                from tracehouse.publish.iceberg.replica import discard_stale_staging
 
                 discarded = discard_stale_staging(settings, warehouse)
             result = _build_locked(
@@ -188,7 +188,7 @@ def build_warehouse(
             )
             result.repaired = discarded or result.repaired
             if settings.catalog is not None:  # the published form: Iceberg tables in a catalog
-                from tracehouse.publish.iceberg import publish_generation
+                from tracehouse.publish.iceberg.commit import publish_generation
 
                 if settings.object_store is not None:
                     # Readers see the catalog, not the staging folder: until the publication

@@ -2046,7 +2046,7 @@ SETTING_TABLES: dict[str, View] = {
 }
 
 
-# The key of each view: the columns that name one row (tests/test_many_sources.py checks that
+# The key of each view: the columns that name one row (tests/system/test_many_sources.py checks that
 # no view returns two rows with the same key). FlashInfer-Bench's figures are keyed by their
 # source scope (`source`: a source, or the union `(all sources)`), then what they describe.
 VIEW_KEYS: dict[str, tuple[str, ...]] = {

@@ -445,7 +445,7 @@ def recreate_views(settings: Settings) -> Path:
 def _reading(settings: Settings) -> Settings:
     if settings.object_store is None:
         return settings
-    from tracehouse.publish.iceberg import reading_settings
+    from tracehouse.publish.iceberg.replica import reading_settings
 
     return reading_settings(settings)
 
@@ -506,12 +506,19 @@ OVERVIEW_ROWS_IN_METADATA = 10
 
 
 def report_code_version() -> str:
-    """The report's code is tracehouse/serve/report.py (with its what-changed pages and render.py): a
+    """The report's code is tracehouse/serve/report*.py (with its what-changed pages and render.py): a
     digest of them, so Dagster computes the report's data version from it and the views' (and
     marks the report stale when the code changes)."""
-    from tracehouse.serve import render, report, report_changes
+    from tracehouse.serve import (
+        render,
+        report,
+        report_blocks,
+        report_changes,
+        report_definition,
+        report_overview,
+    )
 
-    modules = (report, report_changes, render)
+    modules = (report, report_blocks, report_overview, report_definition, report_changes, render)
     return "report:" + _digest(*(Path(module.__file__ or "").read_text() for module in modules))
 
 

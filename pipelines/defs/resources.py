@@ -59,7 +59,7 @@ class WarehouseResource(_SettingsConfig):
 
         settings = self.settings()
         if settings.object_store is not None:  # read what the catalog published
-            from tracehouse.publish.iceberg import reading_settings
+            from tracehouse.publish.iceberg.replica import reading_settings
 
             settings = reading_settings(settings)
         connection = connect(settings)

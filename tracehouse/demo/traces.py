@@ -16,7 +16,7 @@ from tracehouse.demo.randomness import f32, seeded_rng, uuid4
 from tracehouse.demo.solutions import Solution
 
 # The statuses the demo writes, in the order of GeneratedDataset.status_counts: a selection of
-# the vocabulary in tracehouse/rejects.py (tests/test_demo.py checks it stays one).
+# the vocabulary in tracehouse/rejects.py (tests/unit/test_demo.py checks it stays one).
 STATUSES: tuple[str, ...] = (
     "PASSED",
     "INCORRECT_NUMERICAL",

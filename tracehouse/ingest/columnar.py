@@ -14,7 +14,7 @@ entity columns are reused for every later line (``_Combination``). Per-run colum
 latency, timestamps, numbers, the canonical run body) are Polars expressions over the whole
 batch; only byte hashing (line, log) and small JSON re-encodings stay in the reading loop.
 
-The differential tests (tests/test_columnar.py) build the same data both ways and compare
+The differential tests (tests/unit/test_columnar.py) build the same data both ways and compare
 every column (``ingest_group(..., exact=True)`` sends every record down the exact path).
 """
 
@@ -88,7 +88,7 @@ MAX_SAFE_INTEGER = 2**53 - 1
 # up to 1e16 (`1.0`, `0.0001`, `123.456`), the same digits ECMAScript's Number::toString chooses;
 # ECMAScript prints that whole range in plain notation too, without a trailing `.0`. So inside it
 # the canonical text is Polars' text less any `.0`; other values are formatted by the exact
-# ``canonical_number`` (tests/test_columnar.py checks both claims with Hypothesis).
+# ``canonical_number`` (tests/unit/test_columnar.py checks both claims with Hypothesis).
 PLAIN_FLOAT_MIN = 1e-4
 PLAIN_FLOAT_MAX = 1e16
 

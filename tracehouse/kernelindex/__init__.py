@@ -4,7 +4,7 @@ Implements docs/kernelindex-identity.md (in ../shared beside the checkout; "§n"
 refers to its sections): operation, workload, environment, protocol, implementation and run
 digests, the correctness and comparison keys, eligibility, evidence levels, external ids, names
 and titles. A pipeline that follows these functions reproduces KernelIndex's published values
-row by row (tests/test_identity_golden.py checks all 1,490 lines of the golden corpus).
+row by row (tests/contract/test_identity_golden.py checks all 1,490 lines of the golden corpus).
 
 The package imports nothing else of the project. One module per part of the spec:
 

@@ -2,7 +2,7 @@
 
 `canonical_json` is a hand-written serializer because it runs once per trace line (150k+ lines
 per build) and the reference package `rfc8785` is several times slower. It is property-tested
-against `rfc8785.dumps` (tests/test_canonical.py) and must stay byte-identical to it:
+against `rfc8785.dumps` (tests/unit/test_canonical.py) and must stay byte-identical to it:
 
 - object members sorted by key, comparing UTF-16 code units;
 - no insignificant whitespace;

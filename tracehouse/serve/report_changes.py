@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracehouse.assemble.history import store_regression_thresholds
 from tracehouse.files import write_atomically
-from tracehouse.serve import changes, render
+from tracehouse.serve import changes, changes_text, render
 from tracehouse.settings import Settings
 
 if TYPE_CHECKING:
@@ -304,7 +304,7 @@ def _change_page_body(
         f"<h1>What changed in {html.escape(window.source)}</h1>",
         *(
             f"<p class='note'>{html.escape(line.strip())}</p>"
-            for line in changes.window_heading(window)[1:]
+            for line in changes_text.window_heading(window)[1:]
         ),
         f"<p class='note'>Judged on each solution's own latency (never the speedup): "
         f"{html.escape(report.thresholds.describe())}.</p>",
