@@ -530,12 +530,13 @@ def _full_build(
             for names in result.parts.values()
             for name in names
         }
+        parts = {table: list(names) for table, names in result.parts.items()}
         for rel, counts in result.files.items():
             entry = file_entries[rel]
             entry.sha256 = counts.content_sha256
             entry.group_key = group_key
-            entry.parts = {table: list(names) for table, names in result.parts.items()}
-            entry.part_digests = dict(digests)
+            entry.parts = parts  # one dict for the group's files (manifest.py)
+            entry.part_digests = digests
             entry.records = counts.records
             entry.runs = counts.runs
             entry.rejected = counts.rejected
