@@ -522,21 +522,28 @@ def _full_build(
 
     set_worker_context(context)
     results: list[Any] = parse(tasks, settings.workers, progress) if tasks else []
-    for result in results:
+    # A group parsed as several tasks (ingest.plan.FILES_PER_TASK) has the parts of all of them.
+    groups: dict[str, tuple[dict[str, Any], dict[str, list[str]]]] = {}
+    for task, result in zip(tasks, results, strict=True):
+        counts_of, parts = groups.setdefault(task.group or task.part_key, ({}, {}))
+        counts_of.update(result.files)
+        for table, names in result.parts.items():
+            parts.setdefault(table, []).extend(names)
+    for counts_of, parts in groups.values():
         group_key = group_parts_key(
-            group_mode, {rel: counts.content_sha256 for rel, counts in result.files.items()}
+            group_mode, {rel: counts.content_sha256 for rel, counts in counts_of.items()}
         )
         digests = {
             name: sha256_file(warehouse.staging / name)
-            for names in result.parts.values()
+            for names in parts.values()
             for name in names
         }
-        for rel, counts in result.files.items():
+        for rel, counts in counts_of.items():
             entry = file_entries[rel]
             entry.sha256 = counts.content_sha256
             entry.group_key = group_key
-            entry.parts = {table: list(names) for table, names in result.parts.items()}
-            entry.part_digests = dict(digests)
+            entry.parts = parts  # one dict for the group's files (manifest.py)
+            entry.part_digests = digests
             entry.records = counts.records
             entry.runs = counts.runs
             entry.rejected = counts.rejected

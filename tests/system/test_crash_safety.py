@@ -209,8 +209,8 @@ def _assert_clean(warehouse: Path) -> None:
     manifest = json.loads((warehouse / "cache" / "manifest.json").read_text())
     referenced: set[str] = set()
     for source in manifest["sources"].values():
-        for entry in source["files"].values():
-            for names in entry.get("parts", {}).values():  # a list of names per table
+        for group in source["groups"].values():  # the files of a group share its parts
+            for names in group["parts"].values():  # a list of names per table
                 referenced.update(names)
     staged = _listing(warehouse / "cache" / "staging")
     assert staged == referenced, f"unreferenced staging parts: {sorted(staged - referenced)[:5]}"

@@ -4,6 +4,7 @@ the views of ``sql/`` over them."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import duckdb
@@ -55,8 +56,14 @@ def _write_published_duckdb_file(generation: Path, reader: Path, settings: Setti
     over them: views over Parquet files would hold paths, which DuckDB resolves against the
     opening process's directory (a relative one) or which stop existing once the folder moves
     (an absolute one); no path survives being stored in a view. Column and table comments carry
-    the documentation of ``schemas``, which DBeaver and ``duckdb_columns()`` show."""
+    the documentation of ``schemas``, which DBeaver and ``duckdb_columns()`` show.
+
+    It starts as a copy of the reader file, whose sql/ views are already created and
+    commented (creating them binds each one, seconds for the whole chain); each table's view
+    over its Parquet files is then replaced by a table holding the rows. A view is stored as its
+    SQL and bound again when queried, so the views read the tables from then on."""
     path = generation / DUCKDB_FILE
+    shutil.copyfile(reader, path)
     connection = duckdb.connect(
         str(path),
         # The copy of every table, full logs included, in one transaction: bounded like the
@@ -73,11 +80,11 @@ def _write_published_duckdb_file(generation: Path, reader: Path, settings: Setti
         for name, table in schemas.TABLES.items():
             if not (generation / f"{name}.parquet").exists():
                 continue
+            connection.execute(f"DROP VIEW main.{name}")  # own names
             _copy_table(connection, name)
             _comment(connection, "TABLE", name, table.doc)
             for column in table.columns:
                 _comment(connection, "COLUMN", f'{name}."{column.name}"', column.doc)
-        create_sql_views(connection, settings)
         connection.execute("COMMIT")
         connection.execute("DETACH build")
         connection.execute("CHECKPOINT")

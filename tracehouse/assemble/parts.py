@@ -71,7 +71,8 @@ class _Group:
 def staged_groups(warehouse: Warehouse, file_entries: dict[str, FileEntry]) -> list[_Group]:
     found: dict[str, dict[str, list[str]]] = {}
     for entry in file_entries.values():
-        if entry.group_key is not None:  # the files of one group share their parts
+        # The files of one group share their parts: each group is read once.
+        if entry.group_key is not None and entry.group_key not in found:
             found[entry.group_key] = {
                 table: [str(warehouse.staging / name) for name in names]
                 for table, names in entry.parts.items()

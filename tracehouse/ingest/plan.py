@@ -66,19 +66,33 @@ def _start_worker(context: Any) -> None:
 FILE_GROUPS = 64
 
 
+# At most this many files per ingest task: a worker holds some state per file of its task until
+# the task's parts are written, so a group of many small files (200,000 one-line files are
+# 3,125 a group) is parsed as several tasks, each writing its own parts of the group.
+FILES_PER_TASK = 500
+# A parser worker is replaced after this many tasks: what it keeps from task to task (the
+# entities it has seen, the allocator's high water mark) grows with the files it has parsed;
+# 200,000 one-line files took each worker past 1 GiB. A fresh one from the fork server costs a
+# fork and the context.
+TASKS_PER_WORKER = 8
+
+
 def file_group(rel: str) -> int:
     return int(hashlib.sha256(rel.encode()).hexdigest()[:8], 16) % FILE_GROUPS
 
 
 @dataclass(frozen=True)
 class IngestTask:
-    """One group of files to parse into the staging parts named by part_key."""
+    """Files of one group to parse into the staging parts named by part_key."""
 
     files: tuple[tuple[str, str], ...]  # (absolute path, dataset-relative path)
     staging: str
     part_key: str
     size: int
     chunk_rows: int  # rows buffered before a part is written (memory stays flat)
+    # The group the files belong to (its part_key when one task parses the whole group): the
+    # results of a group's tasks are one group's parts (build._full_build joins them).
+    group: str = ""
 
 
 def _ingest_task(task: IngestTask) -> Any:
@@ -165,22 +179,28 @@ def plan_files(
         if reused is not None:
             file_entries.update(reused)
             continue
+
         # Parts are named by what the group looked like on disk; the content digests come
         # back from the workers, which hash each file as they read it.
-        part_key = hashlib.sha256(
-            json.dumps([group_mode, [[f.rel, f.fingerprint] for f in members]]).encode()
-        ).hexdigest()[:32]
+        def named(chunk: list[SourceFile]) -> str:
+            listing = [[f.rel, f.fingerprint] for f in chunk]
+            return hashlib.sha256(json.dumps([group_mode, listing]).encode()).hexdigest()[:32]
+
+        group = named(members)
         for source_file in members:
             file_entries[source_file.rel] = FileEntry(list(source_file.fingerprint))
-        tasks.append(
-            IngestTask(
-                tuple((str(f.path), f.rel) for f in members),
-                str(warehouse.staging),
-                part_key,
-                sum(f.size for f in members),
-                ingest.CHUNK_ROWS,
+        for start in range(0, len(members), FILES_PER_TASK):
+            chunk = members[start : start + FILES_PER_TASK]
+            tasks.append(
+                IngestTask(
+                    tuple((str(f.path), f.rel) for f in chunk),
+                    str(warehouse.staging),
+                    group if len(chunk) == len(members) else named(chunk),
+                    sum(f.size for f in chunk),
+                    ingest.CHUNK_ROWS,
+                    group,
+                )
             )
-        )
     tasks.sort(key=lambda t: -t.size)  # biggest first keeps both cores busy to the end
     return IngestPlan(loaded, group_mode, file_entries, tasks)
 
@@ -295,30 +315,35 @@ def _run_tasks(
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["tracehouse.ingest.worker", "tracehouse.ingest.columnar"])
     interrupts.start_fork_server()
-    pool = ProcessPoolExecutor(
-        max_workers=min(workers, len(tasks)),
-        mp_context=context,
-        initializer=_start_worker,
-        initargs=(_WORKER_CONTEXT,),
-    )
-    try:
-        # Starting a worker must not be cut in half: a worker the fork server has forked but
-        # this process has not yet noted escapes stop_children, and once the pool below is
-        # dropped it finds its queues' semaphores gone and prints a traceback after our line.
-        # An interrupt meanwhile is held until every worker is started (and known).
-        with interrupts.deferred():
-            futures = {pool.submit(_ingest_task, task): i for i, task in enumerate(tasks)}
-        for future in as_completed(futures):
-            index = futures[future]
-            gathered[index] = future.result()
-            done_files += len(tasks[index].files)
-            if progress:
-                progress("parse", done_files, total_files)
-    except BaseException:  # Ctrl-C or a failed task: stop the workers now, wait for none
-        interrupts.stop_children()
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown()
+    # A pool per batch of tasks, so that no worker parses more than TASKS_PER_WORKER of them
+    # (the executor's own max_tasks_per_child can hang on Python 3.11 when a worker retires).
+    batch = max(1, workers) * TASKS_PER_WORKER
+    for first in range(0, len(tasks), batch):
+        indices = range(first, min(first + batch, len(tasks)))
+        pool = ProcessPoolExecutor(
+            max_workers=min(workers, len(indices)),
+            mp_context=context,
+            initializer=_start_worker,
+            initargs=(_WORKER_CONTEXT,),
+        )
+        try:
+            # Starting a worker must not be cut in half: a worker the fork server has forked
+            # but this process has not yet noted escapes stop_children, and once the pool below
+            # is dropped it finds its queues' semaphores gone and prints a traceback after our
+            # line. An interrupt meanwhile is held until every worker is started (and known).
+            with interrupts.deferred():
+                futures = {pool.submit(_ingest_task, tasks[i]): i for i in indices}
+            for future in as_completed(futures):
+                index = futures[future]
+                gathered[index] = future.result()
+                done_files += len(tasks[index].files)
+                if progress:
+                    progress("parse", done_files, total_files)
+        except BaseException:  # Ctrl-C or a failed task: stop the workers now, wait for none
+            interrupts.stop_children()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
     results.extend(gathered[index] for index in range(len(tasks)))
 
 
