@@ -313,7 +313,6 @@ FORKSERVER = {
         "preload_modules": [
             "pipelines.defs.fanout",
             "tracehouse.ingest.worker",
-            "tracehouse.ingest.columnar",
         ]
     }
 }

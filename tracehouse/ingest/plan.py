@@ -293,7 +293,7 @@ def _run_tasks(
     # process whose Polars/DuckDB thread pools may hold locks (in Dagster, tests, a notebook),
     # and the child then hangs on its first frame.
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["tracehouse.ingest.worker", "tracehouse.ingest.columnar"])
+    context.set_forkserver_preload(["tracehouse.ingest.worker"])
     interrupts.start_fork_server()
     pool = ProcessPoolExecutor(
         max_workers=min(workers, len(tasks)),
