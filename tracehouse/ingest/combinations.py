@@ -22,13 +22,8 @@ from datetime import datetime
 from typing import Any
 
 from tracehouse import kernelindex
-from tracehouse.kernelindex.run import (
-    build_run_spec,
-    evaluation_log_digest,
-    kernelindex_status,
-    run_canonical_text,
-)
 from tracehouse.read.evaluation_rules import latency_ns_problem
+from tracehouse.read.normalize import Trace
 from tracehouse.rejects import FORBIDS_CORRECTNESS
 
 # Members of a trace line, its evaluation, correctness and performance blocks the repeat branch
@@ -146,6 +141,7 @@ class Combination:
     """The entity columns of a combination's first line, and whether KernelIndex identified it
     (then every repeat gets the per-run identity columns too)."""
 
+    trace: Trace  # the first line's, normalised: its workload and environment are every repeat's
     columns: dict[str, Any]
     identified: bool
 
@@ -163,13 +159,101 @@ def combination_cache(fingerprint: str) -> dict[tuple[Any, ...], Combination]:
     return cache
 
 
+# The canonical text of a number (kernelindex.canonical_number), kept per distinct value: error
+# bounds and speedups repeat across runs. The values are finite floats and safe integers (the
+# repeatable shape), for which equal values have equal texts (1 == 1.0, 0.0 == -0.0).
+_NUMBER_TEXTS: dict[float, str] = {}
+_NUMBER_TEXTS_MAX = 200_000
+
+
+def _number_text(value: float) -> str:
+    text = _NUMBER_TEXTS.get(value)
+    if text is None:
+        if len(_NUMBER_TEXTS) >= _NUMBER_TEXTS_MAX:
+            _NUMBER_TEXTS.clear()
+        text = _NUMBER_TEXTS[value] = kernelindex.canonical_number(value)
+    return text
+
+
+_SLOT = '"' + kernelindex.RUN_TEMPLATE_SLOT + '"'
+_CORRECTNESS_HEAD = '"correctness":{"comparator":' + kernelindex.canonical_string(
+    kernelindex.RUN_COMPARATOR
+)
+_PROTOCOL = ',"protocolDigest":' + kernelindex.canonical_string(kernelindex.PROTOCOL_DIGEST)
+_SOURCE_TAIL = ',"source":' + kernelindex.canonical_string(kernelindex.HARNESS_NAME) + "}"
+
+
+def _run_template(
+    source: dict[str, Any],
+    evaluation: dict[str, Any],
+    environment_digest: str,
+    ki_status: str,
+    log_digest: str | None,
+    observed: str,
+) -> tuple[str, int | None]:
+    """KernelIndex's canonical run envelope with its two late slots (``run_body_template``), and
+    the latency in nanoseconds, for a line of repeatable shape: the members
+    ``kernelindex.run.build_run_spec`` writes, in the order ``run_canonical_text`` writes them
+    (tests/test_line_path.py holds the two equal)."""
+    parts = []
+    correctness = evaluation.get("correctness")
+    if correctness is not None:
+        text = _CORRECTNESS_HEAD
+        absolute = correctness.get("max_absolute_error")
+        if type(absolute) is not str:  # the words "NaN" and "Infinity" record no bound
+            text += ',"maximumAbsoluteError":' + _number_text(absolute)
+        relative = correctness.get("max_relative_error")
+        if type(relative) is not str:
+            text += ',"maximumRelativeError":' + _number_text(relative)
+        parts.append(text + "}")
+    parts.append('"environmentDigest":"' + environment_digest + '"')
+    if log_digest is not None:
+        parts.append(
+            '"evidence":{"logs":{"digest":"'
+            + log_digest
+            + '","uri":"kernelindex:artifact/'
+            + log_digest
+            + '"}}'
+        )
+    parts.append('"implementationDigest":' + _SLOT)
+    text = (
+        '"observedAt":"'
+        + observed
+        + '"'
+        + _PROTOCOL
+        + ',"sourceNative":{"benchmark":'
+        + kernelindex.canonical_string(source["definition"])
+    )
+    performance = evaluation.get("performance")
+    nanoseconds = None
+    if performance is not None:
+        latency = performance["latency_ms"]
+        nanoseconds = kernelindex.latency_ns(latency)
+        text += ',"metrics":{"latency_ms":' + _number_text(latency)
+        reference = performance.get("reference_latency_ms")
+        if reference is not None:
+            text += ',"reference_latency_ms":' + _number_text(reference)
+        speedup = performance.get("speedup_factor")
+        if speedup is not None:
+            text += ',"speedup_factor":' + _number_text(speedup)
+        text += "}"
+    text += _SOURCE_TAIL + ',"status":"' + ki_status + '"'
+    if nanoseconds is not None:
+        text += (
+            ',"timing":{"latencyNs":{"mean":' + str(nanoseconds) + '},"primaryStatistic":"mean"}'
+        )
+    parts.append(text + ',"workloadDigest":' + _SLOT)
+    return kernelindex.RUN_ENVELOPE_PREFIX + ",".join(parts) + "}}", nanoseconds
+
+
 def run_identity(source: dict[str, Any], combination: Combination) -> dict[str, Any]:
     """The per-run identity columns of a repeat line, as ``identify_trace_line`` derives them
-    for the combination's first line (KernelIndex's own spec and envelope builders)."""
+    for the combination's first line."""
     evaluation = source["evaluation"]
     columns = combination.columns
-    ki_status = kernelindex_status(evaluation["status"])
-    log_digest = evaluation_log_digest(evaluation)
+    ki_status = kernelindex.STATUS_MAP[evaluation["status"]]
+    log = evaluation.get("log")
+    log_digest = kernelindex.text_digest(log) if log else None
     if not combination.identified:
         performance = evaluation.get("performance")
         return {
@@ -179,21 +263,18 @@ def run_identity(source: dict[str, Any], combination: Combination) -> dict[str, 
             if performance is None
             else kernelindex.latency_ns(float(performance["latency_ms"])),
         }
-    spec = build_run_spec(
+    template, nanoseconds = _run_template(
         source,
         evaluation,
-        implementation_digest="",
-        workload_digest=columns["workload_digest"],
-        environment_digest=columns["environment_digest"],
-        status=ki_status,
-        log_digest=log_digest,
-        observed=kernelindex.observed_at(evaluation["timestamp"]),
+        columns["environment_digest"],
+        ki_status,
+        log_digest,
+        kernelindex.observed_at(evaluation["timestamp"]),
     )
-    timing = spec.get("timing")
     return {
         "ki_status": ki_status,
-        "latency_ns": timing["latencyNs"]["mean"] if timing is not None else None,
-        "run_body_template": run_canonical_text(spec, template=True),
+        "latency_ns": nanoseconds,
+        "run_body_template": template,
         "evidence_level": "reproducible" if log_digest is not None else "reported",
         "external_id": kernelindex.run_external_id(source.get("solution"), columns["workload_key"]),
         "log_digest": log_digest,
