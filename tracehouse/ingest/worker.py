@@ -116,8 +116,10 @@ def _run_id(rel: str, line: int, index: int, line_digest: str) -> str:
     return hashlib.sha256(f"{rel}\n{line}\n{index}\n{line_digest}".encode()).hexdigest()[:32]
 
 
-# Per-process cache: an environment's row is a pure function of its raw content.
+# Per-process caches: an environment's row is a pure function of its raw content, and a
+# workload row's derived columns of (context fingerprint, definition, workload).
 _ENVIRONMENTS: dict[bytes, dict[str, Any]] = {}
+_WORKLOADS: dict[bytes, dict[str, Any]] = {}
 
 
 def environment_id(
@@ -239,6 +241,30 @@ class FileIngester:
         if seen_key in self.workloads_seen:
             return None
         self.workloads_seen.add(seen_key)
+        try:
+            content_key: bytes | None = orjson.dumps(
+                [self.context.fingerprint, definition, workload]
+            )
+        except TypeError:  # an integer beyond 64 bits, say: derived every time
+            content_key = None
+        if content_key is not None and b"null" in content_key:
+            content_key = None  # orjson writes NaN and null alike: not a key
+        derived = _WORKLOADS.get(content_key) if content_key is not None else None
+        if derived is None:
+            derived = self._derive_workload(definition, workload, key)
+            if content_key is not None:
+                _WORKLOADS[content_key] = derived
+        return {
+            **derived,
+            "source_file": self.rel,
+            "source_line": record.line,
+            "record_index": record.index,
+        }
+
+    def _derive_workload(
+        self, definition: str, workload: dict[str, Any], key: str
+    ) -> dict[str, Any]:
+        """A workload row's columns that depend only on its content and the context."""
         row: dict[str, Any] = {
             "definition": definition,
             "workload_key": key,
@@ -246,9 +272,6 @@ class FileIngester:
             "axes_json": to_json(workload.get("axes")),
             "inputs_json": to_json(workload.get("inputs")),
             "tolerance_json": to_json(workload["tolerance"]) if "tolerance" in workload else None,
-            "source_file": self.rel,
-            "source_line": record.line,
-            "record_index": record.index,
         }
         definition_object = self.context.definitions.get(definition)
         operation = self.context.operation_digests.get(definition)
