@@ -1,15 +1,5 @@
 """Issue 26: every trace line takes one per-line path (``ingest.worker.FileIngester``).
 
-<<<<<<<< HEAD:tests/unit/test_columnar.py
-Three tiers:
-- number formatting: the plain-notation range the columnar formatter relies on, checked
-  against the exact ECMAScript formatter with Hypothesis;
-- differential ingest: generated trace lines of every schema era (and hostile values) parsed by
-  both paths into staging parts, compared column by column, row by row;
-- whole builds: there is no ``--exact`` build any more (issue 26); tests/contract/test_export_oracle.py
-  holds the exports of every sample folder, the golden corpus, the demo data and the hostile
-  corpus to the digests main produced.
-========
 The first line of each (definition, workload, environment, scope) combination takes the full
 derivation (``normalize_trace``, ``kernelindex.identify_trace_line``); a later line of the same
 combination whose shape ``ingest.combinations.repeatable_shape`` takes reuses its entities and
@@ -17,9 +7,8 @@ derives only its own run (``repeat_trace``, the envelope written in ``ingest.com
 The property below writes every generated line twice into one file, so the second copy takes
 the repeat branch whenever its shape allows, and holds both copies' rows equal column by
 column: the repeat branch (the run envelope included) against the full derivation, over lines
-of every format era and hostile values. tests/test_export_oracle.py holds whole builds of every
-corpus to main's digests.
->>>>>>>> 2ab9bfc (tests: test_columnar becomes test_line_path: every generated line twice, the repeat branch's rows (run envelope included) equal to the full derivation's):tests/test_line_path.py
+of every format era and hostile values. tests/contract/test_export_oracle.py holds whole builds
+of every corpus to main's digests.
 """
 
 from __future__ import annotations

@@ -551,7 +551,7 @@ def _read_run(
 
 def kept_log(log: str | None) -> str | None:
     """The full log a run keeps (``runs.log``, zstd in Parquet): the text as written, null when
-    empty. The one rule both trace-line paths (exact and columnar) call."""
+    empty. The one rule, on every trace line."""
     return log or None
 
 
