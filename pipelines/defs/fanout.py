@@ -314,7 +314,6 @@ FORKSERVER = {
         "preload_modules": [
             "pipelines.defs.fanout",
             "tracehouse.ingest.worker",
-            "tracehouse.ingest.columnar",
         ]
     }
 }

@@ -415,7 +415,7 @@ from tracehouse import interrupts
 
 if __name__ == "__main__":
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["tracehouse.ingest.worker", "tracehouse.ingest.columnar"])
+    context.set_forkserver_preload(["tracehouse.ingest.worker"])
     interrupts.start_fork_server()
     server = forkserver._forkserver._forkserver_pid
     for delay in (0.0, 0.02, 0.05, 0.1, 0.2):  # while the server starts and imports its preload

@@ -290,8 +290,8 @@ def _ingest(context: DatasetContext, raws: list[bytes]) -> None:
     with tempfile.TemporaryDirectory() as staging:
         writer = PartWriter(Path(staging), "part")
         writer.rows = ingester.parts
-        writer.flush(None)
-        # The same lines as a file, through the columnar path and its exact fallback.
+        writer.flush()
+        # The same lines as a file, through the one per-line path.
         path = Path(staging) / "lines.jsonl"
         path.write_bytes(b"\n".join(raws) + b"\n")
         group = ingest_group([(path, rel)], context, Path(staging) / "group", "group")

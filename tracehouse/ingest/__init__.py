@@ -1,1 +1,1 @@
-"""Ingest: files to staging columns (columnar path) with the exact per-line path as reference."""
+"""Ingest: files to staging parts, every line through one per-line path (worker.FileIngester)."""

@@ -313,7 +313,7 @@ def _run_tasks(
     # process whose Polars/DuckDB thread pools may hold locks (in Dagster, tests, a notebook),
     # and the child then hangs on its first frame.
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["tracehouse.ingest.worker", "tracehouse.ingest.columnar"])
+    context.set_forkserver_preload(["tracehouse.ingest.worker"])
     interrupts.start_fork_server()
     # A pool per batch of tasks, so that no worker parses more than TASKS_PER_WORKER of them
     # (the executor's own max_tasks_per_child can hang on Python 3.11 when a worker retires).

@@ -9,9 +9,10 @@ solutions, revision), so a rebuild reuses it while both are unchanged.
 from __future__ import annotations
 
 import hashlib
+import operator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 import pyarrow as pa
@@ -20,6 +21,13 @@ import pyarrow.parquet as pq
 from tracehouse import kernelindex, schemas
 from tracehouse.files import replace_atomically, sha256_file
 from tracehouse.identify.dataset_context import DatasetContext
+from tracehouse.ingest.combinations import (
+    ENTITY_COLUMNS,
+    Combination,
+    combination_cache,
+    repeatable_shape,
+    run_identity,
+)
 from tracehouse.kernelindex import digest, manifest_digest, text_digest
 from tracehouse.read.evaluation_rules import tolerance_bounds, was_evaluated
 from tracehouse.read.fib_lines import fib_trace_line, is_fib_trace_file
@@ -32,15 +40,12 @@ from tracehouse.read.normalize import (
     normalize_hardware,
     normalize_trace,
     normalize_workload,
+    repeat_trace,
     to_json,
 )
 from tracehouse.read.records import Record, iter_jsonl, looks_binary, raw_prefix
 from tracehouse.read.timestamps import observed_at
 from tracehouse.rejects import Reject
-
-if TYPE_CHECKING:  # imported where used: it brings Polars, which a finalize never needs
-    from tracehouse.ingest.columnar import ColumnarBatch
-
 
 # Rows a worker holds before writing them out: memory stays flat whatever the file size.
 CHUNK_ROWS = 20_000
@@ -87,6 +92,8 @@ class _Rows:
 
     def __init__(self, table: schemas.Table) -> None:
         self.table = table
+        self.template = dict.fromkeys(table.column_names)
+        self.getter = operator.itemgetter(*table.column_names)
         self.rows: list[dict[str, Any]] = []
         self.add = self.rows.append
 
@@ -94,17 +101,25 @@ class _Rows:
         return len(self.rows)
 
     def to_arrow(self) -> pa.Table:
-        rows = self.rows
-        columns = {name: [row.get(name) for row in rows] for name in self.table.column_names}
-        return pa.Table.from_pydict(columns, schema=self.table.arrow_schema)
+        # Rows are dicts without their null members: completed from a template, read in schema
+        # order and transposed in C, they cost a third of gathering each column in Python.
+        schema = self.table.arrow_schema
+        if not self.rows:
+            return schema.empty_table()
+        template, getter = self.template, self.getter
+        columns = zip(*[getter(template | row) for row in self.rows], strict=True)
+        arrays = [pa.array(column, type=f.type) for column, f in zip(columns, schema, strict=True)]
+        return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def _run_id(rel: str, line: int, index: int, line_digest: str) -> str:
     return hashlib.sha256(f"{rel}\n{line}\n{index}\n{line_digest}".encode()).hexdigest()[:32]
 
 
-# Per-process cache: an environment's row is a pure function of its raw content.
+# Per-process caches: an environment's row is a pure function of its raw content, and a
+# workload row's derived columns of (context fingerprint, definition, workload).
 _ENVIRONMENTS: dict[bytes, dict[str, Any]] = {}
+_WORKLOADS: dict[bytes, dict[str, Any]] = {}
 
 
 def environment_id(
@@ -168,14 +183,7 @@ class FileIngester:
         self.environments_seen: set[str] = set()
         self.workloads_seen: set[tuple[str, str]] = set()
         self.result = FileResult(rel)
-        # The last trace this ingester normalised: the columnar path's entity derivation reads
-        # it instead of normalising its representative line a second time.
-        self.last_trace: Trace | None = None
-
-    def scratch(self) -> FileIngester:
-        """A fresh ingester of the same file and context with parts of its own: the columnar
-        path derives a line's entities in one."""
-        return FileIngester(self.rel, self.context)
+        self.combinations = combination_cache(context.fingerprint)
 
     def reject(self, line: int | None, reason: str, message: str, raw: bytes | None) -> None:
         self.parts["rejects"].add(
@@ -233,6 +241,30 @@ class FileIngester:
         if seen_key in self.workloads_seen:
             return None
         self.workloads_seen.add(seen_key)
+        try:
+            content_key: bytes | None = orjson.dumps(
+                [self.context.fingerprint, definition, workload]
+            )
+        except TypeError:  # an integer beyond 64 bits, say: derived every time
+            content_key = None
+        if content_key is not None and b"null" in content_key:
+            content_key = None  # orjson writes NaN and null alike: not a key
+        derived = _WORKLOADS.get(content_key) if content_key is not None else None
+        if derived is None:
+            derived = self._derive_workload(definition, workload, key)
+            if content_key is not None:
+                _WORKLOADS[content_key] = derived
+        return {
+            **derived,
+            "source_file": self.rel,
+            "source_line": record.line,
+            "record_index": record.index,
+        }
+
+    def _derive_workload(
+        self, definition: str, workload: dict[str, Any], key: str
+    ) -> dict[str, Any]:
+        """A workload row's columns that depend only on its content and the context."""
         row: dict[str, Any] = {
             "definition": definition,
             "workload_key": key,
@@ -240,9 +272,6 @@ class FileIngester:
             "axes_json": to_json(workload.get("axes")),
             "inputs_json": to_json(workload.get("inputs")),
             "tolerance_json": to_json(workload["tolerance"]) if "tolerance" in workload else None,
-            "source_file": self.rel,
-            "source_line": record.line,
-            "record_index": record.index,
         }
         definition_object = self.context.definitions.get(definition)
         operation = self.context.operation_digests.get(definition)
@@ -297,7 +326,16 @@ class FileIngester:
         return environment_id
 
     def _trace(self, record: Record) -> None:
-        trace = self.last_trace = normalize_trace(record.value)
+        combination_key = self._combination_key(record)
+        combination = (
+            self.combinations.get(combination_key) if combination_key is not None else None
+        )
+        # A repeat of a combination already derived reads only its per-run members.
+        trace = (
+            normalize_trace(record.value)
+            if combination is None
+            else repeat_trace(record.value, combination.trace)
+        )
         context = self.context
         definition_object = context.definitions.get(trace.definition)
         if definition_object is None:
@@ -351,6 +389,12 @@ class FileIngester:
         # KernelIndex reads the raw line; files it never reads get the same derivation over
         # the normalised record, so legacy layouts still get comparable keys (README).
         source_object = record.value if self.in_scope else trace.canonical
+        if combination is not None:
+            # A repeat: its combination's entity columns, this line's own run.
+            row.update(combination.columns)
+            row.update(run_identity(source_object, combination))
+            self._add_run(row, trace)
+            return
         skip_reason = None if self.in_scope else "outside_kernelindex_layout"
         try:
             found = kernelindex.identify_trace_line(
@@ -385,9 +429,33 @@ class FileIngester:
                 # In range: normalize_trace rejected the line otherwise (latency_ns_problem).
                 row["latency_ns"] = kernelindex.latency_ns(trace.latency_ms)
         row["identity_error"] = skip_reason
+        if combination_key is not None:
+            self.combinations[combination_key] = Combination(
+                trace, {name: row.get(name) for name in ENTITY_COLUMNS}, found is not None
+            )
+        self._add_run(row, trace)
+
+    def _combination_key(self, record: Record) -> tuple[Any, ...] | None:
+        """The key of the line's combination when its shape lets it reuse one, else None."""
+        value = record.value
+        if (
+            not record.strict
+            or record.index
+            or not repeatable_shape(value, self.context.definitions)
+        ):
+            return None
+        evaluation = value["evaluation"]
+        return (
+            value["definition"],
+            orjson.dumps(value["workload"]),
+            orjson.dumps(evaluation["environment"]),
+            self.in_scope,
+        )
+
+    def _add_run(self, row: dict[str, Any], trace: Trace) -> None:
+        """Write the run's row and its correctness row: the one place both are formed."""
         self.parts["runs"].add(row)
         self.result.runs += 1
-
         if trace.correctness is not None:
             absolute, relative = trace.absolute_error, trace.relative_error
             assert absolute is not None and relative is not None
@@ -436,19 +504,12 @@ class PartWriter:
         )
         self.written.setdefault(name, []).append(file_name)
 
-    def flush(self, columnar: ColumnarBatch | None) -> None:
-        """Write everything gathered so far (both paths) as the next chunk, and forget it."""
+    def flush(self) -> None:
+        """Write everything gathered so far as the next chunk, and forget it."""
         for name, rows in self.rows.items():
             if len(rows):
                 self.write(name, rows.to_arrow())
                 rows.rows.clear()
-        if columnar is not None and len(columnar):
-            runs, correctness, trace_lines = columnar.frames()
-            self.write("runs", runs)
-            if correctness.num_rows:
-                self.write("correctness", correctness)
-            if trace_lines.num_rows:
-                self.write("trace_lines", trace_lines)
 
 
 def ingest_group(
@@ -457,37 +518,26 @@ def ingest_group(
     staging_dir: Path,
     part_key: str,
     *,
-    exact: bool = False,
     chunk_rows: int = CHUNK_ROWS,
 ) -> GroupResult:
     """Parse a group of JSONL files into one set of staging parts. Never raises for bad content.
 
-    Clean trace lines take the columnar path (``tracehouse.ingest.columnar``) unless ``exact``;
-    every other record, and every record when ``exact``, takes the per-line reference path.
-    Grouping small files amortises the per-frame and per-Parquet-file costs.
+    Every record takes the same per-line path (``FileIngester.record``); grouping small files
+    amortises the per-Parquet-file costs.
     """
-    from tracehouse.ingest.columnar import ColumnarBatch
-
     writer = PartWriter(staging_dir, part_key)
-    columnar = None if exact else ColumnarBatch(context)
     result = GroupResult()
     for path, rel in files:
         ingester = FileIngester(rel, context, writer.rows)
-        _ingest_lines(path, ingester, columnar, writer, chunk_rows)
+        _ingest_lines(path, ingester, writer, chunk_rows)
         ingester.result.kernelindex_unreadable = ingester.in_scope and not ingester.strict_file
         result.files[rel] = ingester.result
-    writer.flush(columnar)
+    writer.flush()
     result.parts = writer.written
     return result
 
 
-def _ingest_lines(
-    path: Path,
-    ingester: FileIngester,
-    columnar: ColumnarBatch | None,
-    writer: PartWriter,
-    chunk_rows: int,
-) -> None:
+def _ingest_lines(path: Path, ingester: FileIngester, writer: PartWriter, chunk_rows: int) -> None:
     counts = ingester.result
     try:
         if looks_binary(path):
@@ -499,15 +549,12 @@ def _ingest_lines(
             if (
                 len(writer.rows["runs"]) >= chunk_rows
                 or len(writer.rows["trace_lines"]) >= chunk_rows
-                or (columnar is not None and len(columnar) >= chunk_rows)
             ):
-                writer.flush(columnar)
+                writer.flush()
             if isinstance(item, Reject):
                 counts.records += 1
                 ingester.reject(item.line, item.reason, item.message, None)
                 ingester.parts["rejects"].rows[-1]["raw_prefix"] = item.raw_prefix
-            elif columnar is not None and columnar.take(item, ingester):
-                counts.records += 1
             else:
                 ingester.fib_line(item)
                 ingester.record(item)

@@ -370,6 +370,72 @@ def normalize_trace(value: dict[str, Any]) -> Trace:
         k: v for k, v in environment.items() if k not in ("hardware", "device", "libs")
     }
 
+    return _read_run(
+        value,
+        evaluation,
+        definition,
+        solution,
+        status,
+        status_raw,
+        _Entities(workload, hardware, raw_libs, libs, environment_extra),
+        variants,
+    )
+
+
+@dataclass(slots=True, frozen=True)
+class _Entities:
+    """What normalize_trace reads of a line's workload and environment."""
+
+    workload: dict[str, Any]
+    hardware: str
+    raw_libs: Any
+    libs: dict[str, str]
+    environment_extra: dict[str, Any]
+
+
+# The variants normalize_trace finds in a line's workload and environment (the others come from
+# its per-run members).
+ENTITY_VARIANTS = frozenset({"legacy_format_key", "no_uuid", "device_key", "numeric_lib_version"})
+
+
+def repeat_trace(value: dict[str, Any], first: Trace) -> Trace:
+    """normalize_trace of a line whose definition, workload and environment are byte for byte
+    those of ``first``'s line, and whose shape ``ingest.combinations.repeatable_shape`` took:
+    only its per-run members are read, by the same rules."""
+    evaluation = value["evaluation"]
+    environment = first.canonical["evaluation"]["environment"]
+    status = evaluation["status"]
+    return _read_run(
+        value,
+        evaluation,
+        value["definition"],
+        value.get("solution"),
+        status,
+        status,
+        _Entities(
+            first.workload,
+            first.hardware,
+            environment["libs"],
+            first.libs,
+            first.environment_extra,
+        ),
+        [variant for variant in first.variants if variant in ENTITY_VARIANTS],
+    )
+
+
+def _read_run(
+    value: dict[str, Any],
+    evaluation: dict[str, Any],
+    definition: str,
+    solution: str | None,
+    status: str,
+    status_raw: str,
+    entities: _Entities,
+    variants: list[str],
+) -> Trace:
+    """The per-run members of a trace line (timestamp, log, blocks, numbers), and the Trace."""
+    workload, hardware, raw_libs = entities.workload, entities.hardware, entities.raw_libs
+    libs, environment_extra = entities.libs, entities.environment_extra
     timestamp = evaluation.get("timestamp")
     if timestamp is None or timestamp == "":
         raise RecordError("missing_field", "evaluation.timestamp is missing")
@@ -485,7 +551,7 @@ def normalize_trace(value: dict[str, Any]) -> Trace:
 
 def kept_log(log: str | None) -> str | None:
     """The full log a run keeps (``runs.log``, zstd in Parquet): the text as written, null when
-    empty. The one rule both trace-line paths (exact and columnar) call."""
+    empty. The one rule, on every trace line."""
     return log or None
 
 

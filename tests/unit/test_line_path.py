@@ -1,13 +1,14 @@
-"""Issue 9: the columnar path against the exact per-line reference path.
+"""Issue 26: every trace line takes one per-line path (``ingest.worker.FileIngester``).
 
-Three tiers:
-- number formatting: the plain-notation range the columnar formatter relies on, checked
-  against the exact ECMAScript formatter with Hypothesis;
-- differential ingest: generated trace lines of every schema era (and hostile values) parsed by
-  both paths into staging parts, compared column by column, row by row;
-- whole builds: there is no ``--exact`` build any more (issue 26); tests/contract/test_export_oracle.py
-  holds the exports of every sample folder, the golden corpus, the demo data and the hostile
-  corpus to the digests main produced.
+The first line of each (definition, workload, environment, scope) combination takes the full
+derivation (``normalize_trace``, ``kernelindex.identify_trace_line``); a later line of the same
+combination whose shape ``ingest.combinations.repeatable_shape`` takes reuses its entities and
+derives only its own run (``repeat_trace``, the envelope written in ``ingest.combinations``).
+The property below writes every generated line twice into one file, so the second copy takes
+the repeat branch whenever its shape allows, and holds both copies' rows equal column by
+column: the repeat branch (the run envelope included) against the full derivation, over lines
+of every format era and hostile values. tests/contract/test_export_oracle.py holds whole builds
+of every corpus to main's digests.
 """
 
 from __future__ import annotations
@@ -34,14 +35,8 @@ from tests.fixtures.hostile_corpus import (
 )
 from tracehouse.fetch.local import discover
 from tracehouse.identify.context import load_context
-from tracehouse.ingest.columnar import (
-    PLAIN_FLOAT_MAX,
-    PLAIN_FLOAT_MIN,
-    ColumnarBatch,
-    js_number_text,
-)
+from tracehouse.ingest.combinations import combination_cache, repeatable_shape
 from tracehouse.ingest.worker import PART_TABLES, ingest_group
-from tracehouse.kernelindex import canonical_number
 
 SETTINGS = settings(
     max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "150")),
@@ -50,27 +45,7 @@ SETTINGS = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
-# --- number formatting ---------------------------------------------------------------------------
-
-
-@SETTINGS
-@given(
-    st.one_of(
-        st.floats(min_value=PLAIN_FLOAT_MIN, max_value=PLAIN_FLOAT_MAX, exclude_max=True),
-        st.integers(min_value=1, max_value=2**53 - 1).map(float),
-        st.floats(min_value=PLAIN_FLOAT_MIN, max_value=1e4),
-        st.sampled_from([0.0, -0.0, 1e-4, 1e16 - 2, 0.1, 0.30000000000000004, 123456.789]),
-    )
-)
-def test_polars_plain_range_is_ecmascript(value: float) -> None:
-    text = pl.DataFrame({"x": [value]}).select(js_number_text("x")).item()
-    if text is None:  # outside the proved range: the exact formatter fills it in
-        assert not (PLAIN_FLOAT_MIN <= abs(value) < PLAIN_FLOAT_MAX) and value != 0
-    else:
-        assert text == canonical_number(value)
-
-
-# --- differential ingest of generated lines ------------------------------------------------------
+# --- generated lines of every era ----------------------------------------------------------------
 
 plain_numbers = st.one_of(
     st.floats(min_value=1e-3, max_value=1e3),
@@ -214,7 +189,7 @@ def trace_lines(draw: st.DrawFn) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def context_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("columnar-context")
+    root = tmp_path_factory.mktemp("line-path-context")
     (root / "definitions").mkdir()
     (root / "definitions" / f"{DEFINITION}.json").write_text(json.dumps(definition_object()))
     solutions = root / "solutions" / AUTHOR
@@ -223,25 +198,12 @@ def context_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def staged_tables(
-    files: list[tuple[Path, str]], context: Any, exact: bool
-) -> tuple[dict[str, pl.DataFrame], int]:
-    # How many records the columnar path took: the build keeps no per-path counts (issue 26),
-    # so the test counts the batch's answers itself.
-    taken = [0]
-    take = ColumnarBatch.take
-
-    def counting_take(batch: ColumnarBatch, record: Any, ingester: Any) -> bool:
-        took = take(batch, record, ingester)
-        taken[0] += took
-        return took
-
+def staged_tables(files: list[tuple[Path, str]], context: Any) -> dict[str, pl.DataFrame]:
+    """The staging parts of one parse, as frames in line order; derived combinations are
+    forgotten first, so each file's first line of a combination takes the full derivation."""
+    combination_cache(context.fingerprint).clear()
     with tempfile.TemporaryDirectory() as staging:
-        ColumnarBatch.take = counting_take  # type: ignore[method-assign]
-        try:
-            result = ingest_group(files, context, Path(staging), "k", exact=exact)
-        finally:
-            ColumnarBatch.take = take  # type: ignore[method-assign]
+        result = ingest_group(files, context, Path(staging), "k")
         tables = {}
         for name, table in PART_TABLES.items():
             parts = [pq.read_table(Path(staging) / part) for part in result.parts.get(name, [])]
@@ -251,49 +213,75 @@ def staged_tables(
                 else pl.from_arrow(table.arrow_schema.empty_table())
             )
             assert isinstance(frame, pl.DataFrame)
-            tables[name] = frame.sort(frame.columns, nulls_last=True)
-    return tables, taken[0]
+            tables[name] = frame
+    return tables
 
 
-def assert_same_rows(exact: dict[str, pl.DataFrame], columnar: dict[str, pl.DataFrame]) -> None:
-    for name, expected in exact.items():
-        got = columnar[name]
-        assert got.shape == expected.shape, name
-        for column in expected.columns:
-            assert got[column].to_list() == expected[column].to_list(), f"{name}.{column}"
+# Columns that name where a row came from (or derive from it): the copies differ there only.
+PLACE_COLUMNS = frozenset({"run_id", "source_line", "source_offset", "record_index"})
 
 
-COLUMNAR_SEEN = {"lines": 0, "columnar": 0}
+def copies_agree(first: pl.DataFrame, second: pl.DataFrame, name: str) -> None:
+    assert first.height == second.height, name
+    for column in first.columns:
+        if column not in PLACE_COLUMNS:
+            assert first[column].to_list() == second[column].to_list(), f"{name}.{column}"
+
+
+SEEN = {"lines": 0, "repeats": 0}
 
 
 @pytest.mark.slow
 @SETTINGS
-@given(st.lists(trace_lines(), min_size=1, max_size=8), st.booleans())
-def test_both_paths_give_identical_rows(
+@given(st.lists(trace_lines(), min_size=1, max_size=6), st.booleans())
+def test_a_repeat_line_gives_the_rows_of_its_full_derivation(
     context_dir: Path, lines: list[dict[str, Any]], in_scope: bool
 ) -> None:
     files, _ = discover(context_dir)
     context = load_context(files, revision=None, baseline_map={}).context
     rel = f"traces/{AUTHOR}/gemm/{DEFINITION}.jsonl" if in_scope else "legacy/traces.jsonl"
+    texts = [json.dumps(line).encode() for line in lines]
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "traces.jsonl"
-        path.write_bytes(b"\n".join(json.dumps(line).encode() for line in lines) + b"\n")
-        exact, _ = staged_tables([(path, rel)], context, exact=True)
-        columnar, taken = staged_tables([(path, rel)], context, exact=False)
-    assert_same_rows(exact, columnar)
-    COLUMNAR_SEEN["lines"] += len(lines)
-    COLUMNAR_SEEN["columnar"] += taken
+        # every line twice in a row: the first copy derives, the second may repeat
+        path.write_bytes(b"".join(text + b"\n" + text + b"\n" for text in texts))
+        tables = staged_tables([(path, rel)], context)
+    runs = tables["runs"]
+    first_lines = runs.filter(pl.col("source_line") % 2 == 1)
+    second_lines = runs.filter(pl.col("source_line") % 2 == 0)
+    copies_agree(first_lines, second_lines, "runs")
+    correctness = tables["correctness"].join(
+        runs.select("run_id", "source_line"), on="run_id", how="left", maintain_order="left"
+    )
+    copies_agree(
+        correctness.filter(pl.col("source_line") % 2 == 1),
+        correctness.filter(pl.col("source_line") % 2 == 0),
+        "correctness",
+    )
+    trace_lines_table = tables["trace_lines"]
+    copies_agree(
+        trace_lines_table.filter(pl.col("source_line") % 2 == 1),
+        trace_lines_table.filter(pl.col("source_line") % 2 == 0),
+        "trace_lines",
+    )
+    # workload and environment rows: once per file, from the first copy
+    for name in ("workloads", "environments"):
+        if "source_line" in tables[name].columns:
+            assert (tables[name]["source_line"] % 2 == 1).all(), name
+    SEEN["lines"] += len(lines)
+    SEEN["repeats"] += sum(repeatable_shape(line, context.definitions) for line in lines)
 
 
-def test_the_differential_test_exercised_the_columnar_path() -> None:
-    """The property above must not pass by routing everything to the exact path."""
-    if COLUMNAR_SEEN["lines"] == 0:
-        pytest.skip("run together with test_both_paths_give_identical_rows")
-    assert COLUMNAR_SEEN["columnar"] >= COLUMNAR_SEEN["lines"] // 10, COLUMNAR_SEEN
+def test_the_property_exercised_the_repeat_branch() -> None:
+    """The property above must not pass by deriving every line in full."""
+    if SEEN["lines"] == 0:
+        pytest.skip("run together with test_a_repeat_line_gives_the_rows_of_its_full_derivation")
+    assert SEEN["repeats"] >= SEEN["lines"] // 10, SEEN
 
 
-def test_nan_and_infinity_spellings_take_the_exact_path(context_dir: Path) -> None:
-    """Bare NaN tokens and `}{`-joined records are the exact path's, and give the same rows."""
+def test_lenient_and_joined_lines_take_the_full_derivation(context_dir: Path) -> None:
+    """Bare NaN tokens and `}{`-joined records never reuse a combination: all four lines are
+    imported, and the strict line after the lenient ones gives the strict line's row."""
     files, _ = discover(context_dir)
     context = load_context(files, revision=None, baseline_map={}).context
     line = {
@@ -310,12 +298,14 @@ def test_nan_and_infinity_spellings_take_the_exact_path(context_dir: Path) -> No
         },
     }
     text = json.dumps(line)  # writes a bare NaN token
+    strict = text.replace("NaN", "0.25")
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "t.jsonl"
-        path.write_text(text + "\n" + text + text + "\n" + text.replace("NaN", "0.25") + "\n")
+        path.write_text(strict + "\n" + text + "\n" + text + text + "\n" + strict + "\n")
         rel = f"traces/{AUTHOR}/gemm/{DEFINITION}.jsonl"
-        exact, _ = staged_tables([(path, rel)], context, exact=True)
-        columnar, taken = staged_tables([(path, rel)], context, exact=False)
-    assert_same_rows(exact, columnar)
-    assert taken == 1  # only the strict, single-object line
-    assert exact["runs"].height == 4
+        tables = staged_tables([(path, rel)], context)
+    runs = tables["runs"]
+    assert runs.height == 5
+    copies_agree(
+        runs.filter(pl.col("source_line") == 1), runs.filter(pl.col("source_line") == 4), "runs"
+    )
