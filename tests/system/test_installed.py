@@ -169,3 +169,20 @@ def test_dagster_loads_the_code_location_from_the_installed_wheel(
     )  # fmt: skip
     assert validated.returncode == 0, validated.stdout + validated.stderr
     assert "Validation successful" in validated.stdout + validated.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_the_workspace_dagster_dev_loads_is_valid(tmp_path: Path) -> None:
+    """What `dagster dev -w workspace.yaml` loads, validated without starting the server (the
+    server itself runs in tests/unit/test_readme.py, where Chromium is installed)."""
+    environment = _bare_environment() | {"DAGSTER_HOME": str(tmp_path)}
+    validated = subprocess.run(
+        [str(Path(sys.executable).with_name("dagster")), "definitions", "validate",
+         "-w", "workspace.yaml"],
+        capture_output=True, text=True, cwd=REPO, env=environment, timeout=600,
+    )  # fmt: skip
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+    assert (
+        "Validation successful for code location tracehouse" in validated.stdout + validated.stderr
+    )
