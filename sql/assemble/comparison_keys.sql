@@ -3,8 +3,8 @@
 -- {correctness, environment, metric, operation, protocol, v: 1, workload}, members in JCS
 -- order. Every member but `v` is a digest (`sha256:` + hex) or `latency:mean:ns` / `none`, so
 -- its canonical JSON string is the text between plain quotes. The implementation is absent on
--- purpose: implementations are what a cohort compares. tests/unit/test_columnar.py checks this
--- against the Python reference (kernelindex comparison_key) on the golden corpus.
+-- purpose: implementations are what a cohort compares. tests/contract/test_identity_golden.py checks this
+-- against KernelIndex's own keys (expected.csv) on the golden corpus.
 SELECT
     operation_digest,
     workload_digest,

@@ -194,7 +194,7 @@ def _run_template(
     """KernelIndex's canonical run envelope with its two late slots (``run_body_template``), and
     the latency in nanoseconds, for a line of repeatable shape: the members
     ``kernelindex.run.build_run_spec`` writes, in the order ``run_canonical_text`` writes them
-    (tests/test_line_path.py holds the two equal)."""
+    (tests/unit/test_line_path.py holds the two equal)."""
     parts = []
     correctness = evaluation.get("correctness")
     if correctness is not None:
