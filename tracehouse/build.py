@@ -31,8 +31,6 @@ from tracehouse.fetch.resolve import (
     file_fingerprints,
     resolve_source,
 )
-from tracehouse.fetch.resolve import source_identity as source_identity
-from tracehouse.fetch.resolve import source_version as source_version
 from tracehouse.files import sha256_file, write_atomically
 from tracehouse.ingest.manifest import (
     Manifest,
@@ -40,20 +38,16 @@ from tracehouse.ingest.manifest import (
     read_manifest,
     write_manifest,
 )
-from tracehouse.ingest.plan import IngestTask as IngestTask
 from tracehouse.ingest.plan import (
     ParseFn,
     group_parts_key,
     load_context_cached,
     plan_files,
     remove_unreferenced_staging,
+    run_tasks,
     set_worker_context,
     state_key,
 )
-from tracehouse.ingest.plan import file_group as file_group
-from tracehouse.ingest.plan import parse_task as parse_task
-from tracehouse.ingest.plan import plan_ingest as plan_ingest
-from tracehouse.ingest.plan import run_tasks as run_tasks
 from tracehouse.publish import generations
 from tracehouse.settings import Settings, SettingsError
 from tracehouse.storage import create_folder, empty_folder, remove_created_folder

@@ -117,7 +117,7 @@ def table_schema(table: schemas.Table) -> dg.TableSchema:
 def source_dataset(
     context: dg.OpExecutionContext, warehouse: WarehouseResource
 ) -> dg.DataVersionsByPartition:
-    from tracehouse.build import source_version
+    from tracehouse.fetch.resolve import source_version
 
     settings = warehouse.settings()
     uris = register_sources(context.instance, settings)
@@ -403,7 +403,7 @@ def recreate_views(settings: Settings) -> Path:
 
     import duckdb
 
-    from tracehouse.assemble.finalize import create_sql_views
+    from tracehouse.assemble.duckdb_files import create_sql_views
     from tracehouse.files import replace_atomically
     from tracehouse.publish.generations import record_generation_files
     from tracehouse.warehouse import seal_published_file

@@ -6,12 +6,12 @@ multiprocess executor spreads it over processes of one machine, the Dask executo
 workers of a Dask cluster (and Dagster's Kubernetes or Celery executors would spread the same
 steps over theirs). Nothing here schedules work itself.
 
-* ``plan_ingest`` plans exactly as ``build_warehouse`` does (``build.plan_ingest``: the same
+* ``plan_ingest`` plans exactly as ``build_warehouse`` does (``ingest.plan.plan_ingest``: the same
   path-stable file groups, the same reuse of unchanged groups), registers every group it will
   parse as a partition of ``parsed_groups`` (dynamic partitions ``ingest_groups``, one per file
   group, e.g. ``group-07``), and deals the groups out to ``FANOUT_SLOTS`` parse steps, biggest
   first onto the least loaded slot.
-* ``parse_slot_<i>`` parses its groups with ``build.parse_task`` (``ingest_group``, as a build
+* ``parse_slot_<i>`` parses its groups with ``ingest.plan.parse_task`` (``ingest_group``, as a build
   worker does) into a scratch folder of this run in the warehouse's cache, and reports a
   materialization of each group's partition. The slots are static steps rather than a
   ``DynamicOut`` mapping because the Dask executor plans every step up front and does not run
@@ -48,16 +48,10 @@ from pipelines.defs.naming import OWNERS, asset_key
 from pipelines.defs.resources import WarehouseResource
 from pipelines.defs.sources import SOURCES
 from tracehouse import schemas
-from tracehouse.build import (
-    IngestTask,
-    ProgressFn,
-    build_warehouse,
-    file_group,
-    parse_task,
-    plan_ingest,
-    run_tasks,
-)
+from tracehouse.build import build_warehouse
+from tracehouse.fetch.resolve import ProgressFn
 from tracehouse.files import replace_atomically
+from tracehouse.ingest.plan import IngestTask, file_group, parse_task, plan_ingest, run_tasks
 from tracehouse.schemas import PER_SOURCE_TABLES
 from tracehouse.warehouse import Warehouse, generation_sources
 

@@ -23,7 +23,7 @@ SOURCES = dg.DynamicPartitionsDefinition(name="tracehouse_sources")
 
 def configured_sources(settings: Settings) -> dict[str, str]:
     """The sources the settings name, by name (a single source under its warehouse name)."""
-    from tracehouse.build import source_identity
+    from tracehouse.fetch.resolve import source_identity
 
     if settings.sources:
         return parse_sources(settings.sources)

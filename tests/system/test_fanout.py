@@ -17,7 +17,7 @@ from pipelines.defs import fanout
 from pipelines.defs.naming import asset_key
 from tests.conftest import GOLDEN_REVISION, run_cli
 from tests.fixtures.shared_data import GOLDEN_DIR, requires_shared
-from tracehouse.build import IngestTask
+from tracehouse.ingest.plan import IngestTask
 
 pytestmark = [requires_shared, pytest.mark.integration]
 

@@ -10,7 +10,7 @@ import duckdb
 
 from tests.conftest import run_cli
 from tracehouse import schemas
-from tracehouse.assemble.finalize import create_sql_views
+from tracehouse.assemble.duckdb_files import create_sql_views
 from tracehouse.settings import load_settings
 
 DECLARED = {**schemas.TABLES, **schemas.VIEWS, **schemas.SETTING_TABLES}

@@ -26,7 +26,8 @@ from tests.fixtures.hostile_corpus import (
 )
 from tracehouse.fetch.local import discover
 from tracehouse.identify.context import load_context
-from tracehouse.ingest.worker import DatasetContext, FileIngester, PartWriter, ingest_group
+from tracehouse.identify.dataset_context import DatasetContext
+from tracehouse.ingest.worker import FileIngester, PartWriter, ingest_group
 from tracehouse.read import normalize
 from tracehouse.read.normalize import RecordError
 from tracehouse.read.records import Record, parse_line

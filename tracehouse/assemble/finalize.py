@@ -28,9 +28,6 @@ from tracehouse.assemble.duckdb_files import (
     FINALIZE_MEMORY_LIMIT,
     write_duckdb_file,
 )
-from tracehouse.assemble.duckdb_files import (
-    create_sql_views as create_sql_views,
-)
 from tracehouse.assemble.parts import (
     GROUP_PARTED_TABLES,
     base_folder,
@@ -47,8 +44,9 @@ from tracehouse.assemble.parts import (
     write_ranking_parts,
 )
 from tracehouse.identify.context import baseline_map_rows
+from tracehouse.identify.dataset_context import DatasetContext
 from tracehouse.ingest.manifest import FileEntry
-from tracehouse.ingest.worker import PART_TABLES, DatasetContext
+from tracehouse.ingest.worker import PART_TABLES
 from tracehouse.rejects import Reject
 from tracehouse.schemas import HISTORY_TABLES, IMPORTER_VERSION, PER_SOURCE_TABLES, TABLE_ORDER
 from tracehouse.settings import Settings

@@ -150,7 +150,7 @@ def _materialize(
     """Download the chosen snapshots' files into a generation folder of ``replica`` (once per
     distinct state), laid out as a build lays out a generation of several sources, compute the
     tables that span every source, and make it current."""
-    from tracehouse.assemble.finalize import write_duckdb_file as write_duckdb_file
+    from tracehouse.assemble.duckdb_files import write_duckdb_file
 
     key = json.dumps([publication["snapshot_id"], sorted(snapshots.items())])
     name = hashlib.sha256(key.encode()).hexdigest()[:16]
@@ -235,7 +235,7 @@ def _write_source_snapshots(
     """source_snapshots of every source, in build order (each source's rows come from its own
     builds; the order across sources is when they ran), written as a build writes it; and the
     sources the replica holds, each at its latest snapshot (the generation's sources.json)."""
-    from tracehouse.assemble.finalize import rows_to_arrow as rows_to_arrow
+    from tracehouse.assemble.finalize import rows_to_arrow
 
     snapshot_id = snapshots.get("source_snapshots")
     rows = (
@@ -295,7 +295,7 @@ def _download_source_slices(
     holding that source's data files as they are (they also carry ``source`` and
     ``snapshot_id``, which the views set from sources.json anyway); an empty file for a source
     without rows (a view needs one)."""
-    from tracehouse.assemble.finalize import stored_schema as stored_schema
+    from tracehouse.assemble.parts import stored_schema
 
     keys = {s.source: s.key for s in sources}
     root = folder / f"{table}.parquet"
@@ -339,15 +339,7 @@ def _compute_rankings(replica: Warehouse, generation: Path) -> None:
     ranking bucket, kept in the replica's cache: an unchanged bucket is not ranked again)."""
     import duckdb
 
-    from tracehouse.assemble.finalize import (
-        place_parts as place_parts,
-    )
-    from tracehouse.assemble.finalize import (
-        write_empty_parts as write_empty_parts,
-    )
-    from tracehouse.assemble.finalize import (
-        write_ranking_parts as write_ranking_parts,
-    )
+    from tracehouse.assemble.parts import place_parts, write_empty_parts, write_ranking_parts
     from tracehouse.warehouse import create_table_views
 
     connection = duckdb.connect(config={"threads": 1, "preserve_insertion_order": False})
@@ -367,7 +359,7 @@ def _download_table(catalog: Catalog, table: str, snapshot_id: int | None, folde
     writer made the data files."""
     import duckdb
 
-    from tracehouse.assemble.finalize import stored_schema as stored_schema
+    from tracehouse.assemble.parts import stored_schema
 
     target = folder / f"{table}.parquet"
     staged = folder / f"_{table}.parquet"
