@@ -17,6 +17,9 @@ from typing import Any
 # The targets, as issue 9 states them.
 COLD_VS_DUCKDB_TARGET = 1.0
 COLD_VS_DUCKDB_MUST = 1.5
+# Against the floor probe (../shared/floor/lean_loop.py), issue 26.
+COLD_VS_FLOOR_TARGET = 1.6
+COLD_VS_FLOOR_MUST = 2.5
 TRACESET_SPEEDUP_MIN = 10.0
 CHANGED_MAX_SHARE_OF_COLD = 0.10
 WARM_MAX_SHARE_OF_COLD = 0.02
@@ -170,6 +173,20 @@ def leg_checks(legs: dict[str, Any]) -> list[dict[str, Any]]:
             "duckdb",
             f"cold <= {COLD_VS_DUCKDB_MUST:g} x duckdb",
             lambda v: v <= COLD_VS_DUCKDB_MUST,
+        ),
+        ratio_check(
+            "cold build vs lean_loop.py floor (target)",
+            "cold",
+            "floor",
+            f"cold <= {COLD_VS_FLOOR_TARGET:g} x floor",
+            lambda v: v <= COLD_VS_FLOOR_TARGET,
+        ),
+        ratio_check(
+            "cold build vs lean_loop.py floor (must)",
+            "cold",
+            "floor",
+            f"cold <= {COLD_VS_FLOOR_MUST:g} x floor",
+            lambda v: v <= COLD_VS_FLOOR_MUST,
         ),
         ratio_check(
             "cold build vs Polars read", "cold", "polars", "cold / polars (reported)", None

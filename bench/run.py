@@ -69,9 +69,31 @@ from bench.measure import MIB, Sample, measure
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_LINES = 154_000
 DEFAULT_SEED = 7
-LEGS: tuple[str, ...] = ("cold", "warm", "changed", "duckdb", "polars", "orjson", "traceset")
+LEGS: tuple[str, ...] = (
+    "cold",
+    "warm",
+    "changed",
+    "duckdb",
+    "floor",
+    "polars",
+    "orjson",
+    "traceset",
+)
 READER_LEGS: tuple[str, ...] = ("duckdb", "polars", "orjson", "traceset")
-RATIO_REFERENCES: tuple[str, ...] = ("duckdb", "polars", "cold")  # each leg's wall / theirs
+# Builds are timed with a dataset revision: digests embed it, and without one some are never
+# computed (KernelIndex's manifests), so a build without it would be cheaper than a real one.
+BENCH_REVISION = "b" * 40
+# The floor probe of issue 26 (../shared/floor/lean_loop.py beside the checkout): the bare
+# per-line work of a cold build in a lean loop over 2 worker processes. Run as it is, never
+# copied into the project; the leg is skipped when the folder is absent.
+FLOOR_PROBE = REPO_ROOT.parent / "shared" / "floor" / "lean_loop.py"
+FLOOR_SKIPPED = f"skipped: {FLOOR_PROBE} not found"
+RATIO_REFERENCES: tuple[str, ...] = (
+    "duckdb",
+    "floor",
+    "polars",
+    "cold",
+)  # each leg's wall / theirs
 DUCKDB_MAX_OBJECT_SIZE = 64 * 1024 * 1024  # logs reach 5 MiB per line; the default is 16 MB
 GIB = 1024 * MIB
 TRACESET_SKIPPED = "skipped: flashinfer-bench not installed"
@@ -81,6 +103,7 @@ LEG_DESCRIPTIONS: dict[str, str] = {
     "warm": "tracehouse build, nothing changed",
     "changed": "tracehouse build after one trace file changed (one PASSED line appended)",
     "duckdb": "DuckDB read_json of traces/**/*.jsonl into a table",
+    "floor": "../shared/floor/lean_loop.py, 2 workers: a cold build's bare per-line work",
     "polars": "Polars read_ndjson of each trace file (schema over all rows), concatenated",
     "orjson": "orjson.loads of every trace line",
     "traceset": "flashinfer_bench TraceSet.from_path",
@@ -415,13 +438,35 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     print(f"  page cache warmed: {warmed / 1e6:,.0f} MB read", flush=True)
 
     legs: dict[str, Leg] = {name: Leg(name, LEG_DESCRIPTIONS[name]) for name in only}
-    build = [*tracehouse_command(), "build", "--source", str(source), "--warehouse", str(warehouse)]
+    build = [
+        *tracehouse_command(),
+        "build",
+        "--source",
+        str(source),
+        "--warehouse",
+        str(warehouse),
+        "--revision",
+        BENCH_REVISION,
+    ]
     for name in BUILD_LEGS:
         if name in legs:
             legs[name].command = build
     for name in READER_LEGS:
         if name in legs:
             legs[name].command = child_command(name, source)
+    if "floor" in legs:
+        if FLOOR_PROBE.is_file():
+            floor_out = data_root / f"floor-{args.lines}"
+            legs["floor"].command = [
+                sys.executable,
+                str(FLOOR_PROBE),
+                str(source),
+                str(floor_out),
+                "2",
+            ]
+        else:
+            legs["floor"].skipped = FLOOR_SKIPPED
+            print(f"  floor: {FLOOR_SKIPPED}", flush=True)
     if "traceset" in legs and not flashinfer_bench_available():
         legs["traceset"].skipped = TRACESET_SKIPPED
         print(f"  traceset: {TRACESET_SKIPPED}", flush=True)
@@ -624,6 +669,7 @@ HEADER = [
     "peak RSS MiB",
     "tree RSS MiB",
     "x DuckDB",
+    "x floor",
     "x Polars",
     "x cold",
 ]
@@ -645,6 +691,7 @@ def table_rows(report: dict[str, Any]) -> list[list[str]]:
                 _fmt(median["peak_rss_mib"], ".0f"),
                 _fmt(median["peak_tree_rss_mib"], ".0f"),
                 _fmt(leg.get("ratio_to_duckdb"), ".2f"),
+                _fmt(leg.get("ratio_to_floor"), ".2f"),
                 _fmt(leg.get("ratio_to_polars"), ".2f"),
                 _fmt(leg.get("ratio_to_cold"), ".3f") + state,
             ]

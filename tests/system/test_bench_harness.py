@@ -17,7 +17,15 @@ import pytest
 
 from bench.checks import SCALING_PEAK_MAX_RATIO
 from bench.measure import is_child_subreaper, measure
-from bench.run import LEGS, READER_LEGS, FileChange, flashinfer_bench_available, main
+from bench.run import (
+    BENCH_REVISION,
+    FLOOR_PROBE,
+    LEGS,
+    READER_LEGS,
+    FileChange,
+    flashinfer_bench_available,
+    main,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_LINES = 300
@@ -25,6 +33,8 @@ LARGE_LINES = 4 * BASE_LINES  # stands for both "4x" and "1,000,000 lines" here
 CHECKS = [
     "cold build vs DuckDB read_json (target)",
     "cold build vs DuckDB read_json (must)",
+    "cold build vs lean_loop.py floor (target)",
+    "cold build vs lean_loop.py floor (must)",
     "cold build vs Polars read",
     "cold build vs TraceSet.from_path",
     "build after one file changed",
@@ -99,6 +109,15 @@ def test_results_json_has_every_leg_and_field(base: Path, full_run: str) -> None
     if not flashinfer_bench_available():
         assert traceset["skipped"] == "skipped: flashinfer-bench not installed"
         assert traceset["runs"] == 0
+    # Builds are timed with a dataset revision, so every digest is computed.
+    for name in ("cold", "warm", "changed"):
+        command = report["legs"][name]["command"]
+        assert command[command.index("--revision") + 1] == BENCH_REVISION, name
+    floor = report["legs"]["floor"]
+    if FLOOR_PROBE.is_file():  # ../shared beside the checkout: the probe runs as it is
+        assert floor["command"][1] == str(FLOOR_PROBE) and floor["ok"], floor["samples"]
+    else:
+        assert floor["skipped"] == f"skipped: {FLOOR_PROBE} not found"
     for name, leg in report["legs"].items():
         if leg["skipped"]:
             continue
@@ -111,7 +130,9 @@ def test_results_json_has_every_leg_and_field(base: Path, full_run: str) -> None
         assert sample["cpu_s"] == pytest.approx(sample["own_cpu_s"] + sample["descendants_cpu_s"])
         assert sample["peak_tree_rss_mib"] >= sample["peak_rss_mib"]
         wall = leg["median"]["wall_s"]
-        for reference in ("duckdb", "polars", "cold"):
+        for reference in ("duckdb", "polars", "cold") + (
+            ("floor",) if FLOOR_PROBE.is_file() else ()
+        ):
             expected = wall / report["legs"][reference]["median"]["wall_s"]
             assert leg[f"ratio_to_{reference}"] == pytest.approx(expected), (name, reference)
         if name in READER_LEGS:  # every reader loaded exactly the lines the generator wrote
@@ -134,11 +155,18 @@ def test_every_check_has_its_rule_and_value(base: Path, full_run: str) -> None:
         "build after one file changed": (wall("changed") / wall("cold"), 0.10),
         "warm build, no change": (wall("warm") / wall("cold"), 0.02),
     }
+    if FLOOR_PROBE.is_file():
+        expected["cold build vs lean_loop.py floor (target)"] = (wall("cold") / wall("floor"), 1.6)
+        expected["cold build vs lean_loop.py floor (must)"] = (wall("cold") / wall("floor"), 2.5)
+    else:
+        for name in ("target", "must"):
+            assert checks[f"cold build vs lean_loop.py floor ({name})"]["status"] == "SKIP"
     for name, (value, limit) in expected.items():
         assert checks[name]["value"] == pytest.approx(value), name
         assert checks[name]["status"] == ("PASS" if value <= limit else "FAIL"), name
     assert checks["cold build vs DuckDB read_json (target)"]["rule"] == "cold <= 1 x duckdb"
     assert checks["cold build vs DuckDB read_json (must)"]["rule"] == "cold <= 1.5 x duckdb"
+    assert checks["cold build vs lean_loop.py floor (must)"]["rule"] == "cold <= 2.5 x floor"
     assert checks["build after one file changed"]["rule"] == "changed <= 10% of cold"
     assert checks["warm build, no change"]["rule"] == "warm <= 2% of cold"
     polars = checks["cold build vs Polars read"]
@@ -159,7 +187,7 @@ def test_every_check_has_its_rule_and_value(base: Path, full_run: str) -> None:
     assert peak["status"] == ("PASS" if peak["value"] <= 600 else "FAIL")
     assert "largest single process" in peak["note"]
     # Only one size in the results folder yet: the scaling checks say which result is missing.
-    for name in CHECKS[7:]:
+    for name in CHECKS[9:]:
         assert checks[name]["status"] == "SKIP", name
         assert f"bench_{LARGE_LINES}.json" in checks[name]["note"], name
     assert [row["lines"] for row in report["scaling"]["rows"]] == [BASE_LINES]
