@@ -20,6 +20,9 @@ COLD_VS_DUCKDB_MUST = 1.5
 # Against the floor probe (../shared/floor/lean_loop.py), issue 26.
 COLD_VS_FLOOR_TARGET = 1.6
 COLD_VS_FLOOR_MUST = 2.5
+# A cold build of the corpus with one line in ten odd (bench/odd_corpus.py) against the clean one.
+ODD_VS_CLEAN_TARGET = 1.2
+ODD_VS_CLEAN_MUST = 1.5
 TRACESET_SPEEDUP_MIN = 10.0
 CHANGED_MAX_SHARE_OF_COLD = 0.10
 WARM_MAX_SHARE_OF_COLD = 0.02
@@ -209,6 +212,16 @@ def leg_checks(legs: dict[str, Any]) -> list[dict[str, Any]]:
             lambda v: v <= CHANGED_MAX_SHARE_OF_COLD,
         )
     )
+    for strength, limit in (("target", ODD_VS_CLEAN_TARGET), ("must", ODD_VS_CLEAN_MUST)):
+        checks.append(
+            ratio_check(
+                f"cold build, 10% odd lines vs clean ({strength})",
+                "odd",
+                "cold",
+                f"odd <= {limit:g} x cold",
+                lambda v, limit=limit: v <= limit,
+            )
+        )
     checks.append(
         ratio_check(
             "warm build, no change",

@@ -73,6 +73,7 @@ LEGS: tuple[str, ...] = (
     "cold",
     "warm",
     "changed",
+    "odd",
     "duckdb",
     "floor",
     "polars",
@@ -102,6 +103,7 @@ LEG_DESCRIPTIONS: dict[str, str] = {
     "cold": "tracehouse build, empty warehouse (cache removed)",
     "warm": "tracehouse build, nothing changed",
     "changed": "tracehouse build after one trace file changed (one PASSED line appended)",
+    "odd": "tracehouse cold build of the corpus with one line in ten in an odd shape",
     "duckdb": "DuckDB read_json of traces/**/*.jsonl into a table",
     "floor": "../shared/floor/lean_loop.py, 2 workers: a cold build's bare per-line work",
     "polars": "Polars read_ndjson of each trace file (schema over all rows), concatenated",
@@ -454,6 +456,19 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     for name in READER_LEGS:
         if name in legs:
             legs[name].command = child_command(name, source)
+    odd_warehouse = data_root / f"warehouse-{args.lines}-odd"
+    if "odd" in legs:
+        from bench.odd_corpus import ensure_odd_corpus
+
+        odd_source, odd_lines = ensure_odd_corpus(source, dataset)
+        print(f"  odd corpus {odd_source}: {odd_lines:,} lines in odd shapes", flush=True)
+        legs["odd"].command = [
+            *build[: build.index("--source") + 1],
+            str(odd_source),
+            "--warehouse",
+            str(odd_warehouse),
+            *build[build.index("--revision") :],
+        ]
     if "floor" in legs:
         if FLOOR_PROBE.is_file():
             floor_out = data_root / f"floor-{args.lines}"
@@ -481,6 +496,8 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
                 continue
             if name == "cold":
                 shutil.rmtree(warehouse, ignore_errors=True)
+            if name == "odd":
+                shutil.rmtree(odd_warehouse, ignore_errors=True)
             if name == "changed" and "cold" not in legs and not warehouse.exists():
                 measure(
                     build, sample_tree=False

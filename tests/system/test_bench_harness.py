@@ -38,6 +38,8 @@ CHECKS = [
     "cold build vs Polars read",
     "cold build vs TraceSet.from_path",
     "build after one file changed",
+    "cold build, 10% odd lines vs clean (target)",
+    "cold build, 10% odd lines vs clean (must)",
     "warm build, no change",
     "build peak RSS",
     "build peak RSS at 4x vs 1x",
@@ -110,7 +112,7 @@ def test_results_json_has_every_leg_and_field(base: Path, full_run: str) -> None
         assert traceset["skipped"] == "skipped: flashinfer-bench not installed"
         assert traceset["runs"] == 0
     # Builds are timed with a dataset revision, so every digest is computed.
-    for name in ("cold", "warm", "changed"):
+    for name in ("cold", "warm", "changed", "odd"):
         command = report["legs"][name]["command"]
         assert command[command.index("--revision") + 1] == BENCH_REVISION, name
     floor = report["legs"]["floor"]
@@ -154,6 +156,8 @@ def test_every_check_has_its_rule_and_value(base: Path, full_run: str) -> None:
         "cold build vs DuckDB read_json (must)": (wall("cold") / wall("duckdb"), 1.5),
         "build after one file changed": (wall("changed") / wall("cold"), 0.10),
         "warm build, no change": (wall("warm") / wall("cold"), 0.02),
+        "cold build, 10% odd lines vs clean (target)": (wall("odd") / wall("cold"), 1.2),
+        "cold build, 10% odd lines vs clean (must)": (wall("odd") / wall("cold"), 1.5),
     }
     if FLOOR_PROBE.is_file():
         expected["cold build vs lean_loop.py floor (target)"] = (wall("cold") / wall("floor"), 1.6)
@@ -187,7 +191,7 @@ def test_every_check_has_its_rule_and_value(base: Path, full_run: str) -> None:
     assert peak["status"] == ("PASS" if peak["value"] <= 600 else "FAIL")
     assert "largest single process" in peak["note"]
     # Only one size in the results folder yet: the scaling checks say which result is missing.
-    for name in CHECKS[9:]:
+    for name in CHECKS[11:]:
         assert checks[name]["status"] == "SKIP", name
         assert f"bench_{LARGE_LINES}.json" in checks[name]["note"], name
     assert [row["lines"] for row in report["scaling"]["rows"]] == [BASE_LINES]
@@ -405,3 +409,31 @@ def test_warehouse_size_after_the_cold_build_is_reported(base: Path, full_run: s
         size["before_lossless"]["bytes"] / size["before_lossless"]["trace_lines"]
     )
     assert "warehouse size after the cold build" in full_run
+
+
+@pytest.mark.integration
+def test_odd_corpus_holds_one_odd_line_in_ten_and_builds(base: Path, full_run: str) -> None:
+    """The odd leg's corpus differs from the clean one in one trace line of ten, in the shapes
+    bench/odd_corpus.py names; its build imports every odd line but the unstorable latencies,
+    which are its only rejects."""
+    import duckdb
+
+    clean, odd = base / "data" / str(BASE_LINES), base / "data" / f"{BASE_LINES}-odd"
+    changed = unstorable = total = 0
+    for path in sorted((clean / "traces").rglob("*.jsonl")):
+        clean_lines = path.read_bytes().splitlines()
+        odd_lines = (odd / path.relative_to(clean)).read_bytes().splitlines()
+        assert len(clean_lines) == len(odd_lines), path
+        total += len(clean_lines)
+        for number, (before, after) in enumerate(zip(clean_lines, odd_lines, strict=True)):
+            if before != after:
+                assert number % 10 == 5, (path, number)
+                changed += 1
+                unstorable += b'"latency_ms":1e-7' in after
+    assert changed >= total // 10 - 10 and unstorable > 0
+    warehouse = base / "data" / f"warehouse-{BASE_LINES}-odd" / "tracehouse.duckdb"
+    connection = duckdb.connect(str(warehouse), read_only=True)
+    ((runs,),) = connection.execute("SELECT count(*) FROM runs").fetchall()
+    reasons = connection.execute("SELECT reason, count(*) FROM rejects GROUP BY 1").fetchall()
+    assert runs == total - unstorable
+    assert sum(count for _, count in reasons) == unstorable, reasons
