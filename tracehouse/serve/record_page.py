@@ -18,7 +18,7 @@ from tracehouse.serve import export, render
 
 RECORD_FOLDER = "runs"  # inside the report's page folder
 # Records read per query while writing the report's pages: memory is bounded by one batch.
-RECORD_BATCH = 200
+RECORD_BATCH = 5_000
 
 RECORD_STYLE = """
 .headline { display: flex; flex-wrap: wrap; gap: .6rem 2.5rem; margin: .8rem 0 1.2rem; }

@@ -74,7 +74,7 @@ def write_report(settings: Settings, out_dir: Path) -> ReportResult:
     """
     # imported before the first page is written, so that nothing slow stands between the
     # pages and the switch (a Ctrl-C that arrives during an import waits for it to finish)
-    import plotly.graph_objects
+    import plotly.io
     import plotly.offline  # noqa: F401
 
     warehouse = Warehouse(settings.warehouse)

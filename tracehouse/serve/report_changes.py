@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from tracehouse.assemble.history import store_regression_thresholds
 from tracehouse.files import write_atomically
 from tracehouse.serve import changes, changes_text, render
+from tracehouse.serve.report_blocks import trace
 from tracehouse.settings import Settings
 
 if TYPE_CHECKING:
@@ -27,15 +28,17 @@ if TYPE_CHECKING:
 
 CHANGES_FOLDER = "changes"  # inside the report's page folder
 
-# Every result of one solution on one comparison key, in the order the warehouse saw them.
+# Every result of each flagged solution on its comparison key (the pairs of the registered
+# table change_series), in the order the warehouse saw them: one query for every chart, since
+# each query computes the history view again.
 LATENCY_SERIES_SQL = """
-SELECT h.first_seen_at, h.source, h.first_snapshot_number, s.resolved_sha,
-       s.requested_revision, h.observed_at, h.latency_ns, h.run_id
+SELECT h.solution, h.comparison_key, h.source, h.first_snapshot_number, s.resolved_sha,
+       s.requested_revision, h.latency_ns
 FROM latency_history AS h
+JOIN change_series AS c USING (solution, comparison_key)
 LEFT JOIN source_snapshots AS s
     ON s.source = h.source AND s.snapshot_number = h.first_snapshot_number
-WHERE h.solution = $solution AND h.comparison_key = $comparison_key
-ORDER BY h.first_seen_at, h.observed_at, h.run_id
+ORDER BY h.solution, h.comparison_key, h.first_seen_at, h.observed_at, h.run_id
 """
 
 # The figures first, so that an 800-pixel window shows them without scrolling; names after.
@@ -185,15 +188,59 @@ def write_change_pages(
         for entry in report.sections[section]:
             if entry.get("run_id"):
                 entry["run_page"] = f"../{RECORD_FOLDER}/{record_page_name(entry['run_id'])}"
+    series = _latency_series(connection, report)
     folder = pages_dir / CHANGES_FOLDER
     folder.mkdir()
     written = []
     for number, window in enumerate(report.windows):
         path = folder / change_page_name(window.source)
-        body = _change_page_body(connection, report, window, number, table, chart)
+        body = _change_page_body(report, window, number, series, table, chart)
         write_atomically(path, page(f"what changed · {window.source}", body, depth=2).encode())
         written.append((window.source, path))
     return ChangePages(written, report)
+
+
+@dataclass
+class _Series:
+    """One flagged result's chart: each earlier and current result's latency in µs and its
+    label (the snapshot that first brought it)."""
+
+    labels: list[str]
+    latencies_us: list[float]
+
+
+def _latency_series(
+    connection: duckdb.DuckDBPyConnection, report: changes.ChangeReport
+) -> dict[tuple[str, str], _Series]:
+    """The latency series of every flagged (solution, comparison key), read in one query."""
+    import pyarrow as pa
+
+    wanted = sorted(
+        {
+            (entry["solution"], entry["comparison_key"])
+            for section in ("regressions", "improvements")
+            for entry in report.sections[section]
+        }
+    )
+    connection.register(
+        "change_series",
+        pa.table(
+            {
+                "solution": pa.array([w[0] for w in wanted], pa.string()),
+                "comparison_key": pa.array([w[1] for w in wanted], pa.string()),
+            }
+        ),
+    )
+    try:
+        rows = connection.execute(LATENCY_SERIES_SQL).fetchall()
+    finally:
+        connection.unregister("change_series")
+    series: dict[tuple[str, str], _Series] = {}
+    for solution, key, source, snapshot, sha, revision, latency_ns in rows:
+        found = series.setdefault((solution, key), _Series([], []))
+        found.labels.append(f"{source} #{snapshot} {(sha or revision or '')[:8]}")
+        found.latencies_us.append(latency_ns / 1000)
+    return series
 
 
 def _before_after(entry: dict[str, Any]) -> str:
@@ -290,15 +337,13 @@ def _section_id(section: str, page_number: int) -> str:
 
 
 def _change_page_body(
-    connection: duckdb.DuckDBPyConnection,
     report: changes.ChangeReport,
     window: changes.Window,
     page_number: int,
+    series: dict[tuple[str, str], _Series],
     table: Any,
     chart: Any,
 ) -> str:
-    import plotly.graph_objects as go
-
     parts = [
         "<nav><a href='../../index.html'>← overview</a></nav>",
         f"<h1>What changed in {html.escape(window.source)}</h1>",
@@ -330,41 +375,33 @@ def _change_page_body(
     if flagged:
         parts.append("<h2>Latency over revisions</h2>")
     for entry in flagged:
-        series = _rows(
-            connection,
-            LATENCY_SERIES_SQL,
-            solution=entry["solution"],
-            comparison_key=entry["comparison_key"],
-        )
-        labels = [
-            f"{row['source']} #{row['first_snapshot_number']} "
-            f"{(row['resolved_sha'] or row['requested_revision'] or '')[:8]}"
-            for row in series
-        ]
-        figure = go.Figure(
-            go.Scatter(
-                x=list(range(len(series))),
-                y=[row["latency_ns"] / 1000 for row in series],
+        results = series.get((entry["solution"], entry["comparison_key"]), _Series([], []))
+        positions = list(range(len(results.labels)))
+        data = [
+            trace(
+                "scatter",
+                x=positions,
+                y=results.latencies_us,
                 mode="lines+markers",
-                text=labels,
+                text=results.labels,
                 hovertemplate="%{text}<br>%{y:.2f} µs<extra></extra>",
             )
-        )
-        figure.update_layout(
-            xaxis={
-                "title": "result, in the order the warehouse saw them",
-                "tickvals": list(range(len(series))),
-                "ticktext": labels,
+        ]
+        layout = {
+            "xaxis": {
+                "title": {"text": "result, in the order the warehouse saw them"},
+                "tickvals": positions,
+                "ticktext": results.labels,
             },
-            yaxis={"title": "latency µs"},
-            height=360,
-            margin={"l": 60, "r": 20, "t": 30, "b": 90},
-        )
+            "margin": {"l": 60, "r": 20, "t": 30, "b": 90},
+            "yaxis": {"title": {"text": "latency µs"}},
+            "height": 360,
+        }
         title = (
             f"{render.percent_change(entry['relative_change'])}: {entry['solution']} · "
             f"{entry['definition']} · {entry['workload']} · {entry['hardware']}"
         )
-        parts.append(chart(figure, entry["chart_id"].removesuffix("-box"), title))
+        parts.append(chart(data, layout, entry["chart_id"].removesuffix("-box"), title))
     return "".join(parts)
 
 

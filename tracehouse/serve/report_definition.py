@@ -6,6 +6,7 @@ and the record holders, each linked to its record page.
 from __future__ import annotations
 
 import html
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,7 @@ from tracehouse.serve.report_blocks import (
     page_html,
     plotly_label,
     table_html,
+    trace,
 )
 
 # One colour per status of a (solution, workload) cell, each failure kind its own, so that a
@@ -279,8 +281,6 @@ def definition_page(
     records: list[dict[str, Any]],
     record_counts: dict[tuple[str, str], int],
 ) -> str:
-    import plotly.graph_objects as go
-
     from tracehouse.serve.queries import LEADERBOARD_ORDER_RULE
 
     name = definition["definition"]
@@ -318,12 +318,12 @@ def definition_page(
             )
         )
         parts.append(
-            _fast_p_chart(go, [c for c in curves if c["hardware"] == hardware], index, colours)
+            _fast_p_chart([c for c in curves if c["hardware"] == hardware], index, colours)
         )
         parts.append(
-            _speedup_chart(go, [s for s in speedups if s["hardware"] == hardware], index, colours)
+            _speedup_chart([s for s in speedups if s["hardware"] == hardware], index, colours)
         )
-        parts.append(_coverage_chart(go, [c for c in cells if c["hardware"] == hardware], index))
+        parts.append(_coverage_chart([c for c in cells if c["hardware"] == hardware], index))
         parts.append(_records_table(records, record_counts, name, hardware, index, colours))
     return page_html(name, "".join(parts), depth=1)
 
@@ -364,67 +364,62 @@ def grouped_by(rows: Iterable[dict[str, Any]], key: str) -> dict[str, list[dict[
     return groups
 
 
-def _fast_p_chart(
-    go: Any, curves: list[dict[str, Any]], index: int, colours: dict[str, str]
-) -> str:
+def _fast_p_chart(curves: list[dict[str, Any]], index: int, colours: dict[str, str]) -> str:
     if not curves:
         return "<p class='note'>fast_p: no baseline workloads to compare with.</p>"
-    figure = go.Figure()
-    for solution, points in grouped_by(curves, "solution").items():
-        figure.add_trace(
-            go.Scatter(
-                x=[p["p"] for p in points],
-                y=[p["fast_p"] for p in points],
-                mode="lines",
-                name=plotly_label(solution),
-                line={"shape": "hv", "color": colours.get(solution)},
-            )
+    data = [
+        trace(
+            "scatter",
+            x=[p["p"] for p in points],
+            y=[p["fast_p"] for p in points],
+            mode="lines",
+            name=plotly_label(solution),
+            line={"shape": "hv", "color": colours.get(solution)},
         )
-    figure.update_layout(
-        xaxis_title="p (speedup threshold)",
-        yaxis_title="fast_p",
-        yaxis_range=[0, 1.05],
-        height=380,
-        margin={"t": 30, "b": 40},
-        legend={"font": {"size": 10}},
-    )
+        for solution, points in grouped_by(curves, "solution").items()
+    ]
+    layout = {
+        "yaxis": {"title": {"text": "fast_p"}, "range": [0, 1.05]},
+        "margin": {"t": 30, "b": 40},
+        "legend": {"font": {"size": 10}},
+        "xaxis": {"title": {"text": "p (speedup threshold)"}},
+        "height": 380,
+    }
     title = "fast_p: share of the baseline's workloads passed with speedup ≥ p"
-    return chart_html(figure, f"fast-p-{index}", title)
+    return chart_html(data, layout, f"fast-p-{index}", title)
 
 
-def _speedup_chart(
-    go: Any, speedups: list[dict[str, Any]], index: int, colours: dict[str, str]
-) -> str:
+def _speedup_chart(speedups: list[dict[str, Any]], index: int, colours: dict[str, str]) -> str:
     if not speedups:
         return "<p class='note'>Speedup distribution: no workload both passed.</p>"
-    figure = go.Figure()
     many = len(speedups) > SPEEDUP_POINTS_MAX  # a distribution, not 200,000 points
-    for solution, points in grouped_by(speedups, "solution").items():
-        figure.add_trace(
-            go.Box(
-                y=[p["speedup"] for p in points],
-                name=plotly_label(solution),
-                boxpoints="outliers" if many else "all",
-                jitter=0.3,
-                marker={"color": colours.get(solution)},
-                text=None if many else [plotly_label(p["workload_key"]) for p in points],
-            )
+    data = [
+        trace(
+            "box",
+            y=[p["speedup"] for p in points],
+            name=plotly_label(solution),
+            boxpoints="outliers" if many else "all",
+            jitter=0.3,
+            marker={"color": colours.get(solution)},
+            text=None if many else [plotly_label(p["workload_key"]) for p in points],
         )
+        for solution, points in grouped_by(speedups, "solution").items()
+    ]
     tickvals, ticktext, axis_range = log_axis_ticks(p["speedup"] for p in speedups)
-    figure.update_layout(
-        yaxis={
+    layout = {
+        "yaxis": {
             "type": "log",
-            "title": "baseline / solution latency",
+            "title": {"text": "baseline / solution latency"},
             "tickvals": tickvals,
             "ticktext": ticktext,
             "range": axis_range,
         },
-        showlegend=False,
-        height=420,
-        margin={"t": 30, "b": 120},
-    )
+        "margin": {"t": 30, "b": 120},
+        "showlegend": False,
+        "height": 420,
+    }
     title = "Speedup over the baseline, per workload (log scale)"
-    return chart_html(figure, f"speedups-{index}", title)
+    return chart_html(data, layout, f"speedups-{index}", title)
 
 
 def _status_legend(statuses: Iterable[str], index: int) -> str:
@@ -437,7 +432,7 @@ def _status_legend(statuses: Iterable[str], index: int) -> str:
     return f"<ul class='legend' id='coverage-legend-{index}'>{items}</ul>"
 
 
-def _coverage_chart(go: Any, cells: list[dict[str, Any]], index: int) -> str:
+def _coverage_chart(cells: list[dict[str, Any]], index: int) -> str:
     if not cells:
         return ""
     solutions = sorted({c["solution"] for c in cells})
@@ -456,26 +451,28 @@ def _coverage_chart(go: Any, cells: list[dict[str, Any]], index: int) -> str:
     if len(workloads) > COVERAGE_MAP_MAX_WORKLOADS:
         # A large definition: how many workloads each solution passed / failed how / did not
         # run, one stacked bar per solution (a histogram of statuses), not a map of every cell.
-        figure = go.Figure()
-        for status in present:
-            figure.add_trace(
-                go.Bar(
-                    y=[plotly_label(s) for s in solutions],
-                    x=[sum(1 for w in workloads if status_of[(s, w)] == status) for s in solutions],
-                    name=STATUS_LABELS[status],
-                    orientation="h",
-                    marker={"color": STATUS_COLOURS[status]},
-                )
+        # every (solution, workload) of the grid has a cell: counting the cells counts them
+        counts = Counter((solution, status) for (solution, _), status in status_of.items())
+        data = [
+            trace(
+                "bar",
+                y=[plotly_label(s) for s in solutions],
+                x=[counts[(s, status)] for s in solutions],
+                name=STATUS_LABELS[status],
+                orientation="h",
+                marker={"color": STATUS_COLOURS[status]},
             )
-        figure.update_layout(
-            barmode="stack",
-            height=max(260, 26 * len(solutions) + 160),
-            margin={"t": 30, "l": 10},
-            yaxis={"automargin": True},
-            xaxis={"title": "workloads"},
-        )
+            for status in present
+        ]
+        layout = {
+            "margin": {"t": 30, "l": 10},
+            "yaxis": {"automargin": True},
+            "barmode": "stack",
+            "height": max(260, 26 * len(solutions) + 160),
+            "xaxis": {"title": {"text": "workloads"}},
+        }
         title = f"Coverage: {len(workloads):,} workloads, counted per solution and status"
-        return chart_html(figure, f"coverage-{index}", title, before=legend)
+        return chart_html(data, layout, f"coverage-{index}", title, before=legend)
     codes = {status: position for position, status in enumerate(present)}
     z = [[codes[status_of[(s, w)]] for w in workloads] for s in solutions]
     text = [[STATUS_LABELS[status_of[(s, w)]] for w in workloads] for s in solutions]
@@ -486,8 +483,9 @@ def _coverage_chart(go: Any, cells: list[dict[str, Any]], index: int) -> str:
         for position, status in enumerate(present)
         for edge in (position / bands, (position + 1) / bands)
     ]
-    figure = go.Figure(
-        go.Heatmap(
+    data = [
+        trace(
+            "heatmap",
             z=z,
             x=[plotly_label(labels[w]) for w in workloads],
             y=[plotly_label(s) for s in solutions],
@@ -500,19 +498,19 @@ def _coverage_chart(go: Any, cells: list[dict[str, Any]], index: int) -> str:
             xgap=1,
             ygap=1,
         )
-    )
-    figure.update_layout(
-        height=max(260, 28 * len(solutions) + 160),
-        margin={"t": 30, "l": 10},
-        yaxis={"automargin": True},
-        xaxis={
-            "title": "workload (axes, in their numeric order)",
+    ]
+    layout = {
+        "margin": {"t": 30, "l": 10},
+        "yaxis": {"automargin": True},
+        "xaxis": {
+            "title": {"text": "workload (axes, in their numeric order)"},
             "automargin": True,
             "tickangle": -45,
         },
-    )
+        "height": max(260, 28 * len(solutions) + 160),
+    }
     title = "Coverage: solutions × workloads, by status"
-    return chart_html(figure, f"coverage-{index}", title, before=legend)
+    return chart_html(data, layout, f"coverage-{index}", title, before=legend)
 
 
 def _workload_labels(cells: list[dict[str, Any]]) -> dict[str, str]:
