@@ -44,7 +44,7 @@ from tracehouse.serve.report_definition import (
     grouped_by,
     record_holders,
 )
-from tracehouse.serve.report_overview import overview_page
+from tracehouse.serve.report_overview import overview_page, top_per_definition
 from tracehouse.settings import Settings
 from tracehouse.warehouse import Warehouse
 
@@ -103,7 +103,10 @@ def _write_report_into(
         definitions = reader.rows(DEFINITIONS_SQL)
         # each view is read once and split by definition: one query per page would recompute
         # the views for every page
-        boards = grouped_by(reader.rows(DEFINITION_LEADERBOARD_SQL), "definition")
+        leaderboard = reader.rows(DEFINITION_LEADERBOARD_SQL)
+        top = top_per_definition(leaderboard)
+        boards = grouped_by(leaderboard, "definition")
+        del leaderboard  # held in boards, which gives each page's rows up once it is written
         curves = grouped_by(reader.rows(DEFINITION_FAST_P_SQL), "definition")
         speedups = grouped_by(reader.rows(DEFINITION_SPEEDUPS_SQL), "definition")
         cells = grouped_by(reader.rows(DEFINITION_COVERAGE_SQL), "definition")
@@ -112,19 +115,22 @@ def _write_report_into(
         for definition in definitions:
             name = definition["definition"]
             page = pages_dir / definition_page_name(name)
-            records = holders.get(name, [])
+            records = holders.pop(name, [])
             named_runs.update(r["run_id"] for r in records)
+            # each definition's rows are let go once its page is written: the views' rows of
+            # the whole report are never held beside the pages that come after
             html_text = definition_page(
                 definition,
-                boards.get(name, []),
-                curves.get(name, []),
-                speedups.get(name, []),
-                cells.get(name, []),
+                boards.pop(name, []),
+                curves.pop(name, []),
+                speedups.pop(name, []),
+                cells.pop(name, []),
                 records,
                 holder_counts,
             )
             write_atomically(page, html_text.encode())
             result.pages.append(page)
+        del boards, curves, speedups, cells, holders
         with_pages = {d["definition"] for d in definitions}
         changed = write_change_pages(
             reader.connection, settings, pages_dir, page_html, table_html, chart_html
@@ -138,7 +144,11 @@ def _write_report_into(
             lambda run: _record_nav(run, with_pages),
         )
         overview, top_rows = overview_page(
-            reader, definitions, pages_folder, what_changed_html(pages_folder, changed, table_html)
+            reader,
+            definitions,
+            top,
+            pages_folder,
+            what_changed_html(pages_folder, changed, table_html),
         )
     except BaseException as error:
         shutil.rmtree(pages_dir, ignore_errors=True)  # a page folder no index will link to

@@ -101,13 +101,17 @@ SELECT definition, hardware, leaderboard_rank, solution, author, is_baseline, ba
        sort_tier, fib_all_gpus_avg_speedup, fib_all_gpus_win_rate, fib_reason
 FROM leaderboard ORDER BY definition, hardware, leaderboard_rank
 """
+# The curves and speedups come as one row per (definition, hardware, solution) holding its
+# points as lists: a chart's points, never a Python object per point.
 DEFINITION_FAST_P_SQL = """
-SELECT definition, hardware, solution, p, fast_p FROM leaderboard_fast_p
-ORDER BY definition, hardware, solution, p
+SELECT definition, hardware, solution, list(p ORDER BY p) AS p, list(fast_p ORDER BY p) AS fast_p
+FROM leaderboard_fast_p GROUP BY ALL ORDER BY definition, hardware, solution
 """
 DEFINITION_SPEEDUPS_SQL = """
-SELECT definition, hardware, solution, workload_key, speedup FROM leaderboard_speedups
-WHERE speedup IS NOT NULL ORDER BY definition, hardware, solution, workload_key
+SELECT definition, hardware, solution, list(workload_key ORDER BY workload_key) AS workload_key,
+       list(speedup ORDER BY workload_key) AS speedup
+FROM leaderboard_speedups WHERE speedup IS NOT NULL
+GROUP BY ALL ORDER BY definition, hardware, solution
 """
 # Per (solution, workload): PASSED when any run passed, else the failure kind (the first by name
 # when several), NOT_EVALUATED when FlashInfer-Bench skipped every record; 'not run' where the
@@ -365,18 +369,19 @@ def grouped_by(rows: Iterable[dict[str, Any]], key: str) -> dict[str, list[dict[
 
 
 def _fast_p_chart(curves: list[dict[str, Any]], index: int, colours: dict[str, str]) -> str:
+    """The fast_p curves of one hardware: a row per solution (DEFINITION_FAST_P_SQL)."""
     if not curves:
         return "<p class='note'>fast_p: no baseline workloads to compare with.</p>"
     data = [
         trace(
             "scatter",
-            x=[p["p"] for p in points],
-            y=[p["fast_p"] for p in points],
+            x=curve["p"],
+            y=curve["fast_p"],
             mode="lines",
-            name=plotly_label(solution),
-            line={"shape": "hv", "color": colours.get(solution)},
+            name=plotly_label(curve["solution"]),
+            line={"shape": "hv", "color": colours.get(curve["solution"])},
         )
-        for solution, points in grouped_by(curves, "solution").items()
+        for curve in curves
     ]
     layout = {
         "yaxis": {"title": {"text": "fast_p"}, "range": [0, 1.05]},
@@ -390,22 +395,26 @@ def _fast_p_chart(curves: list[dict[str, Any]], index: int, colours: dict[str, s
 
 
 def _speedup_chart(speedups: list[dict[str, Any]], index: int, colours: dict[str, str]) -> str:
+    """The speedups of one hardware: a row per solution (DEFINITION_SPEEDUPS_SQL)."""
     if not speedups:
         return "<p class='note'>Speedup distribution: no workload both passed.</p>"
-    many = len(speedups) > SPEEDUP_POINTS_MAX  # a distribution, not 200,000 points
+    # a distribution, not 200,000 points
+    many = sum(len(row["speedup"]) for row in speedups) > SPEEDUP_POINTS_MAX
     data = [
         trace(
             "box",
-            y=[p["speedup"] for p in points],
-            name=plotly_label(solution),
+            y=row["speedup"],
+            name=plotly_label(row["solution"]),
             boxpoints="outliers" if many else "all",
             jitter=0.3,
-            marker={"color": colours.get(solution)},
-            text=None if many else [plotly_label(p["workload_key"]) for p in points],
+            marker={"color": colours.get(row["solution"])},
+            text=None if many else [plotly_label(key) for key in row["workload_key"]],
         )
-        for solution, points in grouped_by(speedups, "solution").items()
+        for row in speedups
     ]
-    tickvals, ticktext, axis_range = log_axis_ticks(p["speedup"] for p in speedups)
+    tickvals, ticktext, axis_range = log_axis_ticks(
+        speedup for row in speedups for speedup in row["speedup"]
+    )
     layout = {
         "yaxis": {
             "type": "log",

@@ -36,16 +36,41 @@ FROM web_author_rankings WHERE baseline_map = $map AND hardware = 'all' ORDER BY
 WEB_MAP_SQL = """
 SELECT baseline_map FROM web_map_names ORDER BY baseline_map = 'baselines_file' DESC LIMIT 1
 """
-TOP_PER_DEFINITION_SQL = """
-SELECT definition, hardware, solution, author, geomean_speedup, coverage, workloads_passed,
-       workloads_in_slice, baseline_solution, is_baseline
-FROM leaderboard WHERE leaderboard_rank = 1 ORDER BY definition, hardware
-"""
+# Per definition and hardware, the solution ranked first: taken from the leaderboard the
+# definition pages read (``top_per_definition``), not read from the view a second time.
+TOP_PER_DEFINITION_COLUMNS = (
+    "definition",
+    "hardware",
+    "solution",
+    "author",
+    "geomean_speedup",
+    "coverage",
+    "workloads_passed",
+    "workloads_in_slice",
+    "baseline_solution",
+    "is_baseline",
+)
+
+
+def top_per_definition(leaderboard: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows ranked first of ``leaderboard`` (rows of the leaderboard view in definition,
+    hardware order), with the overview's columns."""
+    return [
+        {name: row[name] for name in TOP_PER_DEFINITION_COLUMNS}
+        for row in leaderboard
+        if row["leaderboard_rank"] == 1
+    ]
 
 
 def overview_page(
-    reader: ReportReader, definitions: list[dict[str, Any]], pages_folder: str, what_changed: str
+    reader: ReportReader,
+    definitions: list[dict[str, Any]],
+    top: list[dict[str, Any]],
+    pages_folder: str,
+    what_changed: str,
 ) -> tuple[str, list[dict[str, Any]]]:
+    """The first page, and its rows of who is fastest where; ``top`` is
+    ``top_per_definition`` of the leaderboard."""
     from tracehouse.serve.queries import LEADERBOARD_ORDER_RULE
 
     sources = reader.rows(SOURCES_SQL)
@@ -58,7 +83,6 @@ def overview_page(
     fib_ranking = reader.rows(FIB_RANKING_SQL)
     web_map = reader.rows(WEB_MAP_SQL)[0]["baseline_map"]
     web_ranking = reader.rows(WEB_RANKING_SQL, map=web_map)
-    top = reader.rows(TOP_PER_DEFINITION_SQL)
     for row in top:
         row["page"] = f"{pages_folder}/{definition_page_name(row['definition'])}"
 
