@@ -527,10 +527,9 @@ def _workload_labels(cells: list[dict[str, Any]]) -> dict[str, str]:
     first characters of their key beside them), since the chart's categories are its labels."""
     by_key: dict[str, str] = {}
     for cell in cells:
-        by_key.setdefault(
-            cell["workload_key"],
-            changes.workload_label(cell.get("axes_json"), cell["workload_key"]),
-        )
+        key = cell["workload_key"]
+        if key not in by_key:  # a workload has a cell per solution: its label is made once
+            by_key[key] = changes.workload_label(cell.get("axes_json"), key)
     seen: dict[str, list[str]] = {}
     for key in sorted(by_key):
         seen.setdefault(by_key[key], []).append(key)
