@@ -81,3 +81,28 @@ def test_each_figure_is_the_one_plotly_would_write(workloads: int) -> None:
     assert kinds == {"fast-p-0": ["scatter"] * 3, "speedups-0": ["box"] * 3, "coverage-0": coverage}
     for figure in figures.values():
         assert go.Figure(figure).to_dict() == figure
+
+
+def test_a_solution_without_a_colour_is_drawn_in_plotlys_own() -> None:
+    """A solution the leaderboard does not list has no colour of the page: its traces set
+    none, and no empty ``marker`` either, as Plotly writes a trace given ``color=None``."""
+    definition = {"definition": "gemm", "op_type": "gemm", "solutions": 1, "runs": 1}
+    board = [
+        {
+            **{column: None for column, _ in LEADERBOARD_COLUMNS},
+            "hardware": "H100",
+            "solution": "listed",
+            "baseline_solution": None,
+            "baseline_choice": None,
+        }
+    ]
+    curve = {"hardware": "H100", "solution": "unlisted", "p": [1.0], "fast_p": [1.0]}
+    speedup = {"hardware": "H100", "solution": "unlisted", "workload_key": ["w"], "speedup": [2.0]}
+    page = definition_page(definition, board, [curve], [speedup], [], [], {})
+    figures = _figures(page)
+    (fast_p,) = figures["fast-p-0"]["data"]
+    (box,) = figures["speedups-0"]["data"]
+    assert fast_p["line"] == {"shape": "hv"}
+    assert "marker" not in box
+    for figure in figures.values():
+        assert go.Figure(figure).to_dict() == figure

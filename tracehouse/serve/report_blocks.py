@@ -137,12 +137,13 @@ def page_html(title: str, body: str, *, depth: int) -> str:
 # name order with its type last, as Plotly's own figures serialise them.
 def trace(kind: str, **properties: Any) -> dict[str, Any]:
     """A trace of type ``kind`` with the properties given; a property given as None is left
-    unset (Plotly's default), as are None values inside a nested property."""
+    unset (Plotly's default), as are None values inside a nested property, and a nested
+    property left with nothing set."""
     shown = {}
     for name in sorted(properties):
         value = properties[name]
         if isinstance(value, dict):
-            value = {key: value[key] for key in sorted(value) if value[key] is not None}
+            value = {key: value[key] for key in sorted(value) if value[key] is not None} or None
         if value is not None:
             shown[name] = value
     return {**shown, "type": kind}
