@@ -19,6 +19,9 @@ Layout::
                                             directory, after the folder moves, in any client
       generations/<id>/reader.duckdb        views over that folder's Parquet files and sql/,
                                             opened read-only by tracehouse's own readers only
+      generations/<id>/views.fingerprint    what both files' views and comments were written
+                                            from: a build whose inputs have the same one starts
+                                            from copies of them (assemble/duckdb_files.py)
       cache/                                staging parts, resolved table parts and the build
                                             manifest (reusable)
       .build.lock                           held by the running build

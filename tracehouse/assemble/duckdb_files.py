@@ -66,7 +66,7 @@ def write_duckdb_file(
     if base is not None and _stored_fingerprint(base) == fingerprint:
         try:
             return _update_from_base(generation, base, settings)
-        except (duckdb.Error, OSError, UnexpectedBase):
+        except (duckdb.Error, OSError, ValueError, UnexpectedBase):
             # Whatever stopped it, the full write below needs neither partial file.
             for path in (reader, generation / DUCKDB_FILE):
                 _remove_database(path)
@@ -153,6 +153,8 @@ def _update_from_base(generation: Path, base: Path, settings: Settings) -> Duckd
     finally:
         connection.close()
     path = generation / DUCKDB_FILE
+    if Path(f"{base / DUCKDB_FILE}.wal").exists():  # a client wrote to it: its copy is not whole
+        raise UnexpectedBase("the base's published file has a write-ahead log")
     shutil.copyfile(base / DUCKDB_FILE, path)
     os.chmod(path, stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH)  # sealed again last
     connection = _connect_published(path, settings)
@@ -283,7 +285,8 @@ WHERE database_name = $database AND NOT internal
 EXCLUDE_LIST = re.compile(r"EXCLUDE \(([^()]*)\)")
 
 
-def _view_sql(sql: str | None) -> str | None:
+def comparable_view_sql(sql: str | None) -> str | None:
+    """A view's SQL as DuckDB prints it, its EXCLUDE lists in name order."""
     if sql is None:
         return None
     return EXCLUDE_LIST.sub(lambda m: f"EXCLUDE ({', '.join(sorted(m[1].split(', ')))})", sql)
@@ -310,7 +313,9 @@ def _check_same_catalog(connection: duckdb.DuckDBPyConnection) -> None:
 
     def listed(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         if rows and len(rows[0]) == 4:  # relations: (name, kind, sql, comment)
-            rows = [(name, kind, _view_sql(sql), comment) for name, kind, sql, comment in rows]
+            rows = [
+                (name, kind, comparable_view_sql(sql), comment) for name, kind, sql, comment in rows
+            ]
         return sorted(rows, key=repr)
 
     row = connection.execute("SELECT current_database()").fetchone()
