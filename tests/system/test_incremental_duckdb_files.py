@@ -49,7 +49,9 @@ class Spy:
             self.views_created += 1
             create_sql_views(connection, settings)
 
-        def recording_write(generation: Path, settings: Settings, base: Path | None = None):  # type: ignore[no-untyped-def]
+        def recording_write(
+            generation: Path, settings: Settings, base: Path | None = None
+        ) -> DuckdbFilesWrite:
             written = write_duckdb_file(generation, settings, base)
             self.writes.append(written)
             return written
@@ -65,7 +67,7 @@ class Spy:
         return self.writes[-1]
 
 
-def _full_write(generation: Path, into: Path, **settings: object) -> Path:
+def _full_write(generation: Path, into: Path, **settings: Any) -> Path:
     """Today's full write of ``generation``'s DuckDB files, in a copy of its folder (the Parquet
     files linked, nothing of the generation written to)."""
     copy = into / generation.name
@@ -80,7 +82,7 @@ def _full_write(generation: Path, into: Path, **settings: object) -> Path:
     return copy
 
 
-def _settings(warehouse: Path, **settings: object) -> Settings:
+def _settings(warehouse: Path, **settings: Any) -> Settings:
     return load_settings(environ={}, warehouse=warehouse, **settings)
 
 
