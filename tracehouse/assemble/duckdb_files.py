@@ -7,10 +7,8 @@ from __future__ import annotations
 import enum
 import filecmp
 import hashlib
-import os
 import re
 import shutil
-import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,6 +118,12 @@ def _stored_fingerprint(generation: Path) -> str | None:
         return None
 
 
+def _copy_database(source: Path, target: Path) -> None:
+    if Path(f"{source}.wal").exists():  # a client wrote to it: the file alone is not whole
+        raise UnexpectedBase(f"{source} has a write-ahead log")
+    shutil.copyfile(source, target)
+
+
 def _remove_database(path: Path) -> None:
     for leftover in (path, Path(f"{path}.wal")):
         leftover.unlink(missing_ok=True)
@@ -143,7 +147,7 @@ def _update_from_base(generation: Path, base: Path, settings: Settings) -> Duckd
     """Both files from copies of the base's (never the base's files themselves: they are
     read-only, and readers of the base may hold them)."""
     reader = generation / READER_DUCKDB_FILE
-    shutil.copyfile(base / READER_DUCKDB_FILE, reader)
+    _copy_database(base / READER_DUCKDB_FILE, reader)
     connection = duckdb.connect(str(reader), config=DUCKDB_FILE_CONFIG)
     try:
         connection.execute("BEGIN TRANSACTION")
@@ -153,10 +157,7 @@ def _update_from_base(generation: Path, base: Path, settings: Settings) -> Duckd
     finally:
         connection.close()
     path = generation / DUCKDB_FILE
-    if Path(f"{base / DUCKDB_FILE}.wal").exists():  # a client wrote to it: its copy is not whole
-        raise UnexpectedBase("the base's published file has a write-ahead log")
-    shutil.copyfile(base / DUCKDB_FILE, path)
-    os.chmod(path, stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH)  # sealed again last
+    _copy_database(base / DUCKDB_FILE, path)  # writable, as a new file is: sealed again last
     connection = _connect_published(path, settings)
     changed: dict[str, str] = {}
     try:
