@@ -19,6 +19,9 @@ Layout::
                                             directory, after the folder moves, in any client
       generations/<id>/reader.duckdb        views over that folder's Parquet files and sql/,
                                             opened read-only by tracehouse's own readers only
+      generations/<id>/views.fingerprint    what both files' views and comments were written
+                                            from: a build whose inputs have the same one starts
+                                            from copies of them (assemble/duckdb_files.py)
       cache/                                staging parts, resolved table parts and the build
                                             manifest (reusable)
       .build.lock                           held by the running build
@@ -519,31 +522,39 @@ def table_view_sql(generation: Path, table: str, column_names: list[str] | None 
     """The SELECT a view of ``table`` runs: its files, columns in schema order (``column_names``
     when the caller has them already, else from ``schemas``). A per-source table is the UNION
     ALL of each source's files, with that source's name and snapshot as constants."""
+    if table not in schemas.PER_SOURCE_TABLES:
+        return files_select_sql(table, table_files(generation, table), None, column_names)
+    return " UNION ALL ".join(
+        files_select_sql(table, table_files(generation, table, source.key), source, column_names)
+        for source in generation_sources(generation)
+    )
+
+
+def files_select_sql(
+    table: str,
+    files: list[Path],
+    source: GenerationSource | None,
+    column_names: list[str] | None = None,
+) -> str:
+    """The rows of some of ``table``'s files as its view shows them: columns in schema order,
+    and for a per-source table (``source``) that source's name and snapshot as constants."""
     if column_names is None:
         column_names = schemas.TABLES[table].column_names
-    if table not in schemas.PER_SOURCE_TABLES:
-        files = _file_list(table_files(generation, table))
-        columns = ", ".join(f'"{name}"' for name in column_names)
-        return f"SELECT {columns} FROM read_parquet({files})"  # noqa: S608  (own names)
-    selects = []
-    for source in generation_sources(generation):
-        columns = []
-        for name in column_names:
-            if name == "source":
-                columns.append(f'{sql_literal(source.source)} AS "source"')
-            elif name == "snapshot_id":
-                columns.append(f'{sql_literal(source.snapshot_id)} AS "snapshot_id"')
-            else:
-                columns.append(f'"{name}"')
-        files = _file_list(table_files(generation, table, source.key))
-        # History files accumulate over builds of every tracehouse version: a column added
-        # later reads as null in the older files (each folder holds one empty file of the
-        # current schema, so the column always exists).
-        options = ", union_by_name = true" if table in schemas.HISTORY_TABLES else ""
-        # Names and paths are our own (schemas.py, the generation folder); the source name and
-        # snapshot id are quoted literals.
-        selects.append(f"SELECT {', '.join(columns)} FROM read_parquet({files}{options})")  # noqa: S608
-    return " UNION ALL ".join(selects)
+    columns = []
+    for name in column_names:
+        if source is not None and name == "source":
+            columns.append(f'{sql_literal(source.source)} AS "source"')
+        elif source is not None and name == "snapshot_id":
+            columns.append(f'{sql_literal(source.snapshot_id)} AS "snapshot_id"')
+        else:
+            columns.append(f'"{name}"')
+    # History files accumulate over builds of every tracehouse version: a column added later
+    # reads as null in the older files (each folder holds one empty file of the current schema,
+    # so the column always exists).
+    options = ", union_by_name = true" if table in schemas.HISTORY_TABLES else ""
+    # Names and paths are our own (schemas.py, the generation folder); the source name and
+    # snapshot id are quoted literals.
+    return f"SELECT {', '.join(columns)} FROM read_parquet({_file_list(files)}{options})"  # noqa: S608
 
 
 def _file_list(paths: list[Path]) -> str:

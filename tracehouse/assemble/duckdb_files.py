@@ -4,21 +4,35 @@ the views of ``sql/`` over them."""
 
 from __future__ import annotations
 
+import enum
+import filecmp
+import hashlib
+import re
 import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import duckdb
+import pyarrow.parquet as pq
 
 from tracehouse import schemas
-from tracehouse.assemble.history import store_regression_thresholds
+from tracehouse.assemble.history import RegressionThresholds, store_regression_thresholds
+from tracehouse.schemas import IMPORTER_VERSION
 from tracehouse.settings import Settings
 from tracehouse.sql_files import create_views
 from tracehouse.warehouse import (
     DUCKDB_FILE,
     READER_DUCKDB_FILE,
+    GenerationSource,
     create_table_views,
+    files_select_sql,
+    generation_sources,
+    schema_version,
     seal_published_file,
     sql_literal,
+    table_files,
 )
 
 # The published file is bounded like the rest of finalize (DuckDB spills past it).
@@ -33,11 +47,90 @@ DUCKDB_FILE_CONFIG: dict[str, str | bool | int | float | list[str]] = {
 }
 
 
-def write_duckdb_file(generation: Path, settings: Settings) -> None:
+def write_duckdb_file(
+    generation: Path, settings: Settings, base: Path | None = None
+) -> DuckdbFilesWrite:
     """The generation's two DuckDB files: the reader file (views over its Parquet files, for
-    tracehouse's own readers) and the published one, which stores every table in itself."""
+    tracehouse's own readers) and the published one, which stores every table in itself.
+
+    With ``base`` (the generation the build started from), both start as copies of its files
+    when its views were written from the same inputs (``views_fingerprint``): the reader's
+    table views are pointed at this generation's files, the sql/ views kept as they are (they
+    read the table views by name), and only the published tables whose rows changed are
+    changed (``_update_published_table``). Anything unexpected writes both files afresh."""
+    fingerprint = views_fingerprint(generation, settings)
+    (generation / VIEWS_FINGERPRINT_FILE).write_text(fingerprint + "\n")
     reader = generation / READER_DUCKDB_FILE
-    connection = duckdb.connect(str(reader), config=DUCKDB_FILE_CONFIG)
+    if base is not None and _stored_fingerprint(base) == fingerprint:
+        try:
+            return _update_from_base(generation, base, settings)
+        except (duckdb.Error, OSError, ValueError, UnexpectedBase):
+            # Whatever stopped it, the full write below needs neither partial file.
+            for path in (reader, generation / DUCKDB_FILE):
+                _remove_database(path)
+    _write_reader_file(generation, settings)
+    _write_published_duckdb_file(generation, reader, settings)
+    return DuckdbFilesWrite(reused_base=False, changed_tables={})
+
+
+@dataclass(frozen=True)
+class DuckdbFilesWrite:
+    """How ``write_duckdb_file`` wrote a generation's files: from the base's copies or afresh,
+    and then what it did to each published table it changed (``TableChange``)."""
+
+    reused_base: bool
+    changed_tables: dict[str, str]
+
+
+class UnexpectedBase(Exception):
+    """The base generation's files are not what a build of this tracehouse leaves."""
+
+
+# The fingerprint of what a generation's sql/ views and comments were written from.
+VIEWS_FINGERPRINT_FILE = "views.fingerprint"
+
+
+def views_fingerprint(generation: Path, settings: Settings) -> str:
+    """What the stored views, settings tables and comments of the DuckDB files depend on: the
+    schema (table declarations and docs, every SQL file: ``schema_version``), the code that
+    writes them, the regression thresholds they store, DuckDB's version and storage format,
+    and which tables the generation holds."""
+    here = Path(__file__).resolve()
+    digest = hashlib.sha256()
+    for part in (
+        schema_version(),
+        IMPORTER_VERSION,
+        duckdb.__version__,
+        repr(sorted(DUCKDB_FILE_CONFIG.items())),
+        repr(RegressionThresholds.from_settings(settings)),
+        repr([name for name in schemas.TABLES if (generation / f"{name}.parquet").exists()]),
+    ):
+        digest.update(f"{part}\0".encode())
+    for module in (here, here.parent / "history.py", here.parents[1] / "sql_files.py"):
+        digest.update(module.read_bytes())
+    return digest.hexdigest()
+
+
+def _stored_fingerprint(generation: Path) -> str | None:
+    try:
+        return (generation / VIEWS_FINGERPRINT_FILE).read_text().strip()
+    except OSError:
+        return None
+
+
+def _copy_database(source: Path, target: Path) -> None:
+    if Path(f"{source}.wal").exists():  # a client wrote to it: the file alone is not whole
+        raise UnexpectedBase(f"{source} has a write-ahead log")
+    shutil.copyfile(source, target)
+
+
+def _remove_database(path: Path) -> None:
+    for leftover in (path, Path(f"{path}.wal")):
+        leftover.unlink(missing_ok=True)
+
+
+def _write_reader_file(generation: Path, settings: Settings) -> None:
+    connection = duckdb.connect(str(generation / READER_DUCKDB_FILE), config=DUCKDB_FILE_CONFIG)
     try:
         # One transaction: each DDL statement committed alone syncs the file (~5-20 ms each,
         # over a thousand statements with the comments).
@@ -48,7 +141,41 @@ def write_duckdb_file(generation: Path, settings: Settings) -> None:
         connection.execute("CHECKPOINT")
     finally:
         connection.close()
-    _write_published_duckdb_file(generation, reader, settings)
+
+
+def _update_from_base(generation: Path, base: Path, settings: Settings) -> DuckdbFilesWrite:
+    """Both files from copies of the base's (never the base's files themselves: they are
+    read-only, and readers of the base may hold them)."""
+    reader = generation / READER_DUCKDB_FILE
+    _copy_database(base / READER_DUCKDB_FILE, reader)
+    connection = duckdb.connect(str(reader), config=DUCKDB_FILE_CONFIG)
+    try:
+        connection.execute("BEGIN TRANSACTION")
+        create_table_views(connection, generation.resolve())
+        connection.execute("COMMIT")
+        connection.execute("CHECKPOINT")
+    finally:
+        connection.close()
+    path = generation / DUCKDB_FILE
+    _copy_database(base / DUCKDB_FILE, path)  # writable, as a new file is: sealed again last
+    connection = _connect_published(path, settings)
+    changed: dict[str, str] = {}
+    try:
+        connection.execute(f"ATTACH {sql_literal(reader.resolve())} AS build (READ_ONLY)")
+        _check_same_catalog(connection)
+        connection.execute("BEGIN TRANSACTION")  # one commit, not one per statement
+        for name in schemas.TABLES:
+            if (generation / f"{name}.parquet").exists():
+                change = _update_published_table(connection, name, base, generation)
+                if change is not TableChange.KEPT:
+                    changed[name] = change.value
+        connection.execute("COMMIT")
+        connection.execute("DETACH build")
+        connection.execute("CHECKPOINT")
+    finally:
+        connection.close()
+    seal_published_file(path)
+    return DuckdbFilesWrite(reused_base=True, changed_tables=changed)
 
 
 def _write_published_duckdb_file(generation: Path, reader: Path, settings: Settings) -> None:
@@ -64,7 +191,25 @@ def _write_published_duckdb_file(generation: Path, reader: Path, settings: Setti
     SQL and bound again when queried, so the views read the tables from then on."""
     path = generation / DUCKDB_FILE
     shutil.copyfile(reader, path)
-    connection = duckdb.connect(
+    connection = _connect_published(path, settings)
+    try:
+        connection.execute(f"ATTACH {sql_literal(reader.resolve())} AS build (READ_ONLY)")
+        connection.execute("BEGIN TRANSACTION")  # one commit, not one per statement
+        for name in schemas.TABLES:
+            if not (generation / f"{name}.parquet").exists():
+                continue
+            connection.execute(f"DROP VIEW main.{name}")  # own names
+            _store_table(connection, name)
+        connection.execute("COMMIT")
+        connection.execute("DETACH build")
+        connection.execute("CHECKPOINT")
+    finally:
+        connection.close()
+    seal_published_file(path)
+
+
+def _connect_published(path: Path, settings: Settings) -> duckdb.DuckDBPyConnection:
+    return duckdb.connect(
         str(path),
         # The copy of every table, full logs included, in one transaction: bounded like the
         # rest of finalize (DuckDB spills to the file's side), not by DuckDB's 80% of RAM.
@@ -74,23 +219,15 @@ def _write_published_duckdb_file(generation: Path, reader: Path, settings: Setti
             "memory_limit": FINALIZE_MEMORY_LIMIT,
         },
     )
-    try:
-        connection.execute(f"ATTACH {sql_literal(reader.resolve())} AS build (READ_ONLY)")
-        connection.execute("BEGIN TRANSACTION")  # one commit, not one per statement
-        for name, table in schemas.TABLES.items():
-            if not (generation / f"{name}.parquet").exists():
-                continue
-            connection.execute(f"DROP VIEW main.{name}")  # own names
-            _copy_table(connection, name)
-            _comment(connection, "TABLE", name, table.doc)
-            for column in table.columns:
-                _comment(connection, "COLUMN", f'{name}."{column.name}"', column.doc)
-        connection.execute("COMMIT")
-        connection.execute("DETACH build")
-        connection.execute("CHECKPOINT")
-    finally:
-        connection.close()
-    seal_published_file(path)
+
+
+def _store_table(connection: duckdb.DuckDBPyConnection, name: str) -> None:
+    """``build.main.<name>`` stored as the published table, with its comments."""
+    _copy_table(connection, name)
+    table = schemas.TABLES[name]
+    _comment(connection, "TABLE", name, table.doc)
+    for column in table.columns:
+        _comment(connection, "COLUMN", f'{name}."{column.name}"', column.doc)
 
 
 def _copy_table(connection: duckdb.DuckDBPyConnection, name: str) -> None:
@@ -127,3 +264,223 @@ def create_sql_views(connection: duckdb.DuckDBPyConnection, settings: Settings) 
         _comment(connection, kind, relation.name, relation.doc)
         for column in relation.columns:
             _comment(connection, "COLUMN", f'{relation.name}."{column.name}"', column.doc)
+
+
+# The relations of a DuckDB file and their columns, as the catalog stores them: a view's SQL,
+# every comment, every column's type.
+RELATIONS_SQL = """
+SELECT view_name, 'VIEW', sql, comment FROM duckdb_views()
+WHERE database_name = $database AND NOT internal
+UNION ALL
+SELECT table_name, 'TABLE', NULL, comment FROM duckdb_tables()
+WHERE database_name = $database AND NOT internal
+"""
+COLUMNS_SQL = """
+SELECT table_name, column_index, column_name, data_type, comment FROM duckdb_columns()
+WHERE database_name = $database AND NOT internal
+"""
+
+
+# DuckDB prints the names of an EXCLUDE list in no fixed order (it holds them as a set): the
+# same view reads differently from one opening of a file to the next.
+EXCLUDE_LIST = re.compile(r"EXCLUDE \(([^()]*)\)")
+
+
+def comparable_view_sql(sql: str | None) -> str | None:
+    """A view's SQL as DuckDB prints it, its EXCLUDE lists in name order."""
+    if sql is None:
+        return None
+    return EXCLUDE_LIST.sub(lambda m: f"EXCLUDE ({', '.join(sorted(m[1].split(', ')))})", sql)
+
+
+def _check_same_catalog(connection: duckdb.DuckDBPyConnection) -> None:
+    """The base's published file (``main``) holds what a full write from the new reader file
+    (``build``) would: the same views and settings tables, its tables with the reader's columns
+    and the comments of ``schemas``. The Dagster view assets rewrite the views of a published
+    file, so its own catalog is compared, not the fingerprint of the build that wrote it."""
+
+    docs: dict[tuple[str, ...], str] = {}
+    for name, table in schemas.TABLES.items():
+        docs[(name,)] = table.doc
+        docs.update({(name, column.name): column.doc for column in table.columns})
+
+    def published(row: tuple[Any, ...]) -> tuple[Any, ...]:
+        # A table's view in the reader file becomes a table with its docs as comments.
+        if row[0] not in schemas.TABLES:
+            return row
+        if len(row) == 4:
+            return (row[0], "TABLE", None, docs[(row[0],)])
+        return (*row[:4], docs[(row[0], row[2])])
+
+    def listed(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        if rows and len(rows[0]) == 4:  # relations: (name, kind, sql, comment)
+            rows = [
+                (name, kind, comparable_view_sql(sql), comment) for name, kind, sql, comment in rows
+            ]
+        return sorted(rows, key=repr)
+
+    row = connection.execute("SELECT current_database()").fetchone()
+    own = str(row[0]) if row else ""
+    for query in (RELATIONS_SQL, COLUMNS_SQL):
+        found = listed(connection.execute(query, {"database": own}).fetchall())
+        from_reader = connection.execute(query, {"database": "build"}).fetchall()
+        if found != listed([published(row) for row in from_reader]):
+            raise UnexpectedBase("the base's published file holds other relations or comments")
+    for relation in schemas.SETTING_TABLES:
+        rows = [
+            connection.execute(f'FROM "{database}".main.{relation}').fetchall()
+            for database in (own, "build")
+        ]
+        if rows[0] != rows[1]:
+            raise UnexpectedBase(f"the base's published {relation} holds other settings")
+
+
+class TableChange(enum.Enum):
+    """What a build from the base's published file did to one of its tables."""
+
+    KEPT = "kept"  # the same rows: the same files, for the same snapshots
+    UPDATED = "updated"  # rows of the files that went deleted, of those that came inserted
+    REWRITTEN = "rewritten"  # stored again from the reader file, as a full write does
+
+
+@dataclass
+class _Slice:
+    """One source's files of a table (or all of a table's files, for a table that spans the
+    warehouse), by their path inside the generation."""
+
+    source: GenerationSource | None
+    files: dict[str, Path]
+
+
+def _slices(generation: Path, table: str) -> dict[str | None, _Slice]:
+    def by_path(files: list[Path]) -> dict[str, Path]:
+        return {path.relative_to(generation).as_posix(): path for path in files}
+
+    if table not in schemas.PER_SOURCE_TABLES:
+        return {None: _Slice(None, by_path(table_files(generation, table)))}
+    return {
+        source.key: _Slice(source, by_path(table_files(generation, table, source.key)))
+        for source in generation_sources(generation)
+    }
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Parts are linked from the base when unchanged; other files are written again by every
+    build, often with the same bytes."""
+    first, second = a.stat(), b.stat()
+    if (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino):
+        return True
+    return first.st_size == second.st_size and filecmp.cmp(a, b, shallow=False)
+
+
+def _rows(files: Iterable[Path]) -> int:
+    return sum(pq.read_metadata(path).num_rows for path in files)
+
+
+def _update_published_table(
+    connection: duckdb.DuckDBPyConnection, name: str, base: Path, generation: Path
+) -> TableChange:
+    """Change the copy of the base's table ``name`` into this generation's: keep it when every
+    file is the same; else delete the rows of the files that went (by the table's key), set the
+    new snapshot of each source that has one, insert the rows of the files that came.
+
+    A full write stores the rows in the order of the generation's files (sources by name, each
+    one's files by name). Deleting keeps the order of what stays and inserting appends, so the
+    result is in that order when every file that came follows every file that stayed; a parted
+    table's rows are in no order across parts (``schemas.Table.parted``), so it is updated
+    either way. Any other table is stored again from the reader file."""
+    before, after = _slices(base, name), _slices(generation, name)
+    went: list[tuple[_Slice, list[Path]]] = []
+    came: list[tuple[_Slice, list[Path]]] = []
+    restamped: list[GenerationSource] = []
+    sequence: list[tuple[Path, bool]] = []  # the new generation's files: (file, came?)
+    for key in sorted(before.keys() | after.keys(), key=lambda k: (k is not None, k or "")):
+        old = before.get(key, _Slice(None, {}))
+        new = after.get(key, _Slice(None, {}))
+        if old.source and new.source and old.source.source != new.source.source:
+            return _rewrite_table(connection, name)
+        gone = [p for rel, p in old.files.items() if not _kept(p, new.files.get(rel))]
+        went.append((old, gone))
+        added = {rel for rel, p in new.files.items() if not _kept(old.files.get(rel), p)}
+        came.append((new, [new.files[rel] for rel in sorted(added)]))
+        if (
+            old.source
+            and new.source
+            and old.source.snapshot_id != new.source.snapshot_id
+            and "snapshot_id" in schemas.TABLES[name].column_names
+        ):
+            restamped.append(new.source)
+    for _, sliced in sorted(after.items(), key=lambda item: _source_order(item[1])):
+        for rel in sorted(sliced.files):
+            came_now = any(sliced.files[rel] in files for _, files in came)
+            sequence.append((sliced.files[rel], came_now))
+    if not restamped and not any(files for _, files in went + came):
+        return TableChange.KEPT
+    stored_key = schemas.STORED[name].key
+    if any(files for _, files in went) and not stored_key:
+        return _rewrite_table(connection, name)
+    if not schemas.TABLES[name].parted and not _appended_in_order(sequence):
+        return _rewrite_table(connection, name)
+    for sliced, gone in went:
+        if gone:
+            _delete_rows(connection, name, sliced.source, gone, stored_key)
+    for source in restamped:
+        restamp = f'UPDATE main.{name} SET "snapshot_id" = {sql_literal(source.snapshot_id)} '  # noqa: S608
+        restamp += f'WHERE "source" = {sql_literal(source.source)}'  # own names, literals
+        connection.execute(restamp)
+    for sliced, added in sorted(came, key=lambda item: _source_order(item[0])):
+        if added:
+            connection.execute(
+                f"INSERT INTO main.{name} {files_select_sql(name, added, sliced.source)}"
+            )
+    return TableChange.UPDATED
+
+
+def _kept(old: Path | None, new: Path | None) -> bool:
+    return old is not None and new is not None and _same_file(old, new)
+
+
+def _source_order(sliced: _Slice) -> str:
+    # The order table_view_sql takes the sources in (generation_sources sorts them by name).
+    return sliced.source.source if sliced.source else ""
+
+
+def _appended_in_order(sequence: list[tuple[Path, bool]]) -> bool:
+    """Whether every file that came, with rows, follows every file that stayed with rows."""
+    seen_new_rows = False
+    for path, came in sequence:
+        if not _rows([path]):
+            continue
+        if came:
+            seen_new_rows = True
+        elif seen_new_rows:
+            return False
+    return True
+
+
+def _delete_rows(
+    connection: duckdb.DuckDBPyConnection,
+    name: str,
+    source: GenerationSource | None,
+    gone: list[Path],
+    key: tuple[str, ...],
+) -> None:
+    """Delete the rows the files ``gone`` held, by the table's key; exactly that many rows, or
+    the key did not tell them from rows that stay."""
+    went = "SELECT DISTINCT " + ", ".join(f'"{column}"' for column in key)  # own names
+    files = ", ".join(sql_literal(path) for path in gone)
+    went += f" FROM read_parquet([{files}], union_by_name = true)"
+    matches = [f'kept."{column}" IS NOT DISTINCT FROM went."{column}"' for column in key]
+    if source is not None:
+        matches.append(f'kept."source" = {sql_literal(source.source)}')
+    deleted = connection.execute(
+        f"DELETE FROM main.{name} AS kept USING ({went}) AS went WHERE {' AND '.join(matches)}"  # noqa: S608
+    ).fetchone()
+    if deleted is None or deleted[0] != _rows(gone):
+        raise UnexpectedBase(f"{name}: its key does not tell the rows of the files that went")
+
+
+def _rewrite_table(connection: duckdb.DuckDBPyConnection, name: str) -> TableChange:
+    connection.execute(f"DROP TABLE main.{name}")  # own names
+    _store_table(connection, name)
+    return TableChange.REWRITTEN

@@ -304,7 +304,9 @@ def finalize(
     finally:
         connection.close()
 
-    _complete_and_publish(warehouse, generation, settings, counts, checks, before_publish, publish)
+    _complete_and_publish(
+        warehouse, generation, current, settings, counts, checks, before_publish, publish
+    )
     if progress:
         progress("finalize", 1, 1)
     return FinalizeOutcome(generation, counts, rejects_by_reason, snapshot["snapshot_id"], checks)
@@ -367,15 +369,17 @@ def _table_counts(connection: duckdb.DuckDBPyConnection) -> dict[str, int]:
 def _complete_and_publish(
     warehouse: Warehouse,
     generation: Path,
+    base: Path | None,
     settings: Settings,
     counts: dict[str, int],
     checks: dict[str, invariants.Outcome],
     before_publish: Callable[[Path, dict[str, int], dict[str, invariants.Outcome]], None] | None,
     publish: Callable[[Warehouse, Path], None],
 ) -> None:
-    """The last steps of every new generation: its DuckDB file, the publish guards, the
-    completion marker, the atomic switch, and the parts no generation links any more."""
-    write_duckdb_file(generation, settings)
+    """The last steps of every new generation: its DuckDB files (from the copies of ``base``'s
+    where they can be), the publish guards, the completion marker, the atomic switch, and the
+    parts no generation links any more."""
+    write_duckdb_file(generation, settings, base)
     if before_publish is not None:
         before_publish(generation, counts, checks)
     (generation / ".complete").write_text(f"{IMPORTER_VERSION}\n")
@@ -466,7 +470,9 @@ def finalize_without_source(
         rejects_by_reason = invariants.rejects_by_reason(connection)
     finally:
         connection.close()
-    _complete_and_publish(warehouse, generation, settings, counts, checks, before_publish, publish)
+    _complete_and_publish(
+        warehouse, generation, current, settings, counts, checks, before_publish, publish
+    )
     return FinalizeOutcome(
         generation, counts, rejects_by_reason, history[-1]["snapshot_id"], checks
     )

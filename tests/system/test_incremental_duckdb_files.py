@@ -1,0 +1,218 @@
+"""A build after a change starts from the base generation's DuckDB files (issue 26): the reader
+file keeps its sql/ views, the published file changes only the tables whose files changed.
+
+Each build here is checked against today's full write of the same generation (the files
+written afresh from its Parquet files, in a copy of the folder): every table the same rows
+(EXCEPT ALL both ways) and, where a full write has an order, the same physical order; the
+same views and settings tables, the same comments.
+The last state is also built from scratch into another warehouse, whose tables must hold the
+same rows but for the history of builds (snapshots, run_history)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from tests.conftest import build
+from tracehouse import schemas
+from tracehouse.assemble import duckdb_files, finalize
+from tracehouse.assemble.duckdb_files import (
+    COLUMNS_SQL,
+    RELATIONS_SQL,
+    DuckdbFilesWrite,
+    comparable_view_sql,
+    write_duckdb_file,
+)
+from tracehouse.demo import generate_dataset
+from tracehouse.settings import Settings, load_settings
+from tracehouse.warehouse import DUCKDB_FILE, READER_DUCKDB_FILE, Warehouse
+
+pytestmark = pytest.mark.integration
+
+REVISION = "ab" * 20
+
+
+class Spy:
+    """What each build's write_duckdb_file did, and how often the sql/ views were created."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.writes: list[DuckdbFilesWrite] = []
+        self.views_created = 0
+        create_sql_views = duckdb_files.create_sql_views
+
+        def counting_create_sql_views(connection: Any, settings: Settings) -> None:
+            self.views_created += 1
+            create_sql_views(connection, settings)
+
+        def recording_write(
+            generation: Path, settings: Settings, base: Path | None = None
+        ) -> DuckdbFilesWrite:
+            written = write_duckdb_file(generation, settings, base)
+            self.writes.append(written)
+            return written
+
+        monkeypatch.setattr(duckdb_files, "create_sql_views", counting_create_sql_views)
+        monkeypatch.setattr(finalize, "write_duckdb_file", recording_write)
+
+    def build(self, source: Path, warehouse: Path, **settings: object) -> DuckdbFilesWrite:
+        before = len(self.writes)
+        self.views_created = 0
+        build(source, warehouse, revision=REVISION, **settings)
+        assert len(self.writes) == before + 1
+        return self.writes[-1]
+
+
+def _full_write(generation: Path, into: Path, **settings: Any) -> Path:
+    """Today's full write of ``generation``'s DuckDB files, in a copy of its folder (the Parquet
+    files linked, nothing of the generation written to)."""
+    copy = into / generation.name
+    shutil.copytree(
+        generation,
+        copy,
+        copy_function=os.link,
+        ignore=shutil.ignore_patterns("*.duckdb", "*.wal", duckdb_files.VIEWS_FINGERPRINT_FILE),
+    )
+    written = write_duckdb_file(copy, _settings(into, **settings))
+    assert not written.reused_base
+    return copy
+
+
+def _settings(warehouse: Path, **settings: Any) -> Settings:
+    return load_settings(environ={}, warehouse=warehouse, **settings)
+
+
+def _attached(a: Path, b: Path) -> duckdb.DuckDBPyConnection:
+    connection = duckdb.connect(config={"threads": 1})  # rows come in their stored order
+    connection.execute(f"ATTACH '{a}' AS a (READ_ONLY)")
+    connection.execute(f"ATTACH '{b}' AS b (READ_ONLY)")
+    return connection
+
+
+def _differing_rows(connection: duckdb.DuckDBPyConnection, relation: str) -> list[int]:
+    return [
+        connection.execute(  # type: ignore[index]
+            f"SELECT count(*) FROM (FROM {x}.main.{relation} EXCEPT ALL FROM {y}.main.{relation})"  # noqa: S608
+        ).fetchone()[0]
+        for x, y in (("a", "b"), ("b", "a"))
+    ]
+
+
+def _catalog(connection: duckdb.DuckDBPyConnection, database: str, folder: Path) -> list[list[Any]]:
+    def shown(sql: str | None) -> str | None:
+        # The reader's table views name their generation's files.
+        comparable = comparable_view_sql(sql)
+        return comparable and comparable.replace(str(folder.resolve()), "<generation>")
+
+    relations = [
+        (name, kind, shown(sql), comment)
+        for name, kind, sql, comment in connection.execute(
+            RELATIONS_SQL, {"database": database}
+        ).fetchall()
+    ]
+    columns = connection.execute(COLUMNS_SQL, {"database": database}).fetchall()
+    return [sorted(relations, key=repr), sorted(columns, key=repr)]
+
+
+def _assert_same_files(generation: Path, reference: Path) -> None:
+    """Both DuckDB files of ``generation`` hold what those of ``reference`` (a full write) do."""
+    for name in (DUCKDB_FILE, READER_DUCKDB_FILE):
+        connection = _attached(generation / name, reference / name)
+        try:
+            found = _catalog(connection, "a", generation)
+            assert found == _catalog(connection, "b", reference), name
+            # The views are the same SQL over the same rows (comparing their rows too takes
+            # minutes on one thread).
+            for relation in [*schemas.TABLES, *schemas.SETTING_TABLES]:
+                assert _differing_rows(connection, relation) == [0, 0], (name, relation)
+            if name != DUCKDB_FILE:
+                continue
+            for table, declared in schemas.TABLES.items():
+                if declared.parted:
+                    continue  # rows in no order across parts
+                rows_in_order = (
+                    "SELECT md5(string_agg(CAST(t AS VARCHAR), chr(10) ORDER BY rowid)) "
+                    "FROM {}.main.{} AS t"
+                )
+                digests = [
+                    connection.execute(rows_in_order.format(db, table)).fetchone()
+                    for db in ("a", "b")
+                ]
+                assert digests[0] == digests[1], table
+        finally:
+            connection.close()
+
+
+def _current(warehouse: Path) -> Path:
+    return Warehouse(warehouse).require_current()
+
+
+def test_a_build_after_a_change_updates_the_base_files_as_a_full_write_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source, warehouse = tmp_path / "demo", tmp_path / "wh"
+    generate_dataset(source, seed=5, definitions=3, workloads_per_definition=3)
+    traces = sorted((source / "traces").rglob("*.jsonl"))
+    spy = Spy(monkeypatch)
+
+    cold = spy.build(source, warehouse)
+    assert not cold.reused_base and spy.views_created == 1
+
+    changed = traces[0]
+    lines = changed.read_text().splitlines(keepends=True)
+    changed.write_text("".join(lines[:-1]))
+    removed, kept = traces[1], traces[1].read_bytes()
+    steps = [
+        ("one file changed", lambda: None),
+        ("one file removed", removed.unlink),
+        ("one file added", lambda: removed.write_bytes(kept)),
+    ]
+    for step, (what, change) in enumerate(steps):
+        change()
+        written = spy.build(source, warehouse)
+        assert written.reused_base, what
+        assert spy.views_created == 0, what  # the sql/ views were kept, not created again
+        assert written.changed_tables.get("runs") == "updated", (what, written)
+        assert "definitions" not in written.changed_tables, (what, written)  # same file
+        generation = _current(warehouse)
+        _assert_same_files(generation, _full_write(generation, tmp_path / f"full-{step}"))
+
+    # The same final state from scratch: the same rows, but for the history of the builds.
+    scratch = tmp_path / "scratch"
+    build(source, scratch, revision=REVISION)
+    connection = _attached(_current(warehouse) / DUCKDB_FILE, _current(scratch) / DUCKDB_FILE)
+    try:
+        history = {"source_snapshots", *schemas.HISTORY_TABLES}
+        for table in schemas.TABLES:
+            if table not in history:
+                assert _differing_rows(connection, table) == [0, 0], table
+    finally:
+        connection.close()
+
+
+def test_another_regression_threshold_writes_the_files_afresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source, warehouse = tmp_path / "demo", tmp_path / "wh"
+    generate_dataset(source, seed=6, definitions=2, workloads_per_definition=3)
+    spy = Spy(monkeypatch)
+    spy.build(source, warehouse)
+    trace = sorted((source / "traces").rglob("*.jsonl"))[0]
+    trace.write_text("".join(trace.read_text().splitlines(keepends=True)[:-1]))
+
+    written = spy.build(source, warehouse, regression_min_history=7)
+    assert not written.reused_base
+    assert spy.views_created == 1
+    generation = _current(warehouse)
+    reference = _full_write(generation, tmp_path / "full", regression_min_history=7)
+    _assert_same_files(generation, reference)
+    connection = duckdb.connect(str(generation / DUCKDB_FILE), read_only=True)
+    try:
+        stored = connection.execute("SELECT min_history FROM regression_thresholds").fetchone()
+    finally:
+        connection.close()
+    assert stored == (7,)
