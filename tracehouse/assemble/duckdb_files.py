@@ -33,6 +33,7 @@ from tracehouse.warehouse import (
     seal_published_file,
     sql_literal,
     table_files,
+    table_view_sql,
 )
 
 # The published file is bounded like the rest of finalize (DuckDB spills past it).
@@ -135,12 +136,35 @@ def _write_reader_file(generation: Path, settings: Settings) -> None:
         # One transaction: each DDL statement committed alone syncs the file (~5-20 ms each,
         # over a thousand statements with the comments).
         connection.execute("BEGIN TRANSACTION")
-        create_table_views(connection, generation.resolve())
+        stand_ins = _create_stand_in_tables(connection, generation.resolve())
         create_sql_views(connection, settings)
+        for name in stand_ins:
+            connection.execute(f"DROP TABLE main.{name}")  # own names
+        create_table_views(connection, generation.resolve())
         connection.execute("COMMIT")
         connection.execute("CHECKPOINT")
     finally:
         connection.close()
+
+
+def _create_stand_in_tables(connection: duckdb.DuckDBPyConnection, generation: Path) -> list[str]:
+    """An empty table for each of the generation's tables, with the exact columns and types of
+    its view over the Parquet files, for the sql/ views to be created over.
+
+    Creating a view binds it, through every view it reads down to the tables: over the Parquet
+    files that reads their metadata again for each view of the chain (a second for sql/'s 47),
+    over empty tables a third of that. A view is stored as its SQL and bound again when queried,
+    with the same columns and types, so once the stand-ins give way to the table views, the
+    sql/ views read the files."""
+    created = []
+    for name in schemas.TABLES:
+        if not (generation / f"{name}.parquet").exists():
+            continue
+        described = connection.execute(f"DESCRIBE {table_view_sql(generation, name)}").fetchall()
+        columns = ", ".join(f'"{column}" {type_}' for column, type_, *_ in described)
+        connection.execute(f"CREATE TABLE main.{name} ({columns})")  # own names and types
+        created.append(name)
+    return created
 
 
 def _update_from_base(generation: Path, base: Path, settings: Settings) -> DuckdbFilesWrite:
