@@ -20,9 +20,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -40,9 +39,8 @@ _UTF16_NUL_SHARE = 0.75
 _UTF16_MIN_BYTES = 8
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One parsed JSON value with where it came from."""
+class Record(NamedTuple):
+    """One parsed JSON value with where it came from (a tuple: one is made per line)."""
 
     line: int  # 1-based line of the source file
     index: int  # position inside the line (>0 only for `}{`-concatenated objects)
