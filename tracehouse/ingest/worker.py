@@ -286,9 +286,9 @@ class FileIngester:
             )
             return row
         try:
-            case = kernelindex.workload_case_spec(workload, definition_object, operation)
-            row["workload_digest"] = manifest_digest("WorkloadCase", case)
-            row["correctness_key"] = kernelindex.correctness_key(case)
+            case = kernelindex.workload_case_identity(workload, definition_object, operation)
+            row["workload_digest"] = case.workload_digest
+            row["correctness_key"] = case.correctness_key
         except kernelindex.IdentityError as error:
             row["identity_error"] = error.code
         return row
