@@ -20,8 +20,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 
@@ -39,8 +40,9 @@ _UTF16_NUL_SHARE = 0.75
 _UTF16_MIN_BYTES = 8
 
 
-class Record(NamedTuple):
-    """One parsed JSON value with where it came from (a tuple: one is made per line)."""
+@dataclass(slots=True)  # not frozen: a frozen one's __init__ costs twice as much, one a line
+class Record:
+    """One parsed JSON value with where it came from."""
 
     line: int  # 1-based line of the source file
     index: int  # position inside the line (>0 only for `}{`-concatenated objects)
