@@ -61,6 +61,8 @@ def read_latency(value: Any, field: str, *, required: bool) -> Latency:
     """``value`` as a latency. Non-finite values (NaN, ±Infinity, overflow, and ``null`` for a
     required one) are kept as ``special``; anything else that is not a positive number (zero
     allowed when not required) raises LatencyProblem."""
+    if type(value) is float and 0 < value < math.inf:  # the usual case: the checks below pass
+        return Latency(value, None)
     if value is None:
         return Latency(None, "absent")
     if isinstance(value, str):

@@ -225,6 +225,8 @@ class Bound:
 
 
 def _bound(value: Any, field: str) -> Bound:
+    if type(value) is float and 0 <= value < math.inf:  # the usual case: the checks below pass
+        return Bound(value, None)
     if value is None:
         return Bound(None, "absent")
     if isinstance(value, str):
