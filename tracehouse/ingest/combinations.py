@@ -125,6 +125,8 @@ def repeatable_shape(value: Any, definitions: dict[str, Any]) -> bool:
 
 # The runs columns a combination's lines share, copied from its first line's row.
 ENTITY_COLUMNS = (
+    "hardware",
+    "environment_id",
     "workload_key",
     "operation_digest",
     "workload_digest",
@@ -138,12 +140,13 @@ ENTITY_COLUMNS = (
 
 @dataclass(frozen=True, slots=True)
 class Combination:
-    """The entity columns of a combination's first line, and whether KernelIndex identified it
-    (then every repeat gets the per-run identity columns too)."""
+    """The entity columns of a combination's first line, whether KernelIndex identified it
+    (then every repeat gets the per-run identity columns too), and its environments row."""
 
     trace: Trace  # the first line's, normalised: its workload and environment are every repeat's
     columns: dict[str, Any]
     identified: bool
+    environment: dict[str, Any]  # the environments row of the combination's environment
 
 
 # Combinations per process and dataset context: entities repeat across the files a worker

@@ -5,9 +5,11 @@ one ingest task; and running those tasks in a pool of parser workers."""
 from __future__ import annotations
 
 import hashlib
+import importlib.abc
 import json
 import pickle
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -52,10 +54,22 @@ def set_worker_context(context: Any) -> None:
     _WORKER_CONTEXT = context
 
 
+class _RefusePandas(importlib.abc.MetaPathFinder):
+    """pyarrow imports pandas (0.4 s of CPU a process) the first time it converts a Python
+    list, only to ask whether the list is a pandas object, and carries on without it when the
+    import fails. A parser worker holds no pandas object, so it refuses the import: its parts
+    are the same bytes. Only parser workers do; a process that parses in place keeps pandas."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "pandas":
+            raise ImportError("a parser worker does not import pandas")
+
+
 def _start_worker(context: Any) -> None:
     """Initializer of a parser worker: the parent handles Ctrl-C and stops it; the context
     arrives once per worker."""
     interrupts.ignore_in_worker()
+    sys.meta_path.insert(0, _RefusePandas())
     set_worker_context(context)
 
 
@@ -70,11 +84,13 @@ FILE_GROUPS = 64
 # the task's parts are written, so a group of many small files (200,000 one-line files are
 # 3,125 a group) is parsed as several tasks, each writing its own parts of the group.
 FILES_PER_TASK = 500
-# A parser worker is replaced after this many tasks: what it keeps from task to task (the
-# entities it has seen, the allocator's high water mark) grows with the files it has parsed;
-# 200,000 one-line files took each worker past 1 GiB. A fresh one from the fork server costs a
-# fork and the context.
-TASKS_PER_WORKER = 8
+# A parser worker is replaced after it has parsed about this many files: what it keeps from
+# task to task (the entities it has seen, the allocator's high water mark) grows with the files
+# it has parsed; 200,000 one-line files took each worker past 1 GiB. A fresh one from the fork
+# server costs a fork, the context and the first line of every combination it meets again, so
+# workers are renewed by files parsed, not by tasks: a source of a few hundred big files is
+# parsed by one set of workers.
+FILES_PER_WORKER = 8 * FILES_PER_TASK
 
 
 def file_group(rel: str) -> int:
@@ -315,11 +331,9 @@ def _run_tasks(
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["tracehouse.ingest.worker"])
     interrupts.start_fork_server()
-    # A pool per batch of tasks, so that no worker parses more than TASKS_PER_WORKER of them
-    # (the executor's own max_tasks_per_child can hang on Python 3.11 when a worker retires).
-    batch = max(1, workers) * TASKS_PER_WORKER
-    for first in range(0, len(tasks), batch):
-        indices = range(first, min(first + batch, len(tasks)))
+    # A pool per batch of tasks, so that a worker parses about FILES_PER_WORKER files (the
+    # executor's own max_tasks_per_child can hang on Python 3.11 when a worker retires).
+    for indices in worker_batches(tasks, max(1, workers) * FILES_PER_WORKER):
         pool = ProcessPoolExecutor(
             max_workers=min(workers, len(indices)),
             mp_context=context,
@@ -345,6 +359,19 @@ def _run_tasks(
             raise
         pool.shutdown()
     results.extend(gathered[index] for index in range(len(tasks)))
+
+
+def worker_batches(tasks: list[IngestTask], files_per_batch: int) -> Iterator[range]:
+    """Consecutive runs of task indices, each of at most ``files_per_batch`` files (a task with
+    more is a batch of its own)."""
+    first, files = 0, 0
+    for index, task in enumerate(tasks):
+        if index > first and files + len(task.files) > files_per_batch:
+            yield range(first, index)
+            first, files = index, 0
+        files += len(task.files)
+    if first < len(tasks):
+        yield range(first, len(tasks))
 
 
 def remove_unreferenced_staging(warehouse: Warehouse, manifest: Manifest) -> None:

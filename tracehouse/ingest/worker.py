@@ -9,7 +9,6 @@ solutions, revision), so a rebuild reuses it while both are unchanged.
 from __future__ import annotations
 
 import hashlib
-import operator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,8 +91,7 @@ class _Rows:
 
     def __init__(self, table: schemas.Table) -> None:
         self.table = table
-        self.template = dict.fromkeys(table.column_names)
-        self.getter = operator.itemgetter(*table.column_names)
+        self.row_type = pa.struct(list(table.arrow_schema))
         self.rows: list[dict[str, Any]] = []
         self.add = self.rows.append
 
@@ -101,15 +99,20 @@ class _Rows:
         return len(self.rows)
 
     def to_arrow(self) -> pa.Table:
-        # Rows are dicts without their null members: completed from a template, read in schema
-        # order and transposed in C, they cost a third of gathering each column in Python.
+        # Rows are dicts without their null members. Arrow reads them as one struct column in
+        # C++ (a missing member is null, a member outside the schema is not read) and the
+        # struct's children are the table's columns: no Python loop over rows or cells.
         schema = self.table.arrow_schema
         if not self.rows:
             return schema.empty_table()
-        template, getter = self.template, self.getter
-        columns = zip(*[getter(template | row) for row in self.rows], strict=True)
-        arrays = [pa.array(column, type=f.type) for column, f in zip(columns, schema, strict=True)]
-        return pa.Table.from_arrays(arrays, schema=schema)
+        rows = pa.array(self.rows, type=self.row_type)
+        return pa.Table.from_arrays(rows.flatten(), schema=schema)
+
+
+def log_bytes(log: str) -> int:
+    """The UTF-8 size of a log (lone surrogates as three bytes each); an ASCII one (the flag
+    CPython keeps on every string) is its length, without encoding kilobytes a line."""
+    return len(log) if log.isascii() else len(log.encode("utf-8", "surrogatepass"))
 
 
 def _run_id(rel: str, line: int, index: int, line_digest: str) -> str:
@@ -178,6 +181,7 @@ class FileIngester:
         self.context = context
         self.in_scope = kernelindex_reads(rel, context.definition_stems)
         self.fib_reads = is_fib_trace_file(rel)
+        self.path_author = rel.split("/")[1] if self.in_scope else None
         self.strict_file = True
         self.parts = parts if parts is not None else new_part_rows()
         self.environments_seen: set[str] = set()
@@ -282,9 +286,9 @@ class FileIngester:
             )
             return row
         try:
-            case = kernelindex.workload_case_spec(workload, definition_object, operation)
-            row["workload_digest"] = manifest_digest("WorkloadCase", case)
-            row["correctness_key"] = kernelindex.correctness_key(case)
+            case = kernelindex.workload_case_identity(workload, definition_object, operation)
+            row["workload_digest"] = case.workload_digest
+            row["correctness_key"] = case.correctness_key
         except kernelindex.IdentityError as error:
             row["identity_error"] = error.code
         return row
@@ -306,7 +310,8 @@ class FileIngester:
 
     # -- traces -----------------------------------------------------------------------------
 
-    def _environment(self, trace: Trace) -> str:
+    def _environment_of(self, trace: Trace) -> dict[str, Any]:
+        """The environments row of a line's environment, derived once per process."""
         key = orjson.dumps(
             [
                 trace.hardware,
@@ -319,10 +324,14 @@ class FileIngester:
         cached = _ENVIRONMENTS.get(key)
         if cached is None:
             cached = _ENVIRONMENTS[key] = _environment_row(trace)
-        environment_id = cached["environment_id"]
+        return cached
+
+    def _environment(self, environment: dict[str, Any]) -> str:
+        """The id of an environments row, which this file's parts get once."""
+        environment_id = environment["environment_id"]
         if environment_id not in self.environments_seen:
             self.environments_seen.add(environment_id)
-            self.parts["environments"].add(cached)
+            self.parts["environments"].add(environment)
         return environment_id
 
     def _trace(self, record: Record) -> None:
@@ -361,14 +370,14 @@ class FileIngester:
             "observed_at": observed_at(trace.timestamp),
             "line_digest": line_digest,
             "kernelindex_scope": self.in_scope,
-            "log_bytes": len(trace.log.encode("utf-8", "surrogatepass")),
+            "log_bytes": log_bytes(trace.log),
             "log_truncated": trace.log_truncated,
             # failures only: a passing build log's warnings are not what anyone looks for
             "log_excerpt": log_excerpt(trace.log) if trace.status != "PASSED" else None,
             "log": kept_log(trace.log),
             "schema_variant": ",".join(trace.variants) or "current",
             "extra_json": trace.extra_json,
-            "path_author": self.rel.split("/")[1] if self.in_scope else None,
+            "path_author": self.path_author,
             "source_file": self.rel,
             "source_line": record.line,
             "record_index": record.index,
@@ -376,10 +385,14 @@ class FileIngester:
             "has_timing": trace.latency_ms is not None,
             "identity_complete": False,
         }
-        row["environment_id"] = self._environment(trace)
-        row["hardware"] = normalize_hardware(trace.hardware)[1]
-
-        row["workload_key"] = kernelindex.workload_key(trace.workload)
+        if combination is None:
+            environment = self._environment_of(trace)
+            row["hardware"] = normalize_hardware(trace.hardware)[1]
+            row["workload_key"] = kernelindex.workload_key(trace.workload)
+        else:  # a repeat: its combination's entity columns (environment, workload, digests)
+            environment = combination.environment
+            row.update(combination.columns)
+        row["environment_id"] = self._environment(environment)
         workload_row = self._workload_row(
             trace.definition, trace.workload, row["workload_key"], record
         )
@@ -390,8 +403,7 @@ class FileIngester:
         # the normalised record, so legacy layouts still get comparable keys (README).
         source_object = record.value if self.in_scope else trace.canonical
         if combination is not None:
-            # A repeat: its combination's entity columns, this line's own run.
-            row.update(combination.columns)
+            # A repeat: this line's own run.
             row.update(run_identity(source_object, combination))
             self._add_run(row, trace)
             return
@@ -431,7 +443,10 @@ class FileIngester:
         row["identity_error"] = skip_reason
         if combination_key is not None:
             self.combinations[combination_key] = Combination(
-                trace, {name: row.get(name) for name in ENTITY_COLUMNS}, found is not None
+                trace,
+                {name: row.get(name) for name in ENTITY_COLUMNS},
+                found is not None,
+                environment,
             )
         self._add_run(row, trace)
 

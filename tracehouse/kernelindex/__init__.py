@@ -120,6 +120,7 @@ from tracehouse.kernelindex.validation import (
 )
 from tracehouse.kernelindex.workload import (
     WorkloadIdentity,
+    workload_case_identity,
     workload_case_spec,
     workload_digest,
     workload_key,
@@ -199,6 +200,7 @@ __all__ = [
     "validate_definition",
     "validate_solution",
     "validate_trace_line",
+    "workload_case_identity",
     "workload_case_spec",
     "workload_digest",
     "workload_display",

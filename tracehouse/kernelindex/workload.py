@@ -26,7 +26,7 @@ from tracehouse.kernelindex.transformations import (
     dtype_token,
     kebab,
 )
-from tracehouse.kernelindex.validation import validate_workload
+from tracehouse.kernelindex.validation import _validated_workload_bytes, validate_workload
 from tracehouse.kernelindex.workload_identity import WorkloadIdentity
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -386,3 +386,14 @@ def workload_identity(
     if cache_key is not None:
         _WORKLOAD_CACHE.put(cache_key, identity)
     return identity
+
+
+def workload_case_identity(
+    workload: dict[str, Any], definition: dict[str, Any], operation_digest: str
+) -> WorkloadIdentity:
+    """The digest and correctness key of ``workload_case_spec(workload, ...)``, through the
+    per-workload cache ``identify_trace_line`` uses: a warehouse's workload row and the first
+    trace line of that workload derive it once between them."""
+    return workload_identity(
+        workload, definition, operation_digest, _validated_workload_bytes(workload)
+    )

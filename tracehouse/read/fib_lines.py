@@ -24,6 +24,8 @@ def _python_float(value: Any) -> float | None:
     """The float pydantic would read from a JSON value; None when it is not a number, and for
     NaN (as in the correctness table: every comparison FlashInfer-Bench makes with NaN is false,
     and so is SQL's with NULL)."""
+    if type(value) is float:  # the usual case, first
+        return None if value != value else value
     number: float | None = None
     if isinstance(value, bool):
         return None
@@ -44,10 +46,6 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _object(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def is_fib_trace_file(rel: str) -> bool:
     """FlashInfer-Bench's TraceSet reads ``traces/**/*.jsonl`` and nothing else."""
     return rel.startswith("traces/") and rel.endswith(".jsonl")
@@ -63,11 +61,18 @@ def fib_trace_line(rel: str, record: Record) -> dict[str, Any] | None:
     evaluation = value.get("evaluation")
     if not (isinstance(solution, str) and solution) and evaluation is None:
         return None
-    evaluation = _object(evaluation)
-    environment = _object(evaluation.get("environment"))
+    # Absent and non-object blocks read as empty ones (one `if` each: this runs every line).
+    evaluation = evaluation if isinstance(evaluation, dict) else {}
+    environment = evaluation.get("environment")
+    if not isinstance(environment, dict):
+        environment = {}
     performance = evaluation.get("performance")
-    correctness = _object(evaluation.get("correctness"))
-    latency = _object(performance).get("latency_ms")
+    metrics = performance if isinstance(performance, dict) else {}
+    correctness = evaluation.get("correctness")
+    if not isinstance(correctness, dict):
+        correctness = {}
+    workload = value.get("workload")
+    latency = metrics.get("latency_ms")
     return {
         "source_file": rel,
         "source_line": record.line,
@@ -75,7 +80,7 @@ def fib_trace_line(rel: str, record: Record) -> dict[str, Any] | None:
         "json_parse_ok": record.strict and record.index == 0,
         "definition": _text(value.get("definition")),
         "solution": solution if isinstance(solution, str) and solution else None,
-        "workload_uuid": _text(_object(value.get("workload")).get("uuid")),
+        "workload_uuid": _text(workload.get("uuid")) if isinstance(workload, dict) else None,
         "has_evaluation": bool(evaluation) or value.get("evaluation") is not None,
         "status": _text(evaluation.get("status")),
         "hardware": _text(environment.get("hardware")),
@@ -84,7 +89,7 @@ def fib_trace_line(rel: str, record: Record) -> dict[str, Any] | None:
         "latency_ms": _python_float(latency),
         "latency_is_json_number": isinstance(latency, int | float)
         and not isinstance(latency, bool),
-        "speedup_factor": _python_float(_object(performance).get("speedup_factor")),
+        "speedup_factor": _python_float(metrics.get("speedup_factor")),
         "max_absolute_error": _python_float(correctness.get("max_absolute_error")),
         "max_relative_error": _python_float(correctness.get("max_relative_error")),
         "timestamp": _text(evaluation.get("timestamp")),

@@ -225,6 +225,8 @@ class Bound:
 
 
 def _bound(value: Any, field: str) -> Bound:
+    if type(value) is float and 0 <= value < math.inf:  # the usual case: the checks below pass
+        return Bound(value, None)
     if value is None:
         return Bound(None, "absent")
     if isinstance(value, str):
@@ -515,8 +517,17 @@ def _read_run(
         "solution": solution or None,
         "evaluation": canonical_evaluation,
     }
-    record_extra: dict[str, Any] = {k: v for k, v in value.items() if k not in TRACE_KEYS}
-    evaluation_extra = {k: v for k, v in evaluation.items() if k not in EVALUATION_KEYS}
+    # Most lines have no member beyond the known ones: one set comparison, no comprehension.
+    record_extra: dict[str, Any] = (
+        {}
+        if value.keys() <= TRACE_KEYS
+        else {k: v for k, v in value.items() if k not in TRACE_KEYS}
+    )
+    evaluation_extra = (
+        {}
+        if evaluation.keys() <= EVALUATION_KEYS
+        else {k: v for k, v in evaluation.items() if k not in EVALUATION_KEYS}
+    )
     if evaluation_extra:
         record_extra["evaluation"] = evaluation_extra
     if environment_extra:

@@ -40,7 +40,7 @@ _UTF16_NUL_SHARE = 0.75
 _UTF16_MIN_BYTES = 8
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen one's __init__ costs twice as much, one a line
 class Record:
     """One parsed JSON value with where it came from."""
 
@@ -81,8 +81,8 @@ def _unstorable(raw: bytes, values: list[tuple[Any, bool]]) -> tuple[str, str] |
     ``\\ud800``-style escapes of lone surrogates, which are not Unicode text. Both would make
     serialising the record fail later, so they are refused here, with the line.
     """
-    lenient = any(not strict for _, strict in values)
-    if not lenient and raw.count(b"[") + raw.count(b"{") <= MAX_STORABLE_DEPTH:
+    all_strict = values[0][1] if len(values) == 1 else all(one for _, one in values)
+    if all_strict and raw.count(b"[") + raw.count(b"{") <= MAX_STORABLE_DEPTH:
         return None
     for value, _ in values:
         try:

@@ -1,0 +1,45 @@
+"""Parser workers: renewed by files parsed (ingest.plan.FILES_PER_WORKER), not by tasks; and
+without pandas, which pyarrow would import on a worker's first list conversion."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tracehouse.ingest.plan import IngestTask, worker_batches
+
+
+def _task(files: int) -> IngestTask:
+    listing = tuple((f"/d/traces/a/{i}.jsonl", f"traces/a/{i}.jsonl") for i in range(files))
+    return IngestTask(listing, "/staging", "key", files, 20_000)
+
+
+def test_a_batch_holds_tasks_until_its_files_are_used_up() -> None:
+    tasks = [_task(n) for n in (3, 3, 4, 1, 6, 2)]
+    assert [list(b) for b in worker_batches(tasks, 10)] == [[0, 1, 2], [3, 4, 5]]
+
+
+def test_a_task_larger_than_a_batch_is_a_batch_of_its_own() -> None:
+    tasks = [_task(n) for n in (2, 25, 1)]
+    assert [list(b) for b in worker_batches(tasks, 10)] == [[0], [1], [2]]
+
+
+def test_many_small_tasks_and_one_big_source_of_few_files() -> None:
+    # 200,000 one-line files in tasks of 500: 16 tasks a batch for two workers, as before;
+    # a few hundred big files: one batch, one set of workers for the whole parse.
+    small = [_task(500) for _ in range(40)]
+    assert [len(b) for b in worker_batches(small, 2 * 4000)] == [16, 16, 8]
+    big = [_task(6) for _ in range(64)]
+    assert [len(b) for b in worker_batches(big, 2 * 4000)] == [64]
+    assert list(worker_batches([], 10)) == []
+
+
+def test_a_parser_worker_converts_lists_without_importing_pandas() -> None:
+    script = (
+        "import sys; from tracehouse.ingest import plan, worker; plan._start_worker(None);"
+        "import pyarrow as pa; assert pa.array(['a', None]).to_pylist() == ['a', None];"
+        "print('pandas' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False"]
