@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracehouse.assemble.history import THRESHOLDS_RELATION, RegressionThresholds
 from tracehouse.serve.changes_sql import (
+    CHANGE_VERDICTS_SQL,
     LEADER_CHANGES_SQL,
     MEMBERSHIP_SQL,
     RECORD_HOLDERS_SQL,
@@ -296,11 +297,12 @@ def change_report(
     min_change = settings.regression_min_change
     _register_windows(connection, windows)
     try:
-        verdicts = _rows(connection, VERDICTS_SQL)
         statuses = _rows(connection, STATUS_CHANGES_SQL)
         members = _rows(connection, MEMBERSHIP_SQL)
         record_holders = _rows(connection, RECORD_HOLDERS_SQL)
         leaders = _rows(connection, LEADER_CHANGES_SQL)
+        asked_about = {r["run_id"] for r in (*record_holders, *leaders)} - {None}
+        verdicts = _rows(connection, CHANGE_VERDICTS_SQL, {"run_ids": sorted(asked_about)})
         axes = _workload_axes(connection)
     finally:
         connection.unregister(WINDOWS_RELATION)

@@ -25,7 +25,7 @@ ORDER BY built_at, source, snapshot_number
 # Results first seen by the window's source in (before, after], with their verdict (every
 # verdict: `changes` lists the changes, and a leader replaced by its own solution's result is
 # reported only when that result is itself a change).
-VERDICTS_SQL = """
+_VERDICTS_SELECT = """
 SELECT v.source, v.verdict, v.solution, v.definition, v.workload_uuid, v.hardware,
        v.comparison_key, v.run_id, v.observed_at, v.latency_ns, v.history_size,
        v.history_mean_ns, v.history_stddev_ns, v.relative_change, v.z_score,
@@ -34,9 +34,23 @@ FROM latency_verdicts AS v
 JOIN change_windows AS w
     ON w.source = v.source
     AND v.first_snapshot_number > w.before_number AND v.first_snapshot_number <= w.after_number
+"""
+_VERDICTS_ORDER = """
 ORDER BY v.source, v.verdict, v.solution, v.definition, v.workload_uuid, v.hardware,
          v.first_seen_at, v.observed_at, v.run_id
 """
+VERDICTS_SQL = _VERDICTS_SELECT + _VERDICTS_ORDER
+# The verdicts a change report reads: those it may list, and those of the runs in $run_ids (the
+# leaders and record holders it asks is_a_change about), in VERDICTS_SQL's order. Most verdicts
+# of a window are a first result or within noise, neither listed: not turned into Python rows.
+CHANGE_VERDICTS_SQL = (
+    _VERDICTS_SELECT
+    + """
+WHERE v.verdict IN ('regression', 'improvement', 'history too short')
+   OR v.run_id IN (SELECT unnest($run_ids::VARCHAR[]))
+"""
+    + _VERDICTS_ORDER
+)
 
 # What each side of a window holds: its source's run_history ranges covering the snapshot.
 _PRESENT = """

@@ -7,7 +7,6 @@ bounded number); `tracehouse record ID --html OUT` writes any other one on deman
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -76,7 +75,7 @@ def record_body(row: dict[str, Any], events: list[dict[str, Any]], *, nav: str =
     if manifest is None:
         manifest_html = "".join(f"<p class='note'>{html.escape(line)}</p>" for line in missing)
     else:
-        text = json.dumps(manifest, indent=2, ensure_ascii=False)
+        text = render.indented_json(manifest)
         manifest_html = (
             "<p class='note'>The canonical manifest {run, protocol, environment}; "
             "<code>tracehouse record --json</code> prints it as RFC 8785 bytes.</p>"

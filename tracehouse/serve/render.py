@@ -149,6 +149,91 @@ def json_text(value: Any) -> str:
     return json.dumps(_jsonable(value), ensure_ascii=False, separators=(",", ":"))
 
 
+class _NotPlainJson(Exception):
+    """A value ``indented_json`` leaves to ``json.dumps`` (a subclass, a type json refuses, a
+    key json would refuse or a cycle), so that its text or its error stays json's own."""
+
+
+def indented_json(value: Any) -> str:
+    """Exactly ``json.dumps(value, indent=2, ensure_ascii=False)``, several times faster.
+
+    With an indent, json encodes in pure Python, one generator per container; the record pages
+    indent thousands of manifests. This writes the same text from one flat list of parts, with
+    json's own string encoder and json's spellings of floats (``NaN``, ``Infinity``, ``repr``),
+    of keys that are not strings and of empty containers. Anything but plain dicts, lists,
+    tuples, strings, numbers, booleans and None goes to ``json.dumps`` whole.
+    """
+    parts: list[str] = []
+    try:
+        _append_json(value, parts, "\n")
+    except (_NotPlainJson, RecursionError):
+        return json.dumps(value, indent=2, ensure_ascii=False)
+    return "".join(parts)
+
+
+_encode_json_string = json.encoder.encode_basestring  # json's (C) encoder for ensure_ascii=False
+
+
+def _json_float(value: float) -> str:
+    if value != value:
+        return "NaN"
+    if value in (math.inf, -math.inf):
+        return "Infinity" if value > 0 else "-Infinity"
+    return float.__repr__(value)
+
+
+def _json_scalar(value: Any) -> str:
+    kind = type(value)
+    if kind is str:
+        return _encode_json_string(value)
+    if kind is float:
+        return _json_float(value)
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int:
+        return int.__repr__(value)
+    if value is None:
+        return "null"
+    raise _NotPlainJson
+
+
+def _json_key(key: Any) -> str:
+    # json turns keys of these types into strings (True -> "true", 1.5 -> "1.5") and refuses
+    # any other
+    return _encode_json_string(key if type(key) is str else _json_scalar(key))
+
+
+def _append_json(value: Any, parts: list[str], newline: str) -> None:
+    """``value``'s text appended to ``parts``; ``newline`` is a line break and its indent."""
+    kind = type(value)
+    if kind is dict:
+        if not value:
+            parts.append("{}")
+            return
+        inner = newline + "  "
+        opening = "{" + inner
+        for key, item in value.items():
+            parts.append(opening)
+            parts.append(_json_key(key))
+            parts.append(": ")
+            _append_json(item, parts, inner)
+            opening = "," + inner
+        parts.append(newline + "}")
+    elif kind is list or kind is tuple:
+        if not value:
+            parts.append("[]")
+            return
+        inner = newline + "  "
+        opening = "[" + inner
+        for item in value:
+            parts.append(opening)
+            _append_json(item, parts, inner)
+            opening = "," + inner
+        parts.append(newline + "]")
+    else:
+        parts.append(_json_scalar(value))
+
+
 def text(value: Any, *, null: str = "null") -> str:
     """One value as text, in full."""
     if value is None:
