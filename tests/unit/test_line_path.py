@@ -309,3 +309,62 @@ def test_lenient_and_joined_lines_take_the_full_derivation(context_dir: Path) ->
     copies_agree(
         runs.filter(pl.col("source_line") == 1), runs.filter(pl.col("source_line") == 4), "runs"
     )
+
+
+def test_bounded_entity_caches_forget_and_derive_the_same_rows(
+    context_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The per-workload caches of a parser keep at most WORKLOAD_CACHE_ENTRIES workloads (a
+    source of 200,000 workloads held whole took each worker past 3 GB). With a bound of 3 and
+    twelve workloads seen in turn, twice, every cache stays at its bound and the rows are the
+    ones the unbounded parse gives."""
+    from tracehouse.ingest import combinations, worker
+    from tracehouse.kernelindex import validation
+    from tracehouse.kernelindex import workload as kernelindex_workload
+    from tracehouse.kernelindex.cache import BoundedCache
+
+    files, _ = discover(context_dir)
+    context = load_context(files, revision=None, baseline_map={}).context
+    lines = []
+    for turn in range(2):
+        for index in range(12):
+            lines.append(
+                {
+                    "definition": DEFINITION,
+                    "workload": {"axes": {"M": 8 + index}, "inputs": {}, "uuid": f"u-{index}"},
+                    "solution": SOLUTION,
+                    "evaluation": {
+                        "status": "PASSED",
+                        "environment": {"hardware": "NVIDIA B200", "libs": {}},
+                        "timestamp": f"2026-03-17T14:{20 + turn}:{index:02d}",
+                        "log": "",
+                        "correctness": {"max_absolute_error": 0.0, "max_relative_error": 0.1},
+                        "performance": {"latency_ms": 0.5 + index + turn},
+                    },
+                }
+            )
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "t.jsonl"
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        rel = f"traces/{AUTHOR}/gemm/{DEFINITION}.jsonl"
+        unbounded = staged_tables([(path, rel)], context)
+        bounded_caches = {
+            "combinations": None,
+            "workload rows": BoundedCache(3),
+            "workload identities": BoundedCache(3),
+            "valid workloads": BoundedCache(3),
+        }
+        monkeypatch.setattr(combinations, "WORKLOAD_CACHE_ENTRIES", 3)
+        monkeypatch.setattr(combinations, "_COMBINATIONS", {})
+        monkeypatch.setattr(worker, "_WORKLOADS", bounded_caches["workload rows"])
+        monkeypatch.setattr(
+            kernelindex_workload, "_WORKLOAD_CACHE", bounded_caches["workload identities"]
+        )
+        monkeypatch.setattr(validation, "_VALID_WORKLOADS", bounded_caches["valid workloads"])
+        bounded = staged_tables([(path, rel)], context)
+        bounded_caches["combinations"] = combination_cache(context.fingerprint)
+    for name, cache in bounded_caches.items():
+        assert cache is not None and len(cache.data) == 3, name
+    assert unbounded["runs"].height == bounded["runs"].height == 24
+    for name in PART_TABLES:
+        assert unbounded[name].equals(bounded[name]), name

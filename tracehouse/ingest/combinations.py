@@ -22,8 +22,9 @@ from datetime import datetime
 from typing import Any
 
 from tracehouse import kernelindex
+from tracehouse.kernelindex.cache import WORKLOAD_CACHE_ENTRIES, BoundedCache
 from tracehouse.read.evaluation_rules import latency_ns_problem
-from tracehouse.read.normalize import Trace
+from tracehouse.read.normalize import RepeatBasis
 from tracehouse.rejects import FORBIDS_CORRECTNESS
 
 # Members of a trace line, its evaluation, correctness and performance blocks the repeat branch
@@ -143,22 +144,24 @@ class Combination:
     """The entity columns of a combination's first line, whether KernelIndex identified it
     (then every repeat gets the per-run identity columns too), and its environments row."""
 
-    trace: Trace  # the first line's, normalised: its workload and environment are every repeat's
+    basis: RepeatBasis  # the first line's workload and environment: every repeat's
     columns: dict[str, Any]
     identified: bool
     environment: dict[str, Any]  # the environments row of the combination's environment
 
 
 # Combinations per process and dataset context: entities repeat across the files a worker
-# parses. Keyed by (definition, workload bytes, environment bytes, KernelIndex scope).
-_COMBINATIONS: dict[str, dict[tuple[Any, ...], Combination]] = {}
+# parses. Keyed by (definition, workload bytes, environment bytes, KernelIndex scope); bounded
+# like the other per-workload caches (a forgotten combination's next line takes the full
+# derivation again, with the same result).
+_COMBINATIONS: dict[str, BoundedCache] = {}
 
 
-def combination_cache(fingerprint: str) -> dict[tuple[Any, ...], Combination]:
+def combination_cache(fingerprint: str) -> BoundedCache:
     cache = _COMBINATIONS.get(fingerprint)
     if cache is None:
         _COMBINATIONS.clear()  # a new context: earlier derivations may no longer hold
-        cache = _COMBINATIONS[fingerprint] = {}
+        cache = _COMBINATIONS[fingerprint] = BoundedCache(WORKLOAD_CACHE_ENTRIES)
     return cache
 
 

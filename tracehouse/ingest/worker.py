@@ -28,6 +28,7 @@ from tracehouse.ingest.combinations import (
     run_identity,
 )
 from tracehouse.kernelindex import digest, manifest_digest, text_digest
+from tracehouse.kernelindex.cache import WORKLOAD_CACHE_ENTRIES, BoundedCache
 from tracehouse.read.evaluation_rules import tolerance_bounds, was_evaluated
 from tracehouse.read.fib_lines import fib_trace_line, is_fib_trace_file
 from tracehouse.read.normalize import (
@@ -39,6 +40,7 @@ from tracehouse.read.normalize import (
     normalize_hardware,
     normalize_trace,
     normalize_workload,
+    repeat_basis,
     repeat_trace,
     to_json,
 )
@@ -122,7 +124,7 @@ def _run_id(rel: str, line: int, index: int, line_digest: str) -> str:
 # Per-process caches: an environment's row is a pure function of its raw content, and a
 # workload row's derived columns of (context fingerprint, definition, workload).
 _ENVIRONMENTS: dict[bytes, dict[str, Any]] = {}
-_WORKLOADS: dict[bytes, dict[str, Any]] = {}
+_WORKLOADS = BoundedCache(WORKLOAD_CACHE_ENTRIES)
 
 
 def environment_id(
@@ -257,7 +259,7 @@ class FileIngester:
         if derived is None:
             derived = self._derive_workload(definition, workload, key)
             if content_key is not None:
-                _WORKLOADS[content_key] = derived
+                _WORKLOADS.put(content_key, derived)
         return {
             **derived,
             "source_file": self.rel,
@@ -343,7 +345,7 @@ class FileIngester:
         trace = (
             normalize_trace(record.value)
             if combination is None
-            else repeat_trace(record.value, combination.trace)
+            else repeat_trace(record.value, combination.basis)
         )
         context = self.context
         definition_object = context.definitions.get(trace.definition)
@@ -442,11 +444,14 @@ class FileIngester:
                 row["latency_ns"] = kernelindex.latency_ns(trace.latency_ms)
         row["identity_error"] = skip_reason
         if combination_key is not None:
-            self.combinations[combination_key] = Combination(
-                trace,
-                {name: row.get(name) for name in ENTITY_COLUMNS},
-                found is not None,
-                environment,
+            self.combinations.put(
+                combination_key,
+                Combination(
+                    repeat_basis(trace),
+                    {name: row.get(name) for name in ENTITY_COLUMNS},
+                    found is not None,
+                    environment,
+                ),
             )
         self._add_run(row, trace)
 

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+# How many distinct workloads each per-workload cache of a parser process keeps (KernelIndex's
+# workload identities and validations, tracehouse's workload rows and line combinations). A
+# workload costs a few KB in each, so a source of 200,000 workloads held whole took each parser
+# worker past 3 GB; beyond the bound the oldest are derived again when seen again, with the
+# same result.
+WORKLOAD_CACHE_ENTRIES = 16_384
+
 
 class BoundedCache:
     """A dict cache that forgets its oldest entries beyond `maxsize` (FIFO)."""

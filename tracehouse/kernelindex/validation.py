@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from tracehouse.kernelindex.cache import BoundedCache
+from tracehouse.kernelindex.cache import WORKLOAD_CACHE_ENTRIES, BoundedCache
 from tracehouse.kernelindex.errors import IdentityError, json_type
 from tracehouse.kernelindex.numbers import is_number, js_integer, js_number
 
@@ -194,7 +194,7 @@ def validate_trace_line_for_cache(trace: Any) -> bytes | None:
     return workload_bytes
 
 
-_VALID_WORKLOADS = BoundedCache(65536)
+_VALID_WORKLOADS = BoundedCache(WORKLOAD_CACHE_ENTRIES)
 
 
 def _validated_workload_bytes(workload: Any) -> bytes | None:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tracehouse.kernelindex.cache import BoundedCache
+from tracehouse.kernelindex.cache import WORKLOAD_CACHE_ENTRIES, BoundedCache
 from tracehouse.kernelindex.canonical import encode_string, manifest_digest, text_utf8
 from tracehouse.kernelindex.errors import IdentityError
 from tracehouse.kernelindex.numbers import MAX_SAFE_INTEGER, js_integer, js_number
@@ -244,7 +244,7 @@ def _prepare_definition(
 _PREPARED_DEFINITIONS = BoundedCache(1024)
 
 
-_WORKLOAD_CACHE = BoundedCache(65536)
+_WORKLOAD_CACHE = BoundedCache(WORKLOAD_CACHE_ENTRIES)
 
 
 def _prepared(definition: Mapping[str, Any], operation_digest: str) -> _PreparedDefinition:

@@ -400,12 +400,35 @@ class _Entities:
 ENTITY_VARIANTS = frozenset({"legacy_format_key", "no_uuid", "device_key", "numeric_lib_version"})
 
 
-def repeat_trace(value: dict[str, Any], first: Trace) -> Trace:
+@dataclass(slots=True, frozen=True)
+class RepeatBasis:
+    """What a repeat of a line reads of that first line: its workload and environment as
+    normalised, and the variants they carry. Kept per combination instead of the whole ``Trace``,
+    whose record and log are the first line's own (tens of KB a combination)."""
+
+    entities: _Entities
+    variants: tuple[str, ...]
+
+
+def repeat_basis(first: Trace) -> RepeatBasis:
+    return RepeatBasis(
+        _Entities(
+            first.workload,
+            first.hardware,
+            first.canonical["evaluation"]["environment"]["libs"],
+            first.libs,
+            first.environment_extra,
+        ),
+        tuple(variant for variant in first.variants if variant in ENTITY_VARIANTS),
+    )
+
+
+def repeat_trace(value: dict[str, Any], basis: RepeatBasis) -> Trace:
     """normalize_trace of a line whose definition, workload and environment are byte for byte
-    those of ``first``'s line, and whose shape ``ingest.combinations.repeatable_shape`` took:
-    only its per-run members are read, by the same rules."""
+    those of the line ``basis`` was taken from, and whose shape
+    ``ingest.combinations.repeatable_shape`` took: only its per-run members are read, by the
+    same rules."""
     evaluation = value["evaluation"]
-    environment = first.canonical["evaluation"]["environment"]
     status = evaluation["status"]
     return _read_run(
         value,
@@ -414,14 +437,8 @@ def repeat_trace(value: dict[str, Any], first: Trace) -> Trace:
         value.get("solution"),
         status,
         status,
-        _Entities(
-            first.workload,
-            first.hardware,
-            environment["libs"],
-            first.libs,
-            first.environment_extra,
-        ),
-        [variant for variant in first.variants if variant in ENTITY_VARIANTS],
+        basis.entities,
+        list(basis.variants),
     )
 
 
