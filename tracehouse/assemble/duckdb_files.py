@@ -9,7 +9,8 @@ import filecmp
 import hashlib
 import re
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -182,23 +183,14 @@ def _update_from_base(generation: Path, base: Path, settings: Settings) -> Duckd
         connection.close()
     path = generation / DUCKDB_FILE
     _copy_database(base / DUCKDB_FILE, path)  # writable, as a new file is: sealed again last
-    connection = _connect_published(path, settings)
     changed: dict[str, str] = {}
-    try:
-        connection.execute(f"ATTACH {sql_literal(reader.resolve())} AS build (READ_ONLY)")
+    with _writing_published_file(path, reader, settings) as connection:
         _check_same_catalog(connection)
-        connection.execute("BEGIN TRANSACTION")  # one commit, not one per statement
         for name in schemas.TABLES:
             if (generation / f"{name}.parquet").exists():
                 change = _update_published_table(connection, name, base, generation)
                 if change is not TableChange.KEPT:
                     changed[name] = change.value
-        connection.execute("COMMIT")
-        connection.execute("DETACH build")
-        connection.execute("CHECKPOINT")
-    finally:
-        connection.close()
-    seal_published_file(path)
     return DuckdbFilesWrite(reused_base=True, changed_tables=changed)
 
 
@@ -215,15 +207,27 @@ def _write_published_duckdb_file(generation: Path, reader: Path, settings: Setti
     SQL and bound again when queried, so the views read the tables from then on."""
     path = generation / DUCKDB_FILE
     shutil.copyfile(reader, path)
-    connection = _connect_published(path, settings)
-    try:
-        connection.execute(f"ATTACH {sql_literal(reader.resolve())} AS build (READ_ONLY)")
-        connection.execute("BEGIN TRANSACTION")  # one commit, not one per statement
+    with _writing_published_file(path, reader, settings) as connection:
         for name in schemas.TABLES:
             if not (generation / f"{name}.parquet").exists():
                 continue
             connection.execute(f"DROP VIEW main.{name}")  # own names
             _store_table(connection, name)
+
+
+@contextmanager
+def _writing_published_file(
+    path: Path, reader: Path, settings: Settings
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection to the published file ``path`` with the reader file attached as ``build``:
+    what the block does is one transaction (one commit, not one per statement), checkpointed,
+    and the file sealed once it is whole. An exception leaves the file unsealed and unchanged
+    by the block."""
+    connection = _connect_published(path, settings)
+    try:
+        connection.execute(f"ATTACH {sql_literal(reader.resolve())} AS build (READ_ONLY)")
+        connection.execute("BEGIN TRANSACTION")
+        yield connection
         connection.execute("COMMIT")
         connection.execute("DETACH build")
         connection.execute("CHECKPOINT")
