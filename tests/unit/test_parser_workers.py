@@ -43,3 +43,21 @@ def test_a_parser_worker_converts_lists_without_importing_pandas() -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False"]
+
+
+def test_a_build_that_parses_in_place_does_not_import_pandas(tmp_path) -> None:
+    # One worker: the build parses in the `tracehouse build` process itself, as a build of one
+    # changed group does; its rows are still converted to Arrow, without pandas.
+    from tracehouse.demo import generate_dataset
+
+    dataset = tmp_path / "dataset"
+    generate_dataset(dataset, definitions=2, workloads_per_definition=2, solutions_per_definition=2)
+    script = (
+        "import sys; from tracehouse import cli;"
+        f"code = cli.main(['build', '--source', {str(dataset)!r}, '--warehouse',"
+        f" {str(tmp_path / 'wh')!r}, '--workers', '1']);"
+        "print(code, 'pandas' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-2:] == ["0", "False"]

@@ -57,19 +57,29 @@ def set_worker_context(context: Any) -> None:
 class _RefusePandas(importlib.abc.MetaPathFinder):
     """pyarrow imports pandas (0.4 s of CPU a process) the first time it converts a Python
     list, only to ask whether the list is a pandas object, and carries on without it when the
-    import fails. A parser worker holds no pandas object, so it refuses the import: its parts
-    are the same bytes. Only parser workers do; a process that parses in place keeps pandas."""
+    import fails. A process that holds no pandas object refuses the import: its parts are the
+    same bytes. Parser workers do, and so does a ``tracehouse build`` process (refuse_pandas);
+    a process that parses in place for somebody else (Dagster, a notebook) keeps pandas, as
+    pyarrow remembers a refused import for the rest of the process."""
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
         if name == "pandas":
             raise ImportError("a parser worker does not import pandas")
 
 
+def refuse_pandas() -> None:
+    """From now on this process does not import pandas (see _RefusePandas); once is enough."""
+    if "pandas" not in sys.modules and not any(
+        isinstance(finder, _RefusePandas) for finder in sys.meta_path
+    ):
+        sys.meta_path.insert(0, _RefusePandas())
+
+
 def _start_worker(context: Any) -> None:
     """Initializer of a parser worker: the parent handles Ctrl-C and stops it; the context
     arrives once per worker."""
     interrupts.ignore_in_worker()
-    sys.meta_path.insert(0, _RefusePandas())
+    refuse_pandas()
     set_worker_context(context)
 
 
