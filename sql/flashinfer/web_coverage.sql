@@ -5,8 +5,12 @@
 --   percent   = attempted / total × 100 (0 when total = 0)
 -- Only leaderboard definitions with at least one usable group count.
 -- An author with candidates but no entry is listed here (0 %) although it has no fast_p curve.
-WITH leaderboard AS (
+-- Each view read twice here is computed once (MATERIALIZED), not once per reference.
+WITH leaderboard AS MATERIALIZED (
     SELECT * FROM web_definition_stats WHERE on_leaderboard AND n_workloads > 0
+),
+candidates AS MATERIALIZED (
+    SELECT * FROM web_candidates WHERE NOT is_baseline AND author IS NOT NULL
 ),
 per_definition AS (
     SELECT
@@ -18,16 +22,14 @@ per_definition AS (
         any_value(c.ui_hidden) AS ui_hidden,
         count(*) * any_value(d.n_workloads) AS total,
         any_value(d.n_workloads) AS n_workloads
-    FROM web_candidates AS c
+    FROM candidates AS c
     JOIN leaderboard AS d USING (source, baseline_map, definition)
-    WHERE NOT c.is_baseline AND c.author IS NOT NULL
     GROUP BY ALL
 ),
 attempts AS (
     SELECT e.source, e.baseline_map, e.hardware, e.definition, c.author, count(*) AS attempted
     FROM web_ratio_entries AS e
-    JOIN web_candidates AS c USING (source, baseline_map, definition, solution)
-    WHERE NOT c.is_baseline AND c.author IS NOT NULL
+    JOIN candidates AS c USING (source, baseline_map, definition, solution)
     GROUP BY ALL
 ),
 by_definition AS (
