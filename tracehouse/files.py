@@ -7,7 +7,7 @@ import hashlib
 import os
 import shutil
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -24,18 +24,27 @@ def replace_atomically(
 ) -> Written:
     """Have `write` fill a temporary path, then rename it over `path`, so readers never see a
     partial file (or folder). The one atomic writer: every file a build, an export or the Hub
-    cache writes goes through it.
+    cache writes goes through it (or through `replacing_atomically`, its form for a file
+    written over a while).
 
     The temporary is `temporary_sibling(path)` unless the caller names one on the same file
     system (the Hub cache keeps its in-flight files in its own `tmp/` folder). If `write` fails
     or is interrupted, the temporary is removed and the error goes on; `path` is untouched.
     Returns what `write` returns.
     """
+    with replacing_atomically(path, temporary=temporary) as filling:
+        return write(filling)
+
+
+@contextlib.contextmanager
+def replacing_atomically(path: Path, *, temporary: Path | None = None) -> Iterator[Path]:
+    """The temporary path to fill for `path`, renamed over it when the block ends without an
+    exception and removed when it raises (see `replace_atomically`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if temporary is None:
         temporary = temporary_sibling(path)
     try:
-        result = write(temporary)
+        yield temporary
         os.replace(temporary, path)
     except OSError as error:
         _remove(temporary)
@@ -46,7 +55,6 @@ def replace_atomically(
     except BaseException:
         _remove(temporary)
         raise
-    return result
 
 
 def naming_the_path(path: Path, error: OSError) -> OSError:

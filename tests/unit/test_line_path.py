@@ -36,7 +36,8 @@ from tests.fixtures.hostile_corpus import (
 from tracehouse.fetch.local import discover
 from tracehouse.identify.context import load_context
 from tracehouse.ingest.combinations import combination_cache, repeatable_shape
-from tracehouse.ingest.worker import PART_TABLES, ingest_group
+from tracehouse.ingest.worker import PART_TABLES, FileIngester, PartWriter, ingest_group
+from tracehouse.read.records import Record
 
 SETTINGS = settings(
     max_examples=int(os.environ.get("PROPERTY_EXAMPLES", "150")),
@@ -368,3 +369,64 @@ def test_bounded_entity_caches_forget_and_derive_the_same_rows(
     assert unbounded["runs"].height == bounded["runs"].height == 24
     for name in PART_TABLES:
         assert unbounded[name].equals(bounded[name]), name
+
+
+def _passed_line(uuid: str) -> str:
+    return json.dumps(
+        {
+            "definition": DEFINITION,
+            "workload": {"axes": {"M": 8}, "inputs": {}, "uuid": uuid},
+            "solution": SOLUTION,
+            "evaluation": {
+                "status": "PASSED",
+                "environment": {"hardware": "NVIDIA B200", "libs": {}},
+                "timestamp": "2026-03-17T14:20:40",
+                "log": "",
+                "correctness": {"max_absolute_error": 0.0, "max_relative_error": 0.0},
+                "performance": {"latency_ms": 0.5},
+            },
+        }
+    )
+
+
+def test_a_group_streams_its_chunks_into_one_part_per_table(
+    context_dir: Path, tmp_path: Path
+) -> None:
+    """Each chunk of rows is a row group of the group's one part per table: a worker holds at
+    most a chunk, and the group's parts are the same files whatever the chunk size."""
+    files, _ = discover(context_dir)
+    context = load_context(files, revision=None, baseline_map={}).context
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(_passed_line(f"u-{i}") + "\n" for i in range(7)) + "{broken\n")
+    rel = f"traces/{AUTHOR}/gemm/{DEFINITION}.jsonl"
+    chunked = ingest_group([(path, rel)], context, tmp_path / "chunked", "k", chunk_rows=2)
+    whole = ingest_group([(path, rel)], context, tmp_path / "whole", "k")
+    assert chunked.parts == whole.parts
+    assert chunked.parts["runs"] == ["k.runs.0.parquet"] and "rejects" in chunked.parts
+    runs = pq.ParquetFile(tmp_path / "chunked" / chunked.parts["runs"][0])
+    assert runs.metadata.num_rows == 7 and runs.metadata.num_row_groups >= 3
+    for name, [part] in chunked.parts.items():
+        assert pq.read_table(tmp_path / "chunked" / part).equals(
+            pq.read_table(tmp_path / "whole" / part)
+        ), name
+    # nothing but the parts: no temporary left beside them
+    assert sorted(p.name for p in (tmp_path / "chunked").iterdir()) == sorted(
+        part for [part] in chunked.parts.values()
+    )
+
+
+def test_a_group_that_fails_leaves_no_part(context_dir: Path, tmp_path: Path) -> None:
+    """A part appears under its name only when the group is complete: an abort (a failed or
+    interrupted group) removes the rows appended so far."""
+    files, _ = discover(context_dir)
+    context = load_context(files, revision=None, baseline_map={}).context
+    writer = PartWriter(tmp_path / "staging", "k")
+    ingester = FileIngester(f"traces/{AUTHOR}/gemm/{DEFINITION}.jsonl", context, writer.rows)
+    for number in range(1, 4):
+        raw = _passed_line(f"u-{number}").encode()
+        ingester.record(Record(number, 0, 0, raw, json.loads(raw), True))
+    writer.flush()
+    assert list((tmp_path / "staging").iterdir())  # the temporaries being written
+    writer.abort()
+    assert list((tmp_path / "staging").iterdir()) == []
+    assert writer.written == {}

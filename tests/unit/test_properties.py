@@ -291,7 +291,7 @@ def _ingest(context: DatasetContext, raws: list[bytes]) -> None:
     with tempfile.TemporaryDirectory() as staging:
         writer = PartWriter(Path(staging), "part")
         writer.rows = ingester.parts
-        writer.flush()
+        writer.close()
         # The same lines as a file, through the one per-line path.
         path = Path(staging) / "lines.jsonl"
         path.write_bytes(b"\n".join(raws) + b"\n")

@@ -65,13 +65,13 @@ def write_duckdb_file(
     reader = generation / READER_DUCKDB_FILE
     if base is not None and _stored_fingerprint(base) == fingerprint:
         try:
-            return _update_from_base(generation, base, settings)
+            return _update_from_base(generation, base)
         except (duckdb.Error, OSError, ValueError, UnexpectedBase):
             # Whatever stopped it, the full write below needs neither partial file.
             for path in (reader, generation / DUCKDB_FILE):
                 _remove_database(path)
     _write_reader_file(generation, settings)
-    _write_published_duckdb_file(generation, reader, settings)
+    _write_published_duckdb_file(generation, reader)
     return DuckdbFilesWrite(reused_base=False, changed_tables={})
 
 
@@ -168,7 +168,7 @@ def _create_stand_in_tables(connection: duckdb.DuckDBPyConnection, generation: P
     return created
 
 
-def _update_from_base(generation: Path, base: Path, settings: Settings) -> DuckdbFilesWrite:
+def _update_from_base(generation: Path, base: Path) -> DuckdbFilesWrite:
     """Both files from copies of the base's (never the base's files themselves: they are
     read-only, and readers of the base may hold them)."""
     reader = generation / READER_DUCKDB_FILE
@@ -184,7 +184,7 @@ def _update_from_base(generation: Path, base: Path, settings: Settings) -> Duckd
     path = generation / DUCKDB_FILE
     _copy_database(base / DUCKDB_FILE, path)  # writable, as a new file is: sealed again last
     changed: dict[str, str] = {}
-    with _writing_published_file(path, reader, settings) as connection:
+    with _writing_published_file(path, reader) as connection:
         _check_same_catalog(connection)
         for name in schemas.TABLES:
             if (generation / f"{name}.parquet").exists():
@@ -194,7 +194,7 @@ def _update_from_base(generation: Path, base: Path, settings: Settings) -> Duckd
     return DuckdbFilesWrite(reused_base=True, changed_tables=changed)
 
 
-def _write_published_duckdb_file(generation: Path, reader: Path, settings: Settings) -> None:
+def _write_published_duckdb_file(generation: Path, reader: Path) -> None:
     """``tracehouse.duckdb`` with every table's rows in the file itself and the views of sql/
     over them: views over Parquet files would hold paths, which DuckDB resolves against the
     opening process's directory (a relative one) or which stop existing once the folder moves
@@ -207,7 +207,7 @@ def _write_published_duckdb_file(generation: Path, reader: Path, settings: Setti
     SQL and bound again when queried, so the views read the tables from then on."""
     path = generation / DUCKDB_FILE
     shutil.copyfile(reader, path)
-    with _writing_published_file(path, reader, settings) as connection:
+    with _writing_published_file(path, reader) as connection:
         for name in schemas.TABLES:
             if not (generation / f"{name}.parquet").exists():
                 continue
@@ -216,14 +216,12 @@ def _write_published_duckdb_file(generation: Path, reader: Path, settings: Setti
 
 
 @contextmanager
-def _writing_published_file(
-    path: Path, reader: Path, settings: Settings
-) -> Iterator[duckdb.DuckDBPyConnection]:
+def _writing_published_file(path: Path, reader: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection to the published file ``path`` with the reader file attached as ``build``:
     what the block does is one transaction (one commit, not one per statement), checkpointed,
     and the file sealed once it is whole. An exception leaves the file unsealed and unchanged
     by the block."""
-    connection = _connect_published(path, settings)
+    connection = _connect_published(path)
     try:
         connection.execute(f"ATTACH {sql_literal(reader.resolve())} AS build (READ_ONLY)")
         connection.execute("BEGIN TRANSACTION")
@@ -236,14 +234,16 @@ def _writing_published_file(
     seal_published_file(path)
 
 
-def _connect_published(path: Path, settings: Settings) -> duckdb.DuckDBPyConnection:
+def _connect_published(path: Path) -> duckdb.DuckDBPyConnection:
     return duckdb.connect(
         str(path),
         # The copy of every table, full logs included, in one transaction: bounded like the
         # rest of finalize (DuckDB spills to the file's side), not by DuckDB's 80% of RAM.
+        # One thread: the ordered insert of long compressed text gains nothing from a second
+        # one and pays for it (the bench corpus's file: 3.0 s instead of 3.8-4.6 s, CPU alike).
         config={
             **DUCKDB_FILE_CONFIG,
-            "threads": max(1, settings.workers),
+            "threads": 1,
             "memory_limit": FINALIZE_MEMORY_LIMIT,
         },
     )

@@ -80,6 +80,11 @@ def _start_worker(context: Any) -> None:
     arrives once per worker."""
     interrupts.ignore_in_worker()
     refuse_pandas()
+    # The C library's allocator, not Arrow's mimalloc: a worker's chunks are short-lived Arrow
+    # tables, and mimalloc kept the pages of each (~45 MiB more a worker on the bench corpus).
+    import pyarrow
+
+    pyarrow.set_memory_pool(pyarrow.system_memory_pool())
     set_worker_context(context)
 
 
@@ -340,34 +345,34 @@ def _run_tasks(
     # and the child then hangs on its first frame.
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["tracehouse.ingest.worker"])
-    interrupts.start_fork_server()
-    # A pool per batch of tasks, so that a worker parses about FILES_PER_WORKER files (the
-    # executor's own max_tasks_per_child can hang on Python 3.11 when a worker retires).
-    for indices in worker_batches(tasks, max(1, workers) * FILES_PER_WORKER):
-        pool = ProcessPoolExecutor(
-            max_workers=min(workers, len(indices)),
-            mp_context=context,
-            initializer=_start_worker,
-            initargs=(_WORKER_CONTEXT,),
-        )
-        try:
-            # Starting a worker must not be cut in half: a worker the fork server has forked
-            # but this process has not yet noted escapes stop_children, and once the pool below
-            # is dropped it finds its queues' semaphores gone and prints a traceback after our
-            # line. An interrupt meanwhile is held until every worker is started (and known).
-            with interrupts.deferred():
-                futures = {pool.submit(_ingest_task, tasks[i]): i for i in indices}
-            for future in as_completed(futures):
-                index = futures[future]
-                gathered[index] = future.result()
-                done_files += len(tasks[index].files)
-                if progress:
-                    progress("parse", done_files, total_files)
-        except BaseException:  # Ctrl-C or a failed task: stop the workers now, wait for none
-            interrupts.stop_children()
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
-        pool.shutdown()
+    with interrupts.fork_server():
+        # A pool per batch of tasks, so that a worker parses about FILES_PER_WORKER files (the
+        # executor's own max_tasks_per_child can hang on Python 3.11 when a worker retires).
+        for indices in worker_batches(tasks, max(1, workers) * FILES_PER_WORKER):
+            pool = ProcessPoolExecutor(
+                max_workers=min(workers, len(indices)),
+                mp_context=context,
+                initializer=_start_worker,
+                initargs=(_WORKER_CONTEXT,),
+            )
+            try:
+                # Starting a worker must not be cut in half: a worker the fork server has forked
+                # but this process has not yet noted escapes stop_children, and once the pool below
+                # is dropped it finds its queues' semaphores gone and prints a traceback after our
+                # line. An interrupt meanwhile is held until every worker is started (and known).
+                with interrupts.deferred():
+                    futures = {pool.submit(_ingest_task, tasks[i]): i for i in indices}
+                for future in as_completed(futures):
+                    index = futures[future]
+                    gathered[index] = future.result()
+                    done_files += len(tasks[index].files)
+                    if progress:
+                        progress("parse", done_files, total_files)
+            except BaseException:  # Ctrl-C or a failed task: stop the workers now, wait for none
+                interrupts.stop_children()
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+            pool.shutdown()
     results.extend(gathered[index] for index in range(len(tasks)))
 
 

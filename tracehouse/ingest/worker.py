@@ -8,6 +8,7 @@ solutions, revision), so a rebuild reuses it while both are unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tracehouse import kernelindex, schemas
-from tracehouse.files import replace_atomically, sha256_file
+from tracehouse.files import replacing_atomically, sha256_file
 from tracehouse.identify.dataset_context import DatasetContext
 from tracehouse.ingest.combinations import (
     ENTITY_COLUMNS,
@@ -48,8 +49,11 @@ from tracehouse.read.records import Record, iter_jsonl, looks_binary, raw_prefix
 from tracehouse.read.timestamps import observed_at
 from tracehouse.rejects import Reject
 
-# Rows a worker holds before writing them out: memory stays flat whatever the file size.
-CHUNK_ROWS = 20_000
+# Rows a worker holds before appending them to its parts: memory stays flat whatever the size
+# of a file or group. Rows are Python dicts (a run's log included) until then; at 20,000 rows a
+# worker's peak was ~45 MiB higher on the bench corpus (docs/benchmarks.md), and a row group of
+# 2,000 costs the write nothing measurable.
+CHUNK_ROWS = 2_000
 
 PART_TABLES = schemas.STAGING_TABLES
 
@@ -502,34 +506,59 @@ class FileIngester:
 
 
 class PartWriter:
-    """Buffers the rows of a group of files and writes them as numbered Parquet parts."""
+    """Buffers the rows of a group of files and streams them into one Parquet part per table:
+    each flush appends a row group, so a worker holds at most ``chunk_rows`` rows whatever the
+    size of its group. A part appears under its name only once it is complete (``close``)."""
 
     def __init__(self, staging_dir: Path, part_key: str) -> None:
         self.staging_dir = staging_dir
         self.part_key = part_key
         self.rows = new_part_rows()
         self.written: dict[str, list[str]] = {}
+        self._writers: dict[str, pq.ParquetWriter] = {}
+        self._parts = contextlib.ExitStack()  # each part's temporary, renamed or removed
 
-    def write(self, name: str, table: pa.Table) -> None:
-        self.staging_dir.mkdir(parents=True, exist_ok=True)
-        chunk = len(self.written.get(name, []))
-        file_name = f"{self.part_key}.{name}.{chunk}.parquet"
-        # Staging parts are read whole, once, by the finalize step: no statistics to prune by,
-        # and no dictionary pages (most columns are digests, unique per row); a third cheaper.
-        replace_atomically(
-            self.staging_dir / file_name,
-            lambda temporary: pq.write_table(
-                table, temporary, compression="zstd", write_statistics=False, use_dictionary=False
-            ),
-        )
-        self.written.setdefault(name, []).append(file_name)
+    def _writer(self, name: str, schema: pa.Schema) -> pq.ParquetWriter:
+        if name not in self._writers:
+            filling = self._parts.enter_context(
+                replacing_atomically(self.staging_dir / self._file_name(name))
+            )
+            # Staging parts are read whole, once, by the finalize step: no statistics to prune
+            # by, and no dictionary pages (most columns are digests, unique per row).
+            self._writers[name] = pq.ParquetWriter(
+                filling, schema, compression="zstd", write_statistics=False, use_dictionary=False
+            )
+        return self._writers[name]
+
+    def _file_name(self, name: str) -> str:
+        return f"{self.part_key}.{name}.0.parquet"
 
     def flush(self) -> None:
-        """Write everything gathered so far as the next chunk, and forget it."""
+        """Append everything gathered so far to the parts, and forget it."""
         for name, rows in self.rows.items():
             if len(rows):
-                self.write(name, rows.to_arrow())
+                table = rows.to_arrow()
+                self._writer(name, table.schema).write_table(table)
                 rows.rows.clear()
+
+    def close(self) -> None:
+        """Flush, then put every part in place under its name."""
+        self.flush()
+        for writer in self._writers.values():
+            writer.close()
+        self._parts.close()
+        self.written = {name: [self._file_name(name)] for name in sorted(self._writers)}
+        self._writers.clear()
+
+    def abort(self) -> None:
+        """Drop the parts being written (the group failed or was interrupted)."""
+        for writer in self._writers.values():
+            with contextlib.suppress(Exception):
+                writer.close()
+        self._writers.clear()
+        abandoned = RuntimeError("the group's parts were abandoned")
+        with contextlib.suppress(RuntimeError):
+            self._parts.__exit__(RuntimeError, abandoned, None)
 
 
 def ingest_group(
@@ -547,12 +576,16 @@ def ingest_group(
     """
     writer = PartWriter(staging_dir, part_key)
     result = GroupResult()
-    for path, rel in files:
-        ingester = FileIngester(rel, context, writer.rows)
-        _ingest_lines(path, ingester, writer, chunk_rows)
-        ingester.result.kernelindex_unreadable = ingester.in_scope and not ingester.strict_file
-        result.files[rel] = ingester.result
-    writer.flush()
+    try:
+        for path, rel in files:
+            ingester = FileIngester(rel, context, writer.rows)
+            _ingest_lines(path, ingester, writer, chunk_rows)
+            ingester.result.kernelindex_unreadable = ingester.in_scope and not ingester.strict_file
+            result.files[rel] = ingester.result
+        writer.close()
+    except BaseException:
+        writer.abort()
+        raise
     result.parts = writer.written
     return result
 
