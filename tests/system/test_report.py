@@ -447,6 +447,15 @@ def test_a_large_definition_is_summarised_not_drawn_cell_by_cell(tmp_path: Path)
             "document.getElementById('coverage-0').data.map(trace => trace.type)"
         )
         assert kinds == ["bar", "bar"], kinds  # one bar per status, no cell map
+        bars = browser.evaluate(
+            "document.getElementById('coverage-0').data.map(t => [t.name, t.y, Array.from(t.x)])"
+        )
+        # counted in SQL: base passed every workload, alice_k failed to compile every third
+        failed = len(range(0, workloads, 3))
+        assert bars == [
+            ["passed", ["alice_k", "base"], [workloads - failed, workloads]],
+            ["compile error", ["alice_k", "base"], [failed, 0]],
+        ], bars
     assert page in pages
 
 

@@ -64,6 +64,9 @@ def _page(workloads: int) -> str:
             "workload_key": key,
             "axes_json": json.dumps({"M": i}),
             "status": statuses[(i + n) % len(statuses)],
+            # as DEFINITION_COVERAGE_SQL gives them: one grid cell a row, and the slice's size
+            "cells": 1,
+            "n_workloads": len(keys),
         }
         for n, s in enumerate(solutions)
         for i, key in enumerate(keys)

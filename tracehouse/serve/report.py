@@ -35,6 +35,7 @@ from tracehouse.serve.report_blocks import (
 )
 from tracehouse.serve.report_changes import what_changed_html, write_change_pages
 from tracehouse.serve.report_definition import (
+    COVERAGE_MAP_MAX_WORKLOADS,
     DEFINITION_COVERAGE_SQL,
     DEFINITION_FAST_P_SQL,
     DEFINITION_LEADERBOARD_SQL,
@@ -109,7 +110,10 @@ def _write_report_into(
         del leaderboard  # held in boards, which gives each page's rows up once it is written
         curves = grouped_by(reader.rows(DEFINITION_FAST_P_SQL), "definition")
         speedups = grouped_by(reader.rows(DEFINITION_SPEEDUPS_SQL), "definition")
-        cells = grouped_by(reader.rows(DEFINITION_COVERAGE_SQL), "definition")
+        cells = grouped_by(
+            reader.rows(DEFINITION_COVERAGE_SQL, max_workloads=COVERAGE_MAP_MAX_WORKLOADS),
+            "definition",
+        )
         holders, holder_counts = record_holders(reader)
         named_runs: set[str] = set()
         for definition in definitions:

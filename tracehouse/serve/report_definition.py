@@ -115,7 +115,10 @@ GROUP BY ALL ORDER BY definition, hardware, solution
 """
 # Per (solution, workload): PASSED when any run passed, else the failure kind (the first by name
 # when several), NOT_EVALUATED when FlashInfer-Bench skipped every record; 'not run' where the
-# solution has no run of a workload that others ran. Labelled by the workload's axes.
+# solution has no run of a workload that others ran. Labelled by the workload's axes. A
+# (definition, hardware) of more than $max_workloads workloads is drawn as counts per solution
+# and status (_coverage_chart), so it comes counted (`cells` grid cells a row, no workload):
+# 1,000,000 cells held as Python rows took the report of 200,000 workloads past 4 GB.
 DEFINITION_COVERAGE_SQL = """
 WITH cells AS (
     SELECT definition, hardware, solution, workload_key,
@@ -132,18 +135,34 @@ axes AS (
     SELECT definition, workload_key, min(axes_json) AS axes_json
     FROM workloads GROUP BY ALL
 ),
+slices AS (
+    SELECT definition, hardware, count(DISTINCT workload_key) AS n_workloads
+    FROM cells GROUP BY ALL
+),
 grid AS (
     SELECT s.definition, s.hardware, s.solution, w.workload_key
     FROM (SELECT DISTINCT definition, hardware, solution FROM cells) AS s
     JOIN (SELECT DISTINCT definition, hardware, workload_key FROM cells) AS w
         USING (definition, hardware)
+),
+graded AS (
+    SELECT g.definition, g.hardware, g.solution, g.workload_key,
+           coalesce(c.status, 'not run') AS status, n.n_workloads
+    FROM grid AS g
+    JOIN slices AS n USING (definition, hardware)
+    LEFT JOIN cells AS c USING (definition, hardware, solution, workload_key)
 )
-SELECT g.definition, g.hardware, g.solution, g.workload_key, a.axes_json,
-       coalesce(c.status, 'not run') AS status
-FROM grid AS g
-LEFT JOIN cells AS c USING (definition, hardware, solution, workload_key)
+SELECT g.definition, g.hardware, g.solution, g.workload_key, a.axes_json, g.status,
+       1 AS cells, g.n_workloads
+FROM graded AS g
 LEFT JOIN axes AS a USING (definition, workload_key)
-ORDER BY g.definition, g.hardware, g.solution, g.workload_key
+WHERE g.n_workloads <= $max_workloads
+UNION ALL
+SELECT definition, hardware, solution, NULL, NULL, status, count(*), any_value(n_workloads)
+FROM graded
+WHERE n_workloads > $max_workloads
+GROUP BY definition, hardware, solution, status
+ORDER BY definition, hardware, solution, workload_key, status
 """
 
 # Per comparison group (definition, workload, hardware, environment, protocol), the run ranked
@@ -442,26 +461,26 @@ def _status_legend(statuses: Iterable[str], index: int) -> str:
 
 
 def _coverage_chart(cells: list[dict[str, Any]], index: int) -> str:
+    """The coverage of one (definition, hardware): a map of every (solution, workload) cell,
+    or above COVERAGE_MAP_MAX_WORKLOADS workloads the counted rows DEFINITION_COVERAGE_SQL
+    gives instead, one stacked bar per solution."""
     if not cells:
         return ""
     solutions = sorted({c["solution"] for c in cells})
-    known = {c["status"] if c["status"] in STATUS_COLOURS else "other failure" for c in cells}
+
+    def shown(status: str) -> str:
+        return status if status in STATUS_COLOURS else "other failure"
+
+    known = {shown(c["status"]) for c in cells}
     present = [s for s in STATUS_COLOURS if s in known]
     legend = _status_legend(present, index)
-    status_of = {
-        (c["solution"], c["workload_key"]): (
-            c["status"] if c["status"] in STATUS_COLOURS else "other failure"
-        )
-        for c in cells
-    }
-    labels = _workload_labels(cells)
-    axes_of = {c["workload_key"]: c.get("axes_json") for c in cells}
-    workloads = sorted(labels, key=lambda key: workload_order(axes_of[key], key))
-    if len(workloads) > COVERAGE_MAP_MAX_WORKLOADS:
+    workload_count = cells[0]["n_workloads"]
+    if workload_count > COVERAGE_MAP_MAX_WORKLOADS:
         # A large definition: how many workloads each solution passed / failed how / did not
         # run, one stacked bar per solution (a histogram of statuses), not a map of every cell.
-        # every (solution, workload) of the grid has a cell: counting the cells counts them
-        counts = Counter((solution, status) for (solution, _), status in status_of.items())
+        counts: Counter[tuple[str, str]] = Counter()
+        for cell in cells:
+            counts[(cell["solution"], shown(cell["status"]))] += cell["cells"]
         data = [
             trace(
                 "bar",
@@ -480,8 +499,12 @@ def _coverage_chart(cells: list[dict[str, Any]], index: int) -> str:
             "height": max(260, 26 * len(solutions) + 160),
             "xaxis": {"title": {"text": "workloads"}},
         }
-        title = f"Coverage: {len(workloads):,} workloads, counted per solution and status"
+        title = f"Coverage: {workload_count:,} workloads, counted per solution and status"
         return chart_html(data, layout, f"coverage-{index}", title, before=legend)
+    status_of = {(c["solution"], c["workload_key"]): shown(c["status"]) for c in cells}
+    labels = _workload_labels(cells)
+    axes_of = {c["workload_key"]: c.get("axes_json") for c in cells}
+    workloads = sorted(labels, key=lambda key: workload_order(axes_of[key], key))
     codes = {status: position for position, status in enumerate(present)}
     z = [[codes[status_of[(s, w)]] for w in workloads] for s in solutions]
     text = [[STATUS_LABELS[status_of[(s, w)]] for w in workloads] for s in solutions]
