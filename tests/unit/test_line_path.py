@@ -280,24 +280,37 @@ def test_the_property_exercised_the_repeat_branch() -> None:
     assert SEEN["repeats"] >= SEEN["lines"] // 10, SEEN
 
 
-def test_lenient_and_joined_lines_take_the_full_derivation(context_dir: Path) -> None:
-    """Bare NaN tokens and `}{`-joined records never reuse a combination: all four lines are
-    imported, and the strict line after the lenient ones gives the strict line's row."""
-    files, _ = discover(context_dir)
-    context = load_context(files, revision=None, baseline_map={}).context
-    line = {
+def _passed_record(
+    uuid: str, *, absolute_error: float = 0.0, relative_error: float = 0.0
+) -> dict[str, Any]:
+    return {
         "definition": DEFINITION,
-        "workload": {"axes": {"M": 8}, "inputs": {}, "uuid": "u-1"},
+        "workload": {"axes": {"M": 8}, "inputs": {}, "uuid": uuid},
         "solution": SOLUTION,
         "evaluation": {
             "status": "PASSED",
             "environment": {"hardware": "NVIDIA B200", "libs": {}},
             "timestamp": "2026-03-17T14:20:40",
             "log": "",
-            "correctness": {"max_absolute_error": math.nan, "max_relative_error": 0.1},
+            "correctness": {
+                "max_absolute_error": absolute_error,
+                "max_relative_error": relative_error,
+            },
             "performance": {"latency_ms": 0.5},
         },
     }
+
+
+def _passed_line(uuid: str) -> str:
+    return json.dumps(_passed_record(uuid))
+
+
+def test_lenient_and_joined_lines_take_the_full_derivation(context_dir: Path) -> None:
+    """Bare NaN tokens and `}{`-joined records never reuse a combination: all four lines are
+    imported, and the strict line after the lenient ones gives the strict line's row."""
+    files, _ = discover(context_dir)
+    context = load_context(files, revision=None, baseline_map={}).context
+    line = _passed_record("u-1", absolute_error=math.nan, relative_error=0.1)
     text = json.dumps(line)  # writes a bare NaN token
     strict = text.replace("NaN", "0.25")
     with tempfile.TemporaryDirectory() as folder:
@@ -369,24 +382,6 @@ def test_bounded_entity_caches_forget_and_derive_the_same_rows(
     assert unbounded["runs"].height == bounded["runs"].height == 24
     for name in PART_TABLES:
         assert unbounded[name].equals(bounded[name]), name
-
-
-def _passed_line(uuid: str) -> str:
-    return json.dumps(
-        {
-            "definition": DEFINITION,
-            "workload": {"axes": {"M": 8}, "inputs": {}, "uuid": uuid},
-            "solution": SOLUTION,
-            "evaluation": {
-                "status": "PASSED",
-                "environment": {"hardware": "NVIDIA B200", "libs": {}},
-                "timestamp": "2026-03-17T14:20:40",
-                "log": "",
-                "correctness": {"max_absolute_error": 0.0, "max_relative_error": 0.0},
-                "performance": {"latency_ms": 0.5},
-            },
-        }
-    )
 
 
 def test_a_group_streams_its_chunks_into_one_part_per_table(
