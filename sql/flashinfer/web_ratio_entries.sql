@@ -3,6 +3,26 @@
 -- gets baseline-first-latency / its latency from its LAST PASSED line with a latency > 0, else
 -- 0 (an attempt that never passed). `max_passing_ratio` also counts overwritten passes, as the
 -- web's maxRatio does. fast_p at any threshold p: the share of entries with ratio >= p.
+-- Each solution's lines of a workload group are reduced once, before the group's baseline
+-- (one per map) is known: the ratio of the last passing line is the baseline's latency over
+-- that line's latency, and the best ratio over the smallest passing latency (usable groups
+-- have a baseline latency > 0, so the division keeps the order).
+WITH per_solution AS (
+    SELECT
+        source,
+        hardware,
+        definition,
+        workload_group,
+        solution,
+        arg_max(latency_ms, trace_order) FILTER (WHERE status = 'PASSED' AND latency_ms > 0)
+            AS last_passing_latency_ms,
+        min(latency_ms) FILTER (WHERE status = 'PASSED' AND latency_ms > 0)
+            AS min_passing_latency_ms,
+        bool_or(status = 'PASSED' AND latency_ms > 0) AS passed
+    FROM web_scoped_traces
+    WHERE has_evaluation
+    GROUP BY ALL
+)
 SELECT
     g.source,
     g.baseline_map,
@@ -13,19 +33,13 @@ SELECT
     g.baseline_solution,
     t.solution,
     s.author,
-    coalesce(
-        arg_max(g.baseline_first_latency_ms / t.latency_ms, t.trace_order)
-            FILTER (WHERE t.status = 'PASSED' AND t.latency_ms > 0),
-        0.0
-    ) AS ratio,
-    max(g.baseline_first_latency_ms / t.latency_ms)
-        FILTER (WHERE t.status = 'PASSED' AND t.latency_ms > 0) AS max_passing_ratio,
-    bool_or(t.status = 'PASSED' AND t.latency_ms > 0) AS passed
+    coalesce(g.baseline_first_latency_ms / t.last_passing_latency_ms, 0.0) AS ratio,
+    g.baseline_first_latency_ms / t.min_passing_latency_ms AS max_passing_ratio,
+    t.passed
 FROM web_groups AS g
-JOIN web_scoped_traces AS t
+JOIN per_solution AS t
     ON t.source = g.source AND t.hardware = g.hardware AND t.definition = g.definition
-    AND t.workload_group = g.workload_group AND t.has_evaluation
-JOIN web_solutions AS s
+    AND t.workload_group = g.workload_group
+JOIN (SELECT DISTINCT source, definition, solution, author FROM web_solutions) AS s
     ON s.source = t.source AND s.definition = t.definition AND s.solution = t.solution
 WHERE g.usable AND t.solution <> g.baseline_solution
-GROUP BY ALL

@@ -11,56 +11,57 @@
 WITH evaluated AS (
     SELECT * FROM web_scoped_traces WHERE has_evaluation
 ),
-per_group AS (
-    SELECT
-        c.source,
-        c.baseline_map,
-        t.hardware,
-        c.definition,
-        c.solution,
-        t.workload_group,
-        min(t.latency_ms) FILTER (WHERE t.status = 'PASSED' AND t.latency_ms > 0) AS best_ms,
-        bool_or(t.status IS DISTINCT FROM 'PASSED') AS failed
-    FROM web_candidates AS c
-    JOIN evaluated AS t
-        ON t.source = c.source AND t.definition = c.definition AND t.solution = c.solution
-    WHERE NOT c.is_baseline
-    GROUP BY ALL
-),
-compared AS (
-    SELECT
-        p.*,
-        g.first_order,
-        CASE WHEN p.best_ms IS NULL THEN 'NaN'::DOUBLE ELSE g.baseline_min_latency_ms / p.best_ms END
-            AS ratio
-    FROM per_group AS p
-    JOIN web_groups AS g
-        USING (source, baseline_map, hardware, definition, workload_group)
-    WHERE g.baseline_min_latency_ms IS NOT NULL
-),
-per_solution AS (
+-- each solution's lines of a group reduced once, before the map's candidates multiply them
+per_lines AS (
     SELECT
         source,
-        baseline_map,
         hardware,
         definition,
         solution,
-        bool_or(failed) AS has_failure
-    FROM per_group
+        workload_group,
+        min(latency_ms) FILTER (WHERE status = 'PASSED' AND latency_ms > 0) AS best_ms,
+        bool_or(status IS DISTINCT FROM 'PASSED') AS failed
+    FROM evaluated
     GROUP BY ALL
 ),
+per_group AS (
+    SELECT c.source, c.baseline_map, t.hardware, c.definition, c.solution, t.workload_group,
+           t.best_ms, t.failed
+    FROM (
+        SELECT DISTINCT source, baseline_map, definition, solution
+        FROM web_candidates
+        WHERE NOT is_baseline
+    ) AS c
+    JOIN per_lines AS t
+        ON t.source = c.source AND t.definition = c.definition AND t.solution = c.solution
+),
+-- per solution at once: its score over the groups with a baseline latency, and whether any
+-- of its groups failed (one pass over per_group, not one per use)
 scored AS (
     SELECT
-        source,
-        baseline_map,
-        hardware,
-        definition,
-        solution,
-        count(*) AS workloads,
+        p.source,
+        p.baseline_map,
+        p.hardware,
+        p.definition,
+        p.solution,
+        nullif(count(*) FILTER (WHERE g.baseline_min_latency_ms IS NOT NULL), 0) AS workloads,
         -- the site adds the ratios in group order, one by one
-        list_reduce(list(ratio ORDER BY first_order), lambda a, b: a + b) AS ratio_sum,
-        count(*) FILTER (WHERE ratio > 1.0 AND NOT isnan(ratio)) AS wins
-    FROM compared
+        list_reduce(
+            list(
+                CASE WHEN p.best_ms IS NULL THEN 'NaN'::DOUBLE
+                     ELSE g.baseline_min_latency_ms / p.best_ms END
+                ORDER BY g.first_order
+            ) FILTER (WHERE g.baseline_min_latency_ms IS NOT NULL),
+            lambda a, b: a + b
+        ) AS ratio_sum,
+        count(*) FILTER (
+            WHERE g.baseline_min_latency_ms IS NOT NULL
+            AND p.best_ms IS NOT NULL AND g.baseline_min_latency_ms / p.best_ms > 1.0
+            AND NOT isnan(g.baseline_min_latency_ms / p.best_ms)
+        ) AS wins,
+        bool_or(p.failed) AS has_failure
+    FROM per_group AS p
+    LEFT JOIN web_groups AS g USING (source, baseline_map, hardware, definition, workload_group)
     GROUP BY ALL
 )
 SELECT
@@ -79,16 +80,15 @@ SELECT
         WHEN s.workloads IS NULL THEN 'no_comparable_workload'
     END AS reason,
     CASE WHEN s.workloads IS NOT NULL AND NOT c.is_baseline THEN
-        CASE WHEN p.has_failure THEN 0.0::DOUBLE ELSE s.ratio_sum / s.workloads END
+        CASE WHEN s.has_failure THEN 0.0::DOUBLE ELSE s.ratio_sum / s.workloads END
     END AS avg_speedup,
     CASE WHEN s.workloads IS NOT NULL AND NOT c.is_baseline THEN
-        CASE WHEN p.has_failure THEN 0.0::DOUBLE ELSE 1.0::DOUBLE END
+        CASE WHEN s.has_failure THEN 0.0::DOUBLE ELSE 1.0::DOUBLE END
     END AS success_rate,
     CASE WHEN s.workloads IS NOT NULL AND NOT c.is_baseline THEN
-        CASE WHEN p.has_failure THEN 0.0::DOUBLE ELSE s.wins / s.workloads END
+        CASE WHEN s.has_failure THEN 0.0::DOUBLE ELSE s.wins / s.workloads END
     END AS win_rate,
     CASE WHEN NOT c.is_baseline THEN s.workloads END AS workloads
 FROM web_candidates AS c
 JOIN web_hardware_scopes AS h USING (source)
 LEFT JOIN scored AS s USING (source, baseline_map, hardware, definition, solution)
-LEFT JOIN per_solution AS p USING (source, baseline_map, hardware, definition, solution)
