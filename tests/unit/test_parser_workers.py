@@ -61,3 +61,25 @@ def test_a_build_that_parses_in_place_does_not_import_pandas(tmp_path) -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[-2:] == ["0", "False"]
+
+
+def test_a_build_that_finds_its_warehouse_up_to_date_loads_neither_duckdb_nor_pyarrow(
+    tmp_path,
+) -> None:
+    # The warm build is a few tenths of a second; importing DuckDB was a quarter of it.
+    from tracehouse.demo import generate_dataset
+
+    dataset = tmp_path / "dataset"
+    generate_dataset(dataset, definitions=2, workloads_per_definition=2, solutions_per_definition=2)
+    build = ["build", "--source", str(dataset), "--warehouse", str(tmp_path / "wh")]
+    script = (
+        "import sys; from tracehouse import cli;"
+        f"code = cli.main({build!r});"
+        "print(code, 'duckdb' in sys.modules, 'pyarrow' in sys.modules)"
+    )
+    first = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    again = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert "up to date" in " ".join(again.stdout.split()), again.stdout
+    assert again.stdout.split()[-3:] == ["0", "False", "False"], again.stdout
