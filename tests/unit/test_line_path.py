@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import orjson
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
@@ -425,3 +426,26 @@ def test_a_group_that_fails_leaves_no_part(context_dir: Path, tmp_path: Path) ->
     writer.abort()
     assert list((tmp_path / "staging").iterdir()) == []
     assert writer.written == {}
+
+
+def test_a_cache_keyed_by_orjson_bytes_keeps_each_key_at_its_own_size() -> None:
+    # orjson returns its output in a 4 KiB buffer; kept as a cache key as it is, 16,384
+    # workloads in four caches took a parser worker ~250 MiB more than the keys' text.
+    import tracemalloc
+
+    from tracehouse.kernelindex.cache import BoundedCache
+
+    cache = BoundedCache(2_000)
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        for index in range(1_000):
+            workload = {"axes": {"M": index}, "uuid": f"{index:036d}"}
+            key = orjson.dumps(workload)
+            cache.put(key, True)
+            cache.put(("gemm", key, orjson.dumps({"hardware": "H100"})), True)
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert cache.get(orjson.dumps({"axes": {"M": 7}, "uuid": f"{7:036d}"})) is True
+    assert (after - before) / 1_000 < 1_000  # bytes a workload's two entries hold, all told

@@ -83,3 +83,40 @@ def test_a_build_that_finds_its_warehouse_up_to_date_loads_neither_duckdb_nor_py
     assert again.returncode == 0, again.stderr
     assert "up to date" in " ".join(again.stdout.split()), again.stdout
     assert again.stdout.split()[-3:] == ["0", "False", "False"], again.stdout
+
+
+def test_the_files_of_one_definition_are_one_group_parsed_one_after_the_other(tmp_path) -> None:
+    # Every author's traces of a definition and its workloads file: one task, the definition's
+    # files side by side in it, so a worker derives the entities they share once.
+    from tracehouse.demo import generate_dataset
+    from tracehouse.ingest.plan import file_group, file_group_name, plan_ingest
+    from tracehouse.settings import Settings
+
+    dataset = tmp_path / "dataset"
+    generate_dataset(dataset, definitions=3, workloads_per_definition=2, solutions_per_definition=3)
+    plan = plan_ingest(Settings(warehouse=tmp_path / "wh", source=str(dataset)))
+    files = sorted(p.relative_to(dataset).as_posix() for p in dataset.rglob("*.jsonl"))
+    by_definition: dict[str, set[str]] = {}
+    for rel in files:
+        by_definition.setdefault(rel.rsplit("/", 1)[1], set()).add(rel)
+    assert len(by_definition) == 3 and all(len(rels) >= 3 for rels in by_definition.values())
+    for rels in by_definition.values():
+        (task,) = [t for t in plan.tasks if rels & {rel for _, rel in t.files}]
+        listed = [rel for _, rel in task.files]
+        assert set(listed) >= rels
+        names = [file_group_name(rel) for rel in listed]
+        assert names == sorted(names)  # one definition's files in a row
+    assert sorted(rel for t in plan.tasks for _, rel in t.files) == files
+    # The layouts' suffixes after a definition's name, and a name without one.
+    assert {
+        file_group_name(rel)
+        for rel in (
+            "traces/gpt-5/gemm/gemm_n128.jsonl",
+            "traces/gemm_n128.jsonl",
+            "workloads/gemm/gemm_n128.jsonl",
+            "traces/workloads/gemm/gemm_n128.workload.jsonl",
+            "traces/gemm_n128_workloads.jsonl",
+        )
+    } == {"gemm_n128"}
+    assert file_group("traces/a/x/gemm_n128.jsonl") == file_group("workloads/x/gemm_n128.jsonl")
+    assert file_group_name("traces.jsonl") == "traces"

@@ -29,7 +29,7 @@ from tracehouse.ingest.combinations import (
     run_identity,
 )
 from tracehouse.kernelindex import digest, manifest_digest, text_digest
-from tracehouse.kernelindex.cache import WORKLOAD_CACHE_ENTRIES, BoundedCache
+from tracehouse.kernelindex.cache import WORKLOAD_CACHE_ENTRIES, BoundedCache, own_size
 from tracehouse.read.evaluation_rules import tolerance_bounds, was_evaluated
 from tracehouse.read.fib_lines import fib_trace_line, is_fib_trace_file
 from tracehouse.read.normalize import (
@@ -329,7 +329,7 @@ class FileIngester:
         )
         cached = _ENVIRONMENTS.get(key)
         if cached is None:
-            cached = _ENVIRONMENTS[key] = _environment_row(trace)
+            cached = _ENVIRONMENTS[own_size(key)] = _environment_row(trace)
         return cached
 
     def _environment(self, environment: dict[str, Any]) -> str:

@@ -6,14 +6,32 @@ from typing import Any
 
 # How many distinct workloads each per-workload cache of a parser process keeps (KernelIndex's
 # workload identities and validations, tracehouse's workload rows and line combinations). A
-# workload costs a few KB in each, so a source of 200,000 workloads held whole took each parser
-# worker past 3 GB; beyond the bound the oldest are derived again when seen again, with the
-# same result.
+# source of 200,000 workloads held whole took each parser worker past 3 GB; beyond the bound
+# the oldest are derived again when seen again, with the same result. The files of one
+# definition are parsed one after the other (ingest.plan.file_group_name), so the bound need
+# only hold one definition's workloads.
 WORKLOAD_CACHE_ENTRIES = 16_384
 
 
+def own_size(data: bytes) -> bytes:
+    """``data`` in a block of its own size. orjson hands its output over in the buffer it wrote
+    it into (4 KiB for a 150-byte workload), so a cache keyed by orjson's bytes held ~4 KiB a
+    key: at 16,384 workloads in each of four caches, ~250 MiB of a parser worker."""
+    return bytes(memoryview(data))
+
+
+def _kept_key(key: Any) -> Any:
+    if type(key) is bytes:
+        return own_size(key)
+    if type(key) is tuple:
+        return tuple(own_size(part) if type(part) is bytes else part for part in key)
+    return key
+
+
 class BoundedCache:
-    """A dict cache that forgets its oldest entries beyond `maxsize` (FIFO)."""
+    """A dict cache that forgets its oldest entries beyond `maxsize` (FIFO). A key of bytes
+    (or a tuple holding bytes) is stored as a copy of its own size (``own_size``); lookups
+    take any equal key."""
 
     def __init__(self, maxsize: int):
         self.maxsize = maxsize
@@ -25,7 +43,7 @@ class BoundedCache:
     def put(self, key: Any, value: Any) -> None:
         if len(self.data) >= self.maxsize:
             del self.data[next(iter(self.data))]
-        self.data[key] = value
+        self.data[_kept_key(key)] = value
 
     def clear(self) -> None:
         self.data.clear()
