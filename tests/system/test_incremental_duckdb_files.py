@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -216,3 +217,58 @@ def test_another_regression_threshold_writes_the_files_afresh(
     finally:
         connection.close()
     assert stored == (7,)
+
+
+def test_a_failed_copy_beside_the_others_publishes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The published file's runs are copied by a second connection beside the other tables
+    # (_write_published_duckdb_file); its failure fails the build, whose generation is never
+    # published: readers keep the previous warehouse, whole.
+    source, warehouse = tmp_path / "demo", tmp_path / "wh"
+    generate_dataset(source, seed=7, definitions=2, workloads_per_definition=3)
+    runs = build(source, warehouse, revision=REVISION).table_counts["runs"]
+    before = _current(warehouse)
+    trace = sorted((source / "traces").rglob("*.jsonl"))[0]
+    trace.write_text("".join(trace.read_text().splitlines(keepends=True)[:-1]))
+    store_table = duckdb_files._store_table
+    copied_beside: list[str] = []
+
+    def failing_runs(connection: duckdb.DuckDBPyConnection, name: str) -> None:
+        if name == "runs":
+            copied_beside.append(threading.current_thread().name)
+            raise OSError("no space left on device")
+        store_table(connection, name)
+
+    monkeypatch.setattr(duckdb_files, "_store_table", failing_runs)
+    with pytest.raises(OSError, match="no space left"):
+        # Another threshold: the files are written afresh, not updated from the base's.
+        build(source, warehouse, revision=REVISION, regression_min_history=7)
+    assert copied_beside and copied_beside[0] != threading.main_thread().name
+    assert _current(warehouse) == before
+    connection = duckdb.connect(str(before / DUCKDB_FILE), read_only=True)
+    try:
+        assert connection.execute("SELECT count(*) FROM runs").fetchone() == (runs,)
+    finally:
+        connection.close()
+
+
+@pytest.mark.timeout(120)  # without the interrupt, the copy beside would run for hours
+def test_an_error_beside_the_copy_interrupts_it_before_the_file_is_closed() -> None:
+    # The block fails while the copy beside it still runs (here a query of hours): the copy is
+    # interrupted and waited for, so the caller closes an idle database and sees its own error.
+    connection = duckdb.connect(config={"threads": 1})
+    started = threading.Event()
+
+    def endless(cursor: duckdb.DuckDBPyConnection, names: list[str]) -> None:
+        started.set()
+        cursor.execute("SELECT count(*) FROM range(10000000000000) a, range(1000) b").fetchall()
+
+    try:
+        with pytest.raises(ValueError, match="the block's own"):  # noqa: SIM117
+            with duckdb_files._beside(connection, endless, []):
+                assert started.wait(60)
+                raise ValueError("the block's own error")
+        assert connection.execute("SELECT 42").fetchone() == (42,)
+    finally:
+        connection.close()

@@ -15,6 +15,7 @@ import pytest
 from tests.conftest import GOLDEN_REVISION, build, run_cli
 from tests.fixtures.shared_data import GOLDEN_DIR, SAMPLES_DIR, requires_shared
 from tracehouse.assemble import parts
+from tracehouse.ingest.plan import file_group
 from tracehouse.schemas import TABLES
 from tracehouse.serve.export import SNAPSHOT_FOLDER
 from tracehouse.warehouse import Warehouse, read_table, table_files, table_row_count
@@ -300,7 +301,7 @@ def ranking_parts(warehouse: Path) -> set[str]:
 
 @pytest.mark.slow
 @requires_shared
-def test_incremental_build_reparses_only_the_changed_file_and_equals_a_full_build(
+def test_incremental_build_reparses_only_the_changed_files_group_and_equals_a_full_build(
     tmp_path: Path,
 ) -> None:
     source = tmp_path / "dataset"
@@ -314,7 +315,16 @@ def test_incremental_build_reparses_only_the_changed_file_and_equals_a_full_buil
     trace_file.write_text("".join(lines[:-1]))  # drop the last run
     before = ranking_parts(tmp_path / "w")
     incremental = build(source, tmp_path / "w", revision=GOLDEN_REVISION)
-    assert (incremental.files_parsed, incremental.files_reused) == (1, 99)
+    # Its group: the files of its definition (every author's), and any other definition's
+    # whose name falls in the same one of the FILE_GROUPS.
+    rel = trace_file.relative_to(source).as_posix()
+    group = [
+        path
+        for path in source.rglob("*.jsonl")
+        if file_group(path.relative_to(source).as_posix()) == file_group(rel)
+    ]
+    assert 1 < len(group) < 10 and {p.name for p in group} >= {trace_file.name}
+    assert (incremental.files_parsed, incremental.files_reused) == (len(group), 100 - len(group))
     # One definition changed: one ranking bucket re-ranked, every other part linked as it was.
     after = ranking_parts(tmp_path / "w")
     assert len(before) == len(after) > 10

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from tracehouse.ingest.plan import IngestTask, worker_batches
 
@@ -120,3 +121,25 @@ def test_the_files_of_one_definition_are_one_group_parsed_one_after_the_other(tm
     } == {"gemm_n128"}
     assert file_group("traces/a/x/gemm_n128.jsonl") == file_group("workloads/x/gemm_n128.jsonl")
     assert file_group_name("traces.jsonl") == "traces"
+
+
+def test_a_group_is_cut_into_tasks_by_files_and_by_bytes() -> None:
+    from tracehouse.fetch.local import SourceFile
+    from tracehouse.ingest.plan import FILES_PER_TASK, _task_chunks
+
+    def files(*sizes: int) -> list[SourceFile]:
+        return [
+            SourceFile(
+                f"traces/a/{i}/x.jsonl", Path(f"/d/traces/a/{i}/x.jsonl"), "jsonl", size, 0, i
+            )
+            for i, size in enumerate(sizes)
+        ]
+
+    def cut(members: list[SourceFile], task_bytes: int) -> list[list[int]]:
+        return [[f.size for f in chunk] for chunk in _task_chunks(members, task_bytes)]
+
+    assert cut(files(4, 4, 4, 4), 8) == [[4, 4], [4, 4]]
+    assert cut(files(3, 20, 3, 3), 8) == [[3], [20], [3, 3]]  # a bigger file alone, in order
+    assert cut(files(1, 1), 100) == [[1, 1]]
+    many = _task_chunks(files(*[1] * (FILES_PER_TASK + 1)), 10**9)
+    assert [len(chunk) for chunk in many] == [FILES_PER_TASK, 1]

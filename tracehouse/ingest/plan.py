@@ -126,6 +126,25 @@ def file_group_name(rel: str) -> str:
     return name
 
 
+# A task is never cut below this many bytes of files for the sake of balance (above).
+MIN_TASK_BYTES = 32 * 1024 * 1024
+
+
+def _task_chunks(members: list[SourceFile], task_bytes: int) -> Iterator[list[SourceFile]]:
+    """A group's files in order, in tasks of at most FILES_PER_TASK files and about
+    ``task_bytes`` (a bigger file is a task of its own)."""
+    chunk: list[SourceFile] = []
+    size = 0
+    for source_file in members:
+        if chunk and (len(chunk) == FILES_PER_TASK or size + source_file.size > task_bytes):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(source_file)
+        size += source_file.size
+    if chunk:
+        yield chunk
+
+
 def file_group(rel: str) -> int:
     return int(hashlib.sha256(file_group_name(rel).encode()).hexdigest()[:8], 16) % FILE_GROUPS
 
@@ -223,6 +242,9 @@ def plan_files(
     for source_file in line_files:
         groups.setdefault(file_group(source_file.rel), []).append(source_file)
     group_mode = context.fingerprint
+    # A group is one or a few definitions' files: where one definition holds much of the
+    # source, its group is cut into tasks so that every worker has a share of the parse.
+    task_bytes = max(MIN_TASK_BYTES, sum(f.size for f in line_files) // (2 * settings.workers))
     for members in groups.values():
         # One definition's files one after the other: what they share stays in the caches.
         members.sort(key=lambda f: (file_group_name(f.rel), f.rel))
@@ -240,8 +262,7 @@ def plan_files(
         group = named(members)
         for source_file in members:
             file_entries[source_file.rel] = FileEntry(list(source_file.fingerprint))
-        for start in range(0, len(members), FILES_PER_TASK):
-            chunk = members[start : start + FILES_PER_TASK]
+        for chunk in _task_chunks(members, task_bytes):
             tasks.append(
                 IngestTask(
                     tuple((str(f.path), f.rel) for f in chunk),
