@@ -363,7 +363,7 @@ def test_query_runs_from_a_second_process_and_refuses_writes(golden_warehouse: P
     assert result.stdout.splitlines() == ["n", "1490"]
     result = run_cli(
         "query",
-        "SELECT status FROM runs LIMIT 1",
+        "SELECT status FROM runs WHERE status = 'PASSED' LIMIT 1",
         "--format",
         "json",
         env={"TRACEHOUSE_WAREHOUSE": str(golden_warehouse)},

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -597,20 +598,36 @@ def _ingest_lines(path: Path, ingester: FileIngester, writer: PartWriter, chunk_
             counts.content_sha256 = sha256_file(path)
             ingester.reject(None, "binary_file", "the file holds binary data, not JSON lines", None)
             return
-        content = hashlib.sha256()
-        for item in iter_jsonl(path, ingester.rel, content):
-            if (
-                len(writer.rows["runs"]) >= chunk_rows
-                or len(writer.rows["trace_lines"]) >= chunk_rows
-            ):
-                writer.flush()
-            if isinstance(item, Reject):
-                counts.records += 1
-                ingester.reject(item.line, item.reason, item.message, None)
-                ingester.parts["rejects"].rows[-1]["raw_prefix"] = item.raw_prefix
-            else:
-                ingester.fib_line(item)
-                ingester.record(item)
-        counts.content_sha256 = content.hexdigest()
     except OSError as error:
-        ingester.reject(None, "unreadable_file", f"cannot read: {error.strerror or error}", None)
+        _unreadable(ingester, error)
+        return
+    content = hashlib.sha256()
+    unreadable: list[OSError] = []
+
+    def records() -> Iterator[Record | Reject]:
+        # Only an error reading the source file is the file's; an error writing the parts
+        # (a full disk, say) is raised from the loop below, outside this handler, and fails
+        # the group.
+        try:
+            yield from iter_jsonl(path, ingester.rel, content)
+        except OSError as error:
+            unreadable.append(error)
+
+    for item in records():
+        if len(writer.rows["runs"]) >= chunk_rows or len(writer.rows["trace_lines"]) >= chunk_rows:
+            writer.flush()
+        if isinstance(item, Reject):
+            counts.records += 1
+            ingester.reject(item.line, item.reason, item.message, None)
+            ingester.parts["rejects"].rows[-1]["raw_prefix"] = item.raw_prefix
+        else:
+            ingester.fib_line(item)
+            ingester.record(item)
+    if unreadable:
+        _unreadable(ingester, unreadable[0])
+        return
+    counts.content_sha256 = content.hexdigest()
+
+
+def _unreadable(ingester: FileIngester, error: OSError) -> None:
+    ingester.reject(None, "unreadable_file", f"cannot read: {error.strerror or error}", None)
