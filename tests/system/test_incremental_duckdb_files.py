@@ -265,10 +265,12 @@ def test_an_error_beside_the_copy_interrupts_it_before_the_file_is_closed() -> N
         cursor.execute("SELECT count(*) FROM range(10000000000000) a, range(1000) b").fetchall()
 
     try:
-        with pytest.raises(ValueError, match="the block's own"):  # noqa: SIM117
-            with duckdb_files._beside(connection, endless, []):
-                assert started.wait(60)
-                raise ValueError("the block's own error")
+        with (
+            pytest.raises(ValueError, match="the block's own"),
+            duckdb_files._beside(connection, endless, []),
+        ):
+            assert started.wait(60)
+            raise ValueError("the block's own error")
         assert connection.execute("SELECT 42").fetchone() == (42,)
     finally:
         connection.close()

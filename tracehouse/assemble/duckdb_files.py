@@ -209,7 +209,7 @@ def _write_published_duckdb_file(generation: Path, reader: Path) -> None:
 
     ``runs`` (its logs are most of the file) is copied by a second connection, in its own
     transaction, beside every other table: the copy is single-threaded (``_connect_published``),
-    so the two take both cores (the bench corpus's file 2.4-2.6 s instead of 2.9-3.3 s; at
+    so the two take both cores (the bench corpus's file 2.1-2.6 s instead of 2.9-3.3 s; at
     1,000,000 runs 11.3 s instead of 16.1 s)."""
     path = generation / DUCKDB_FILE
     shutil.copyfile(reader, path)
@@ -271,8 +271,8 @@ def _beside(
 def _writing_published_file(path: Path, reader: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection to the published file ``path`` with the reader file attached as ``build``:
     what the block does on it is one transaction (one commit, not one per statement),
-    checkpointed, and the file sealed once it is whole. An exception leaves the file unsealed and unchanged
-    by the block."""
+    checkpointed, and the file sealed once it is whole. An exception leaves the file unsealed
+    and unchanged by the block."""
     connection = _connect_published(path)
     try:
         connection.execute(f"ATTACH {sql_literal(reader.resolve())} AS build (READ_ONLY)")
