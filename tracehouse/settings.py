@@ -346,6 +346,15 @@ class Settings:
         check=_at_least(64),
         default_factory=_default_query_memory_mb,
     )
+    report_memory_mb: int = setting(
+        # The report is a batch job that reads every view once: spilling costs it a few
+        # seconds, holding a quarter of the machine (query_memory_mb) cost 4 GB at 1M runs.
+        512,
+        "Memory `tracehouse report` (and the Dagster report asset) may use for its queries, in "
+        "MiB, before DuckDB spills to <warehouse>/cache/ or stops it.",
+        int,
+        check=_at_least(64),
+    )
     query_spill_mb: int = setting(
         8192,
         "Disk a read command (query, report, export, leaderboard, changes) may spill to, in "

@@ -13,19 +13,42 @@ WITH ranges AS (
     JOIN source_snapshots AS s
         ON s.source = h.source AND s.snapshot_number = h.first_snapshot_number
     WHERE h.eligible
+),
+-- The first range's columns come from one arg_min of a struct: an arg_min per column compared
+-- the key once per column (3.3x slower at 1,000,000 runs).
+firsts AS (
+    SELECT
+        solution,
+        comparison_key,
+        observed_at,
+        latency_ns,
+        arg_min(
+            {
+                'run_id': run_id,
+                'definition': definition,
+                'workload_uuid': workload_uuid,
+                'hardware': hardware,
+                'source': source,
+                'first_snapshot_number': first_snapshot_number,
+                'first_snapshot_id': first_snapshot_id
+            },
+            (built_at, source, run_id)
+        ) AS first_range,
+        min(built_at) AS first_seen_at
+    FROM ranges
+    GROUP BY solution, comparison_key, observed_at, latency_ns
 )
 SELECT
     solution,
     comparison_key,
-    arg_min(run_id, (built_at, source, run_id)) AS run_id,
-    arg_min(definition, (built_at, source, run_id)) AS definition,
-    arg_min(workload_uuid, (built_at, source, run_id)) AS workload_uuid,
-    arg_min(hardware, (built_at, source, run_id)) AS hardware,
+    first_range.run_id,
+    first_range.definition,
+    first_range.workload_uuid,
+    first_range.hardware,
     observed_at,
     latency_ns,
-    arg_min(source, (built_at, source, run_id)) AS source,
-    arg_min(first_snapshot_number, (built_at, source, run_id)) AS first_snapshot_number,
-    arg_min(first_snapshot_id, (built_at, source, run_id)) AS first_snapshot_id,
-    min(built_at) AS first_seen_at
-FROM ranges
-GROUP BY solution, comparison_key, observed_at, latency_ns
+    first_range.source,
+    first_range.first_snapshot_number,
+    first_range.first_snapshot_id,
+    first_seen_at
+FROM firsts

@@ -28,6 +28,7 @@ from tests.conftest import one_error_line, run_cli
 from tests.fixtures.hostile_corpus import write_plain_dataset
 from tests.fixtures.many_solutions import write_many_solutions
 from tests.fixtures.shared_data import requires_shared
+from tracehouse.serve.queries import limit_error
 from tracehouse.serve.report_blocks import ReportReader
 from tracehouse.settings import load_settings
 from tracehouse.warehouse import Warehouse
@@ -142,9 +143,14 @@ def test_every_read_command_gets_the_query_limits(warehouse: Path) -> None:
     value, unit = result.stdout.splitlines()[1].split()
     spill_bytes = float(value) * {"MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}[unit]
     assert spill_bytes <= shutil.disk_usage(warehouse).free / 2 * 1.01, result.stdout
-    # The report's reader is that same connection (report.py opened its own, unlimited one).
+    # The report's reader is that same connection (report.py opened its own, unlimited one),
+    # with the report's own memory: a batch job that spills rather than hold a quarter of RAM.
     settings = load_settings(
-        environ={"TRACEHOUSE_QUERY_MEMORY_MB": "300", "TRACEHOUSE_QUERY_SPILL_MB": "100"},
+        environ={
+            "TRACEHOUSE_QUERY_MEMORY_MB": "300",
+            "TRACEHOUSE_QUERY_SPILL_MB": "100",
+            "TRACEHOUSE_REPORT_MEMORY_MB": "200",
+        },
         warehouse=warehouse,
     )
     report_reader = ReportReader(settings)
@@ -155,7 +161,28 @@ def test_every_read_command_gets_the_query_limits(warehouse: Path) -> None:
         )
     finally:
         report_reader.close()
-    assert limits == [{"memory": "300.0 MiB", "spill": "100.0 MiB"}]
+    assert limits == [{"memory": "200.0 MiB", "spill": "100.0 MiB"}]
+    assert load_settings(environ={}).report_memory_mb == 512
+
+
+def test_the_report_out_of_memory_names_its_own_setting(warehouse: Path) -> None:
+    """DuckDB running out of the report's memory is one line naming
+    TRACEHOUSE_REPORT_MEMORY_MB, the limit its reader has (not the query commands')."""
+    settings = load_settings(
+        environ={"TRACEHOUSE_REPORT_MEMORY_MB": "64", "TRACEHOUSE_QUERY_MEMORY_MB": "4000"},
+        warehouse=warehouse,
+    )
+    report_reader = ReportReader(settings)
+    try:
+        with pytest.raises(Exception) as raised:
+            report_reader.rows("SELECT list(range) FROM range(50000000)")
+    finally:
+        report_reader.close()
+    translated = limit_error(raised.value, settings, "report_memory_mb")
+    assert translated is not None, raised.value
+    line = str(translated)
+    assert "64 MiB" in line and "TRACEHOUSE_REPORT_MEMORY_MB" in line, line
+    assert "\n" not in line and "QUERY_MEMORY" not in line, line
 
 
 def test_query_limit_0_as_a_table_prints_what_a_limit_above_the_rows_prints(

@@ -324,6 +324,24 @@ READS_KEPT_BY_HAND = {
         # what the report's pages query (tracehouse/serve/report.py)
         frozenset({"leaderboard", "run_summary", "rejects", "regressions", "record_events"}),
     ],
+    # the views the report computes once each (SHARED_VIEWS): chosen by measuring which of the
+    # views its queries share cost most, not something a declaration says
+    "tracehouse/serve/report_blocks.py": [
+        frozenset(
+            {
+                "solution_workload_latency",
+                "leaderboard_baselines",
+                "leaderboard_speedups",
+                "fib_scoped_traces",
+                "fib_solution_scores",
+                "web_scoped_traces",
+                "web_groups",
+                "web_ratio_entries",
+                "web_definition_stats",
+                "web_solution_scores",
+            }
+        )
+    ],
 }
 
 

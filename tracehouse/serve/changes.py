@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,13 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 from tracehouse.assemble.history import THRESHOLDS_RELATION, RegressionThresholds
 from tracehouse.serve.changes_sql import (
-    CHANGE_VERDICTS_SQL,
     LEADER_CHANGES_SQL,
+    LISTED_VERDICTS_SQL,
     MEMBERSHIP_SQL,
     RECORD_HOLDERS_SQL,
     SNAPSHOTS_SQL,
     STATUS_CHANGES_SQL,
-    VERDICTS_SQL,
     WINDOWS_RELATION,
     WORKLOAD_AXES_SQL,
 )
@@ -237,13 +237,37 @@ def workload_label(axes_json: str | None, workload_key: str) -> str:
     return axes_text(axes_json) or workload_key[:8]
 
 
-def _workload_axes(connection: duckdb.DuckDBPyConnection) -> dict[tuple[Any, Any], str]:
+def _workload_of(row: dict[str, Any]) -> str | None:
+    """The workload uuid a change entry is about (a workload appeared or gone is its name)."""
+    return row["name"] if row.get("kind") == "workload" else row.get("workload_uuid")
+
+
+def _workload_axes(
+    connection: duckdb.DuckDBPyConnection, workload_uuids: Iterable[str | None]
+) -> dict[tuple[Any, Any], str]:
+    """The axes text of each (definition, workload_uuid) with one of ``workload_uuids``: only
+    those workloads are read."""
+    uuids = sorted({uuid for uuid in workload_uuids if uuid})
     named: dict[tuple[Any, Any], str] = {}
-    for definition, uuid, axes_json in connection.execute(WORKLOAD_AXES_SQL).fetchall():
+    if not uuids:
+        return named
+    for definition, uuid, axes_json in connection.execute(
+        WORKLOAD_AXES_SQL, {"uuids": uuids}
+    ).fetchall():
         text = axes_text(axes_json)
         if text is not None:
             named.setdefault((definition, uuid), text)
     return named
+
+
+def _verdicts(
+    connection: duckdb.DuckDBPyConnection, kinds: Collection[str], run_ids: Collection[str] = ()
+) -> list[dict[str, Any]]:
+    """The window's verdicts of the ``kinds`` (regression, improvement, history too short), and
+    those of ``run_ids`` whatever their kind."""
+    return _rows(
+        connection, LISTED_VERDICTS_SQL, {"verdicts": sorted(kinds), "run_ids": sorted(run_ids)}
+    )
 
 
 def _listed_verdict(verdict: dict[str, Any], min_change: float) -> bool:
@@ -282,34 +306,72 @@ def _worst_first(rows: list[dict[str, Any]], sign: int) -> list[dict[str, Any]]:
     )
 
 
+# Every section of a change report, in the order `tracehouse changes` prints them.
+ALL_SECTIONS = (
+    "regressions",
+    "improvements",
+    "history_too_short",
+    "newly_failing",
+    "newly_passing",
+    "solutions_appeared",
+    "solutions_disappeared",
+    "workloads_appeared",
+    "workloads_disappeared",
+    "record_holders",
+    "leader_changes",
+)
+_MEMBERSHIP_SECTIONS = frozenset(
+    {"solutions_appeared", "solutions_disappeared", "workloads_appeared", "workloads_disappeared"}
+)
+_VERDICT_OF_SECTION = {
+    "regressions": "regression",
+    "improvements": "improvement",
+    "history_too_short": "history too short",
+}
+
+
 def change_report(
     connection: duckdb.DuckDBPyConnection,
     settings: Settings,
     *,
     since: str | None,
     source: str | None,
+    sections: Collection[str] = ALL_SECTIONS,
 ) -> ChangeReport:
-    """What changed in each source between two of its states (see change_windows)."""
+    """What changed in each source between two of its states (see change_windows): the
+    ``sections`` asked for (each of ALL_SECTIONS), every other one left empty and unread (the
+    report's pages show four; a first build of 1,000,000 runs has as many appearances)."""
+    unknown = set(sections) - set(ALL_SECTIONS)
+    if unknown:
+        raise ValueError(f"no such change section: {', '.join(sorted(unknown))}")
     snapshots = _snapshots(connection)
     if not snapshots:
         raise LookupError("the warehouse records no source snapshot; rebuild it")
     windows = change_windows(snapshots, since=since, source=source)
     min_change = settings.regression_min_change
+    wanted = set(sections)
     _register_windows(connection, windows)
     try:
-        statuses = _rows(connection, STATUS_CHANGES_SQL)
-        members = _rows(connection, MEMBERSHIP_SQL)
-        record_holders = _rows(connection, RECORD_HOLDERS_SQL)
-        leaders = _rows(connection, LEADER_CHANGES_SQL)
+        statuses = (
+            _rows(connection, STATUS_CHANGES_SQL)
+            if wanted & {"newly_failing", "newly_passing"}
+            else []
+        )
+        members = _rows(connection, MEMBERSHIP_SQL) if wanted & _MEMBERSHIP_SECTIONS else []
+        record_holders = _rows(connection, RECORD_HOLDERS_SQL) if "record_holders" in wanted else []
+        leaders = _rows(connection, LEADER_CHANGES_SQL) if "leader_changes" in wanted else []
         asked_about = {r["run_id"] for r in (*record_holders, *leaders)} - {None}
-        verdicts = _rows(connection, CHANGE_VERDICTS_SQL, {"run_ids": sorted(asked_about)})
-        axes = _workload_axes(connection)
+        verdicts = _verdicts(
+            connection,
+            [kind for section, kind in _VERDICT_OF_SECTION.items() if section in wanted],
+            asked_about,
+        )
     finally:
         connection.unregister(WINDOWS_RELATION)
     verdict_of = {v["run_id"]: v for v in verdicts}
     changed_leaders = [r for r in leaders if is_a_change(r, verdict_of, min_change)]
     new_holders = [r for r in record_holders if is_a_change(r, verdict_of, min_change)]
-    sections = {
+    found = {
         "regressions": _worst_first([v for v in verdicts if v["verdict"] == "regression"], 1),
         "improvements": _worst_first([v for v in verdicts if v["verdict"] == "improvement"], -1),
         # Only the results that would have been judged a change with enough history.
@@ -331,16 +393,19 @@ def change_report(
         "record_holders": new_holders,
         "leader_changes": changed_leaders,
     }
-    for entries in sections.values():
-        for row in entries:
-            workload = row["name"] if row.get("kind") == "workload" else row.get("workload_uuid")
-            row["workload_axes"] = axes.get((row.get("definition"), workload))
+    report_sections = {
+        section: found[section] if section in wanted else [] for section in ALL_SECTIONS
+    }
+    listed = [row for entries in report_sections.values() for row in entries]
+    axes = _workload_axes(connection, (_workload_of(row) for row in listed))
+    for row in listed:
+        row["workload_axes"] = axes.get((row.get("definition"), _workload_of(row)))
     within_noise = {
         "leader_changes": len(leaders) - len(changed_leaders),
         "record_holders": len(record_holders) - len(new_holders),
     }
     return ChangeReport(
-        windows, since, RegressionThresholds.from_settings(settings), sections, within_noise
+        windows, since, RegressionThresholds.from_settings(settings), report_sections, within_noise
     )
 
 
@@ -403,9 +468,9 @@ def latest_changes(
     _register_windows(connection, change_windows(snapshots, since=None, source=None))
     try:
         # only the sections it needs (record holders and leader changes cost more)
-        verdicts = _rows(connection, VERDICTS_SQL)
+        verdicts = _verdicts(connection, ("regression", "improvement"))
         statuses = _rows(connection, STATUS_CHANGES_SQL)
-        axes = _workload_axes(connection)
+        axes = _workload_axes(connection, (r["workload_uuid"] for r in verdicts + statuses))
     finally:
         connection.unregister(WINDOWS_RELATION)
     for row in verdicts + statuses:
@@ -444,7 +509,7 @@ def no_new_regressions(connection: duckdb.DuckDBPyConnection) -> tuple[bool, dic
     windows = change_windows(snapshots, since=None, source=None) if snapshots else []
     _register_windows(connection, windows)
     try:
-        found = [r for r in _rows(connection, VERDICTS_SQL) if r["verdict"] == "regression"]
+        found = _verdicts(connection, ("regression",))
     finally:
         connection.unregister(WINDOWS_RELATION)
     found.sort(key=lambda r: (-r["relative_change"], r["run_id"]))

@@ -39,14 +39,15 @@ _VERDICTS_ORDER = """
 ORDER BY v.source, v.verdict, v.solution, v.definition, v.workload_uuid, v.hardware,
          v.first_seen_at, v.observed_at, v.run_id
 """
-VERDICTS_SQL = _VERDICTS_SELECT + _VERDICTS_ORDER
-# The verdicts a change report reads: those it may list, and those of the runs in $run_ids (the
-# leaders and record holders it asks is_a_change about), in VERDICTS_SQL's order. Most verdicts
-# of a window are a first result or within noise, neither listed: not turned into Python rows.
-CHANGE_VERDICTS_SQL = (
+# The verdicts a reader of the changes uses: those of the kinds in $verdicts (those it may
+# list), and those of the runs in $run_ids (the leaders and record holders a change report asks
+# is_a_change about), in _VERDICTS_ORDER. Most verdicts of a window are a first result or
+# within noise, neither listed: not turned into Python rows (a first build of 1,000,000 runs
+# has as many verdicts).
+LISTED_VERDICTS_SQL = (
     _VERDICTS_SELECT
     + """
-WHERE v.verdict IN ('regression', 'improvement', 'history too short')
+WHERE v.verdict IN (SELECT unnest($verdicts::VARCHAR[]))
    OR v.run_id IN (SELECT unnest($run_ids::VARCHAR[]))
 """
     + _VERDICTS_ORDER
@@ -214,10 +215,10 @@ WHERE l.cause <> 'first'
 ORDER BY l.source, l.changed_at, l.comparison_key
 """
 
-# Axis values of every workload the warehouse holds, to name a workload by its shape (M=8).
+# Axis values of the workloads in $uuids, to name a workload by its shape (M=8).
 WORKLOAD_AXES_SQL = """
 SELECT DISTINCT definition, workload_uuid, axes_json
 FROM workloads
-WHERE workload_uuid IS NOT NULL
+WHERE workload_uuid IN (SELECT unnest($uuids::VARCHAR[]))
 ORDER BY ALL
 """

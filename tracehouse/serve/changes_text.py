@@ -8,22 +8,23 @@ import math
 from datetime import datetime
 from typing import Any
 
-from tracehouse.serve.changes import ChangeReport, Snapshot, Window, instant_text
+from tracehouse.serve.changes import ALL_SECTIONS, ChangeReport, Snapshot, Window, instant_text
 
-SECTIONS = (
-    # (key in the report, title)
-    ("regressions", "regressions"),
-    ("improvements", "improvements"),
-    ("history_too_short", "changes beyond the limit, history too short for a z-score"),
-    ("newly_failing", "newly failing"),
-    ("newly_passing", "newly passing"),
-    ("solutions_appeared", "solutions appeared"),
-    ("solutions_disappeared", "solutions disappeared"),
-    ("workloads_appeared", "workloads appeared"),
-    ("workloads_disappeared", "workloads disappeared"),
-    ("record_holders", "new record holders"),
-    ("leader_changes", "leader changes (rank-1 run replaced)"),
-)
+_TITLES = {
+    "regressions": "regressions",
+    "improvements": "improvements",
+    "history_too_short": "changes beyond the limit, history too short for a z-score",
+    "newly_failing": "newly failing",
+    "newly_passing": "newly passing",
+    "solutions_appeared": "solutions appeared",
+    "solutions_disappeared": "solutions disappeared",
+    "workloads_appeared": "workloads appeared",
+    "workloads_disappeared": "workloads disappeared",
+    "record_holders": "new record holders",
+    "leader_changes": "leader changes (rank-1 run replaced)",
+}
+# (key in the report, title), in the report's order
+SECTIONS = tuple((section, _TITLES[section]) for section in ALL_SECTIONS)
 # Sections whose entries are each worth a line; the others print their first few in text.
 LISTED_IN_FULL = frozenset(
     {"regressions", "improvements", "history_too_short", "newly_failing", "newly_passing"}

@@ -12,11 +12,11 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 from tracehouse.assemble.history import store_regression_thresholds
 from tracehouse.read_only import check_read_only
-from tracehouse.settings import Settings
+from tracehouse.settings import ENV_PREFIX, Settings
 from tracehouse.warehouse import QUERY_SPILL_DIR, Warehouse, connect_read_only
 
 if TYPE_CHECKING:
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 # The leaderboard view (sql/marts/leaderboard.sql) as `tracehouse leaderboard` shows it. Hardware is
 # matched without regard to case (`h200` finds `H200`).
+# The setting that bounds a reader's memory: every read command's, or the report's own.
+MemorySetting = Literal["query_memory_mb", "report_memory_mb"]
+
 LEADERBOARD_SQL = """
 SELECT hardware, leaderboard_rank AS rank, solution, author, is_baseline,
        workloads_passed || '/' || workloads_in_slice AS passed, runs_not_evaluated,
@@ -79,13 +82,16 @@ def spill_limit_mb(settings: Settings) -> int:
     return min(settings.query_spill_mb, int(free * SPILL_SHARE_OF_FREE_DISK) >> 20)
 
 
-def reader(settings: Settings) -> duckdb.DuckDBPyConnection:
+def reader(
+    settings: Settings, memory_setting: MemorySetting = "query_memory_mb"
+) -> duckdb.DuckDBPyConnection:
     """A read-only connection to the current generation within the read limits of
-    ``settings``: ``query_memory_mb`` of memory, then ``spill_limit_mb`` of spill files. Every
-    read command (query, report, export, leaderboard, changes, record) connects through it."""
+    ``settings``: ``memory_setting`` (``query_memory_mb``, or ``report_memory_mb`` for the
+    report) of memory, then ``spill_limit_mb`` of spill files. Every read command (query,
+    report, export, leaderboard, changes, record) connects through it."""
     return connect_read_only(
         Warehouse(settings.warehouse),
-        memory_limit_mb=settings.query_memory_mb,
+        memory_limit_mb=getattr(settings, memory_setting),
         spill_limit_mb=spill_limit_mb(settings),
     )
 
@@ -145,11 +151,16 @@ class SpillTooLarge(QueryTooLarge):
     """A query needed to spill more than ``spill_limit_mb`` to disk."""
 
 
-def limit_error(error: BaseException, settings: Settings) -> QueryTooLarge | None:
+def limit_error(
+    error: BaseException, settings: Settings, memory_setting: MemorySetting = "query_memory_mb"
+) -> QueryTooLarge | None:
     """The one-line error naming the limit (and its setting) that made DuckDB give up, or None
-    when ``error`` is not DuckDB running out of memory or spill space."""
+    when ``error`` is not DuckDB running out of memory or spill space. ``memory_setting``: the
+    one the connection was opened with (``reader``)."""
     if type(error).__name__ != "OutOfMemoryException":  # DuckDB's, without importing it
         return None
+    memory_mb = getattr(settings, memory_setting)
+    variable = ENV_PREFIX + memory_setting.upper()
     message = str(error)
     first_line = message.split("\n")[0].strip()
     if "max_temp_directory_size" in message:
@@ -160,12 +171,12 @@ def limit_error(error: BaseException, settings: Settings) -> QueryTooLarge | Non
         )
     if " used)" not in first_line:  # not DuckDB's limit: the system refused it memory
         return QueryTooLarge(
-            f"the system refused the query memory before its {settings.query_memory_mb} MiB "
-            f"limit (TRACEHOUSE_QUERY_MEMORY_MB lower spills sooner): {first_line}"
+            f"the system refused the query memory before its {memory_mb} MiB "
+            f"limit ({variable} lower spills sooner): {first_line}"
         )
     return QueryTooLarge(
-        f"the query needs more than its {settings.query_memory_mb} MiB of memory "
-        f"(TRACEHOUSE_QUERY_MEMORY_MB allows more): {first_line.split('. ')[0]}"
+        f"the query needs more than its {memory_mb} MiB of memory "
+        f"({variable} allows more): {first_line.split('. ')[0]}"
     )
 
 

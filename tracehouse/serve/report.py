@@ -101,6 +101,7 @@ def _write_report_into(
     try:
         write_atomically(out_dir / PLOTLY_BUNDLE, plotly.offline.get_plotlyjs().encode())
         result = ReportResult(out_dir)
+        reader.compute_shared_views()
         definitions = reader.rows(DEFINITIONS_SQL)
         # each view is read once and split by definition: one query per page would recompute
         # the views for every page
@@ -158,7 +159,11 @@ def _write_report_into(
         shutil.rmtree(pages_dir, ignore_errors=True)  # a page folder no index will link to
         from tracehouse.serve.queries import limit_error
 
-        translated = limit_error(error, settings) if isinstance(error, Exception) else None
+        translated = (
+            limit_error(error, settings, "report_memory_mb")
+            if isinstance(error, Exception)
+            else None
+        )
         if translated is None:
             raise
         raise translated from None

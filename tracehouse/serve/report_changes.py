@@ -182,7 +182,13 @@ def write_change_pages(
     from tracehouse.serve.record_page import RECORD_FOLDER, record_page_name
 
     store_regression_thresholds(connection, settings, temporary=True)
-    report = changes.change_report(connection, settings, since=None, source=None)
+    report = changes.change_report(
+        connection,
+        settings,
+        since=None,
+        source=None,
+        sections=[section for section, _, _ in PAGE_SECTIONS],
+    )
     _label_workloads(connection, report)
     for section in ("regressions", "improvements"):
         for entry in report.sections[section]:
