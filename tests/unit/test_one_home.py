@@ -334,11 +334,11 @@ READS_KEPT_BY_HAND = {
                 "leaderboard_speedups",
                 "fib_scoped_traces",
                 "fib_solution_scores",
-                "web_scoped_traces",
+                "web_traces",
                 "web_groups",
-                "web_ratio_entries",
                 "web_definition_stats",
                 "web_solution_scores",
+                "latency_history",
             }
         )
     ],
