@@ -70,6 +70,16 @@ present AS (
 """
 
 
+def _statuses(column: str) -> str:
+    """A group's distinct statuses in order, joined by '/' (NULL without any): what
+    string_agg(DISTINCT …, '/' ORDER BY …) gives, at a third of its time over 1M runs (a
+    DISTINCT aggregate with an ORDER BY sorts every group on its own)."""
+    return (
+        f"CASE WHEN count({column}) > 0 "
+        f"THEN array_to_string(list_sort(list_distinct(list({column}))), '/') END"
+    )
+
+
 def _after_present(ctes_and_select: str) -> str:
     """A statement that reads `present` (above): more CTEs, then its SELECT."""
     return f"{_PRESENT},{ctes_and_select}"
@@ -82,11 +92,11 @@ def _after_present(ctes_and_select: str) -> str:
 # else the latest state of another source that held it, built before the window's end (one
 # folder per benchmark run, each its own source, still shows a fix as newly passing).
 STATUS_CHANGES_SQL = _after_present(
-    """
+    f"""
 outcomes AS (
     SELECT side, source, solution, definition, workload_uuid, hardware,
            bool_or(status = 'PASSED') AS passes,
-           string_agg(DISTINCT status, '/' ORDER BY status) AS statuses
+           {_statuses("status")} AS statuses
     FROM present
     WHERE solution IS NOT NULL
     GROUP BY ALL
@@ -115,7 +125,7 @@ elsewhere AS (
     SELECT u.source, u.solution, u.definition, u.workload_uuid, u.hardware,
            h.source AS other_source, s.snapshot_number AS other_snapshot, s.built_at,
            bool_or(h.status = 'PASSED') AS passes,
-           string_agg(DISTINCT h.status, '/' ORDER BY h.status) AS statuses
+           {_statuses("h.status")} AS statuses
     FROM unmatched AS u
     JOIN change_windows AS w ON w.source = u.source
     JOIN source_snapshots AS e ON e.source = w.source AND e.snapshot_number = w.after_number
@@ -152,7 +162,7 @@ SELECT source,
 FROM compared
 WHERE passes <> passed_before
 ORDER BY source, change, solution, definition, workload_uuid, hardware
-"""
+"""  # noqa: S608  (_statuses is our own expression)
 )
 
 # Solutions (per definition) and workloads present on one side only.
