@@ -3,26 +3,10 @@
 -- gets baseline-first-latency / its latency from its LAST PASSED line with a latency > 0, else
 -- 0 (an attempt that never passed). `max_passing_ratio` also counts overwritten passes, as the
 -- web's maxRatio does. fast_p at any threshold p: the share of entries with ratio >= p.
--- Each solution's lines of a workload group are reduced once, before the group's baseline
--- (one per map) is known: the ratio of the last passing line is the baseline's latency over
--- that line's latency, and the best ratio over the smallest passing latency (usable groups
--- have a baseline latency > 0, so the division keeps the order).
-WITH per_solution AS (
-    SELECT
-        source,
-        hardware,
-        definition,
-        workload_group,
-        solution,
-        arg_max(latency_ms, trace_order) FILTER (WHERE status = 'PASSED' AND latency_ms > 0)
-            AS last_passing_latency_ms,
-        min(latency_ms) FILTER (WHERE status = 'PASSED' AND latency_ms > 0)
-            AS min_passing_latency_ms,
-        bool_or(status = 'PASSED' AND latency_ms > 0) AS passed
-    FROM web_scoped_traces
-    WHERE has_evaluation
-    GROUP BY ALL
-)
+-- Each solution's lines of a workload group are reduced once (web_solution_groups), before the
+-- group's baseline (one per map) is known: the ratio of the last passing line is the baseline's
+-- latency over that line's latency, and the best ratio over the smallest passing latency (usable
+-- groups have a baseline latency > 0, so the division keeps the order).
 SELECT
     g.source,
     g.baseline_map,
@@ -37,7 +21,7 @@ SELECT
     g.baseline_first_latency_ms / t.min_passing_latency_ms AS max_passing_ratio,
     t.passed
 FROM web_groups AS g
-JOIN per_solution AS t
+JOIN web_solution_groups AS t
     ON t.source = g.source AND t.hardware = g.hardware AND t.definition = g.definition
     AND t.workload_group = g.workload_group
 JOIN (SELECT DISTINCT source, definition, solution, author FROM web_solutions) AS s

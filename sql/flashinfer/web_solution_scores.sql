@@ -8,31 +8,15 @@
 --                           (also every group when the map has no entry for the definition)
 -- A PASSED line with a missing or zero latency still counts as attempted: if it is the only
 -- one of its group the ratio is NaN, and so is avg_speedup, as on the site.
-WITH evaluated AS (
-    SELECT * FROM web_scoped_traces WHERE has_evaluation
-),
--- each solution's lines of a group reduced once, before the map's candidates multiply them
-per_lines AS (
-    SELECT
-        source,
-        hardware,
-        definition,
-        solution,
-        workload_group,
-        min(latency_ms) FILTER (WHERE status = 'PASSED' AND latency_ms > 0) AS best_ms,
-        bool_or(status IS DISTINCT FROM 'PASSED') AS failed
-    FROM evaluated
-    GROUP BY ALL
-),
-per_group AS (
+WITH per_group AS (
     SELECT c.source, c.baseline_map, t.hardware, c.definition, c.solution, t.workload_group,
-           t.best_ms, t.failed
+           t.min_passing_latency_ms AS best_ms, t.failed
     FROM (
         SELECT DISTINCT source, baseline_map, definition, solution
         FROM web_candidates
         WHERE NOT is_baseline
     ) AS c
-    JOIN per_lines AS t
+    JOIN web_solution_groups AS t
         ON t.source = c.source AND t.definition = c.definition AND t.solution = c.solution
 ),
 -- per solution at once: its score over the groups with a baseline latency, and whether any

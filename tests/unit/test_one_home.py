@@ -336,6 +336,7 @@ READS_KEPT_BY_HAND = {
                 "fib_solution_scores",
                 "web_traces",
                 "web_groups",
+                "web_solution_groups",
                 "web_definition_stats",
                 "web_solution_scores",
                 "latency_history",

@@ -165,6 +165,28 @@ WEB_CANDIDATES_VIEW = View(
     key=("source", "baseline_map", "definition", "solution"),
 )
 
+WEB_SOLUTION_GROUPS_VIEW = View(
+    "web_solution_groups",
+    "Each solution's evaluated web lines of one workload group reduced once, per source scope, "
+    "hardware scope and definition: what the ratio entries and the scores start from.",
+    (
+        SCOPE_SOURCE,
+        WEB_HARDWARE,
+        _v("definition", "Definition name."),
+        _v("workload_group", "The workload group."),
+        _v("solution", "Solution name."),
+        _v(
+            "last_passing_latency_ms",
+            "Latency of its last PASSED line with a latency > 0 (in the web's line order); "
+            "null when none.",
+        ),
+        _v("min_passing_latency_ms", "Smallest latency of its PASSED lines with a latency > 0."),
+        _v("passed", "True when it has a PASSED line with latency > 0 in the group."),
+        _v("failed", "True when one of its lines in the group is not PASSED."),
+    ),
+    key=("source", "hardware", "definition", "workload_group", "solution"),
+)
+
 WEB_RATIO_ENTRIES_VIEW = View(
     "web_ratio_entries",
     "The web's per-group ratio entries behind fast_p and coverage: one per usable group and "
