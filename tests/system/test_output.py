@@ -239,3 +239,27 @@ def test_read_commands_import_no_heavy_library(
         assert "duckdb" in imported
         heavy |= {"pyarrow", "numpy"}
     assert not imported & heavy, imported & heavy
+
+
+def test_the_report_imports_neither_pandas_nor_polars(
+    plain_warehouse: tuple[Path, str], tmp_path: Path
+) -> None:
+    """The report hands DuckDB its lists of runs and workloads as parameters: registering an
+    Arrow table imports pandas, 0.3 s of every report."""
+    warehouse, _ = plain_warehouse
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "tracehouse.cli", "report"]
+        + ["--out", str(tmp_path / "report"), "--warehouse", str(warehouse)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (tmp_path / "report" / "index.html").is_file()
+    imported = {
+        line.rsplit("|", 1)[1].strip().split(".")[0]
+        for line in result.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert "duckdb" in imported and "plotly" in imported
+    assert not imported & {"pandas", "polars", "dagster"}, imported

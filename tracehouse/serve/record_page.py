@@ -128,21 +128,16 @@ def write_record_pages(
 ) -> list[Path]:
     """One page per run of ``run_ids`` in ``folder``, read RECORD_BATCH runs at a time over
     the report's connection; ``page`` is the report's page frame, ``nav`` a run's links back."""
-    import pyarrow as pa
-
     folder.mkdir(exist_ok=True)
     written = []
     for batch in _batches(sorted(set(run_ids)), RECORD_BATCH):
-        connection.register("record_page_runs", pa.table({"run_id": pa.array(batch, pa.string())}))
-        try:
-            rows = export.run_rows_on(
-                connection,
-                "r.run_id IN (SELECT run_id FROM record_page_runs) "
-                "QUALIFY row_number() OVER (PARTITION BY r.run_id ORDER BY r.source) = 1",
-                {},
-            )
-        finally:
-            connection.unregister("record_page_runs")
+        # a list parameter, not a registered Arrow table (which imports pandas)
+        rows = export.run_rows_on(
+            connection,
+            "r.run_id IN (SELECT unnest($run_ids::VARCHAR[])) "
+            "QUALIFY row_number() OVER (PARTITION BY r.run_id ORDER BY r.source) = 1",
+            {"run_ids": batch},
+        )
         keys = sorted({row["comparison_key"] for row in rows if row["eligible"]})
         histories = export.record_histories_on(connection, keys)
         for row in rows:

@@ -28,14 +28,18 @@ if TYPE_CHECKING:
 
 CHANGES_FOLDER = "changes"  # inside the report's page folder
 
-# Every result of each flagged solution on its comparison key (the pairs of the registered
-# table change_series), in the order the warehouse saw them: one query for every chart, since
-# each query computes the history view again.
+# Every result of each flagged solution on its comparison key (the pairs given as the lists
+# $solutions and $comparison_keys), in the order the warehouse saw them: one query for every
+# chart, since each query computes the history view again. Lists, not a registered Arrow table:
+# registering one imports pandas (0.3 s of the report).
 LATENCY_SERIES_SQL = """
 SELECT h.solution, h.comparison_key, h.source, h.first_snapshot_number, s.resolved_sha,
        s.requested_revision, h.latency_ns
 FROM latency_history AS h
-JOIN change_series AS c USING (solution, comparison_key)
+JOIN (
+    SELECT unnest($solutions::VARCHAR[]) AS solution,
+           unnest($comparison_keys::VARCHAR[]) AS comparison_key
+) AS c USING (solution, comparison_key)
 LEFT JOIN source_snapshots AS s
     ON s.source = h.source AND s.snapshot_number = h.first_snapshot_number
 ORDER BY h.solution, h.comparison_key, h.first_seen_at, h.observed_at, h.run_id
@@ -87,11 +91,15 @@ LABELLED_SECTIONS = (
     "newly_passing",
     "newly_failing",
 )
-# Each workload's axes, for the change rows (they name a workload by its uuid).
+# Each workload's axes, for the change rows (they name a workload by its uuid), given as the
+# lists $sources, $definitions and $workload_uuids.
 WORKLOAD_AXES_SQL = """
 SELECT w.source, w.definition, w.workload_uuid, min(w.axes_json) AS axes_json
 FROM workloads AS w
-JOIN change_workloads AS c USING (source, definition, workload_uuid)
+JOIN (
+    SELECT unnest($sources::VARCHAR[]) AS source, unnest($definitions::VARCHAR[]) AS definition,
+           unnest($workload_uuids::VARCHAR[]) AS workload_uuid
+) AS c USING (source, definition, workload_uuid)
 GROUP BY ALL
 """
 # (section of the change report, heading, columns)
@@ -139,29 +147,20 @@ def _sorted_section(report: changes.ChangeReport, section: str) -> list[dict[str
 
 def _label_workloads(connection: duckdb.DuckDBPyConnection, report: changes.ChangeReport) -> None:
     """Each entry's ``workload``: its axes (``M=8``) where the warehouse knows them."""
-    import pyarrow as pa
-
     entries = [e for section in LABELLED_SECTIONS for e in report.sections[section]]
     wanted = sorted(
         {(e["source"], e["definition"], e["workload_uuid"]) for e in entries if e["workload_uuid"]}
     )
-    connection.register(
-        "change_workloads",
-        pa.table(
-            {
-                "source": pa.array([w[0] for w in wanted], pa.string()),
-                "definition": pa.array([w[1] for w in wanted], pa.string()),
-                "workload_uuid": pa.array([w[2] for w in wanted], pa.string()),
-            }
-        ),
-    )
-    try:
-        axes = {
-            (r["source"], r["definition"], r["workload_uuid"]): r["axes_json"]
-            for r in _rows(connection, WORKLOAD_AXES_SQL)
-        }
-    finally:
-        connection.unregister("change_workloads")
+    axes = {
+        (r["source"], r["definition"], r["workload_uuid"]): r["axes_json"]
+        for r in _rows(
+            connection,
+            WORKLOAD_AXES_SQL,
+            sources=[w[0] for w in wanted],
+            definitions=[w[1] for w in wanted],
+            workload_uuids=[w[2] for w in wanted],
+        )
+    }
     for entry in entries:
         uuid = entry["workload_uuid"] or ""
         found = axes.get((entry["source"], entry["definition"], uuid))
@@ -219,8 +218,6 @@ def _latency_series(
     connection: duckdb.DuckDBPyConnection, report: changes.ChangeReport
 ) -> dict[tuple[str, str], _Series]:
     """The latency series of every flagged (solution, comparison key), read in one query."""
-    import pyarrow as pa
-
     wanted = sorted(
         {
             (entry["solution"], entry["comparison_key"])
@@ -228,19 +225,10 @@ def _latency_series(
             for entry in report.sections[section]
         }
     )
-    connection.register(
-        "change_series",
-        pa.table(
-            {
-                "solution": pa.array([w[0] for w in wanted], pa.string()),
-                "comparison_key": pa.array([w[1] for w in wanted], pa.string()),
-            }
-        ),
-    )
-    try:
-        rows = connection.execute(LATENCY_SERIES_SQL).fetchall()
-    finally:
-        connection.unregister("change_series")
+    rows = connection.execute(
+        LATENCY_SERIES_SQL,
+        {"solutions": [w[0] for w in wanted], "comparison_keys": [w[1] for w in wanted]},
+    ).fetchall()
     series: dict[tuple[str, str], _Series] = {}
     for solution, key, source, snapshot, sha, revision, latency_ns in rows:
         found = series.setdefault((solution, key), _Series([], []))
