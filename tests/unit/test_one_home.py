@@ -25,6 +25,7 @@ from tracehouse.fetch import safety
 from tracehouse.fetch.hub import RejectedRemoteFile
 from tracehouse.ingest import worker as ingest
 from tracehouse.read import normalize
+from tracehouse.serve.report_blocks import SHARED_VIEWS
 
 ROOT = Path(__file__).resolve().parents[2]
 # The product code: the library and the Dagster code location over it.
@@ -324,25 +325,9 @@ READS_KEPT_BY_HAND = {
         # what the report's pages query (tracehouse/serve/report.py)
         frozenset({"leaderboard", "run_summary", "rejects", "regressions", "record_events"}),
     ],
-    # the views the report computes once each (SHARED_VIEWS): chosen by measuring which of the
-    # views its queries share cost most, not something a declaration says
-    "tracehouse/serve/report_blocks.py": [
-        frozenset(
-            {
-                "solution_workload_latency",
-                "leaderboard_baselines",
-                "leaderboard_speedups",
-                "fib_scoped_traces",
-                "fib_solution_scores",
-                "web_traces",
-                "web_groups",
-                "web_solution_groups",
-                "web_definition_stats",
-                "web_solution_scores",
-                "latency_history",
-            }
-        )
-    ],
+    # the views the report computes once each: chosen by measuring which of the views its
+    # queries share cost most, not something a declaration says
+    "tracehouse/serve/report_blocks.py": [frozenset(SHARED_VIEWS)],
 }
 
 
