@@ -12,8 +12,9 @@ tree sampled (bench/measure.py):
 - ``report``: ``tracehouse report`` of that warehouse.
 
 and checks them against issue 26's targets: the build at most 60 s (goal 30 s) and 1 GiB over
-the whole tree (goal 600 MiB); the report at most 30 s (goal 10 s) and 1 GiB (goal 500 MiB). Results go to
-``bench/results/many_workloads_<lines>.json``; the exit code is 1 when a target is missed.
+the whole tree (goal 600 MiB); the report at most 30 s (goal 10 s) and 1 GiB (goal 500 MiB).
+Results go to ``bench/results/many_workloads_<lines>.json``; the exit code is 1 when a target
+is missed.
 """
 
 from __future__ import annotations

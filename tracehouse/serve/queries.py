@@ -16,7 +16,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 
 from tracehouse.assemble.history import store_regression_thresholds
 from tracehouse.read_only import check_read_only
-from tracehouse.settings import ENV_PREFIX, Settings
+from tracehouse.settings import Settings, env_name
 from tracehouse.warehouse import QUERY_SPILL_DIR, Warehouse, connect_read_only
 
 if TYPE_CHECKING:
@@ -24,11 +24,11 @@ if TYPE_CHECKING:
 
     from tracehouse.serve.render import SpooledTable
 
-# The leaderboard view (sql/marts/leaderboard.sql) as `tracehouse leaderboard` shows it. Hardware is
-# matched without regard to case (`h200` finds `H200`).
 # The setting that bounds a reader's memory: every read command's, or the report's own.
 MemorySetting = Literal["query_memory_mb", "report_memory_mb"]
 
+# The leaderboard view (sql/marts/leaderboard.sql) as `tracehouse leaderboard` shows it. Hardware is
+# matched without regard to case (`h200` finds `H200`).
 LEADERBOARD_SQL = """
 SELECT hardware, leaderboard_rank AS rank, solution, author, is_baseline,
        workloads_passed || '/' || workloads_in_slice AS passed, runs_not_evaluated,
@@ -160,7 +160,7 @@ def limit_error(
     if type(error).__name__ != "OutOfMemoryException":  # DuckDB's, without importing it
         return None
     memory_mb = getattr(settings, memory_setting)
-    variable = ENV_PREFIX + memory_setting.upper()
+    variable = env_name(memory_setting)
     message = str(error)
     first_line = message.split("\n")[0].strip()
     if "max_temp_directory_size" in message:

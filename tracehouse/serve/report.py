@@ -160,7 +160,7 @@ def _write_report_into(
         from tracehouse.serve.queries import limit_error
 
         translated = (
-            limit_error(error, settings, "report_memory_mb")
+            limit_error(error, settings, reader.memory_setting)
             if isinstance(error, Exception)
             else None
         )

@@ -11,10 +11,13 @@ import html
 import math
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracehouse.serve import render
 from tracehouse.settings import Settings
+
+if TYPE_CHECKING:
+    from tracehouse.serve.queries import MemorySetting
 
 PLOTLY_BUNDLE = "plotly.min.js"
 
@@ -251,10 +254,13 @@ class ReportReader:
     """The report's one read-only connection, within the read commands' spill limit and the
     report's memory (``report_memory_mb``)."""
 
+    # the setting its memory comes from, which an out-of-memory error names (report.py)
+    memory_setting: MemorySetting = "report_memory_mb"
+
     def __init__(self, settings: Settings) -> None:
         from tracehouse.serve.queries import reader
 
-        self.connection = reader(settings, "report_memory_mb")
+        self.connection = reader(settings, self.memory_setting)
 
     def compute_shared_views(self) -> None:
         """Each of SHARED_VIEWS into a temporary table of its name (spilled like any query)."""
