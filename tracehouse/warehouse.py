@@ -377,6 +377,36 @@ def _parquet_framing_problem(path: Path, size: int) -> str | None:
     return None
 
 
+def _content_digests(
+    generation: Path, recorded: dict[str, dict[str, object]]
+) -> dict[str, str | OSError]:
+    """The SHA-256 of every recorded file that has one and still has its recorded size, by
+    relative path (or the error reading it). Several files are read at once, largest first:
+    hashlib and file reads release the GIL, and this is most of a warm build's time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    sizes: dict[str, int] = {}
+    for rel, entry in recorded.items():
+        if "sha256" not in entry:
+            continue
+        try:
+            size = (generation / rel).stat().st_size
+        except OSError:
+            continue  # reported as missing by the caller
+        if size == entry["size"]:
+            sizes[rel] = size
+
+    def digest(rel: str) -> str | OSError:
+        try:
+            return sha256_file(generation / rel)
+        except OSError as error:
+            return error
+
+    largest_first = sorted(sizes, key=sizes.__getitem__, reverse=True)
+    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+        return dict(zip(largest_first, pool.map(digest, largest_first), strict=True))
+
+
 def generation_damage(generation: Path, *, content: bool = False) -> str | None:
     """The first problem found in ``generation``, naming the file, or None: a file of
     ``FILES_LIST`` missing or of another size (a truncated DuckDB file or part), a Parquet
@@ -392,6 +422,7 @@ def generation_damage(generation: Path, *, content: bool = False) -> str | None:
         recorded = {}
     except (OSError, ValueError) as error:
         return f"{generation / FILES_LIST}: unreadable ({error})"
+    digests = _content_digests(generation, recorded) if content else {}
     for rel, entry in recorded.items():
         path = generation / rel
         size = entry["size"]
@@ -399,25 +430,26 @@ def generation_damage(generation: Path, *, content: bool = False) -> str | None:
             found = path.stat().st_size
         except OSError:
             return f"{path}: missing"
+        digest = digests.get(rel)
         if rel == DUCKDB_FILE:
-            moved = found != size or (
-                content and "sha256" in entry and sha256_file(path) != entry["sha256"]
-            )
+            moved = found != size or (digest is not None and digest != entry["sha256"])
             if moved and not _opens_as_duckdb(path):
                 return f"{path}: {found:,} bytes, {size:,} when it was published, unreadable"
             continue
         if found != size:
             return f"{path}: {found:,} bytes, {size:,} when it was published"
-        try:
-            if content and "sha256" in entry:
-                if sha256_file(path) != entry["sha256"]:
-                    return f"{path}: its bytes changed since it was published (SHA-256 differs)"
-            elif rel.endswith(".parquet"):
+        if isinstance(digest, OSError):
+            return f"{path}: unreadable ({digest.strerror or digest})"
+        if digest is not None:
+            if digest != entry["sha256"]:
+                return f"{path}: its bytes changed since it was published (SHA-256 differs)"
+        elif rel.endswith(".parquet"):
+            try:
                 problem = _parquet_framing_problem(path, found)
-                if problem is not None:
-                    return problem
-        except OSError as error:
-            return f"{path}: unreadable ({error.strerror or error})"
+            except OSError as error:
+                return f"{path}: unreadable ({error.strerror or error})"
+            if problem is not None:
+                return problem
     if (generation / SOURCES_FILE).exists():
         try:
             generation_sources(generation)

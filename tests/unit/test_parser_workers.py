@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 from tracehouse.ingest.plan import IngestTask, worker_batches
 
@@ -129,9 +128,7 @@ def test_a_group_is_cut_into_tasks_by_files_and_by_bytes() -> None:
 
     def files(*sizes: int) -> list[SourceFile]:
         return [
-            SourceFile(
-                f"traces/a/{i}/x.jsonl", Path(f"/d/traces/a/{i}/x.jsonl"), "jsonl", size, 0, i
-            )
+            SourceFile(f"traces/a/{i}/x.jsonl", f"/d/traces/a/{i}/x.jsonl", "jsonl", size, 0, i)
             for i, size in enumerate(sizes)
         ]
 

@@ -268,7 +268,7 @@ def plan_files(
         for chunk in _task_chunks(members, task_bytes):
             tasks.append(
                 IngestTask(
-                    tuple((str(f.path), f.rel) for f in chunk),
+                    tuple((f.location, f.rel) for f in chunk),
                     str(warehouse.staging),
                     group if len(chunk) == len(members) else named(chunk),
                     sum(f.size for f in chunk),
