@@ -77,6 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # would otherwise keep the process alive until they time out.
     interrupts.stop_children()
     interrupts.stop_helpers()
+    interrupts.undo_unpublished()
     with contextlib.suppress(Exception):
         sys.stdout.flush()
         sys.stderr.flush()

@@ -119,10 +119,7 @@ def _watchdog(read_end: int) -> None:
     code = report(_received or signal.SIGINT)
     stop_children()
     stop_helpers()
-    undo = _undo
-    if undo is not None and _published is None:
-        with contextlib.suppress(Exception):
-            undo()
+    undo_unpublished()
     os._exit(code)
 
 
@@ -130,11 +127,22 @@ _undo: Callable[[], None] | None = None
 
 
 def undo_on_interrupt(undo: Callable[[], None] | None) -> None:
-    """What the watchdog runs (after stopping the workers) when it ends the process itself,
-    unless something was published: a first build's removal of the folder it created. None
-    when the block it covers has ended."""
+    """What a command ended by an interrupt runs last (after stopping the workers), unless
+    something was published: a first build's removal of the folder it created, a report's of
+    its unlinked page folder. None when the block it covers has ended."""
     global _undo
     _undo = undo
+
+
+def undo_unpublished() -> None:
+    """Run the registered undo unless this process published something. Both ways out of an
+    interrupt call it: the watchdog, and the main thread, whose own cleanup the handler's
+    exception can cut short (a query cancelled by the watchdog returns first, and the pending
+    handler then raises at the first call of the cleanup that catches it)."""
+    undo = _undo
+    if undo is not None and _published is None:
+        with contextlib.suppress(Exception):
+            undo()
 
 
 # The main thread and the watchdog may both decide to end the command (on a busy machine the

@@ -247,6 +247,9 @@ def test_an_interrupted_report_leaves_the_earlier_one_whole(
             assert {k: v for k, v in tree(out).items() if not k.startswith("pages-")} == {
                 k: v for k, v in before.items() if not k.startswith("pages-")
             }
+            # the interrupted report's own page folder went with it
+            folders = {p.name for p in out.iterdir() if p.name.startswith("pages-")}
+            assert folders == {name for name in earlier if name.startswith("pages-")}
             break
         assert process.returncode == 0, stderr
         before = tree(out)

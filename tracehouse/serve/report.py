@@ -96,9 +96,12 @@ def _write_report_into(
     earlier_pages = _earlier_pages(out_dir)
     pages_folder = f"{PAGES_PREFIX}{time.time_ns():x}"
     pages_dir = out_dir / pages_folder
-    pages_dir.mkdir()
-    reader = ReportReader(settings)
+    reader = ReportReader(settings)  # before the page folder: a refusal leaves nothing
     try:
+        pages_dir.mkdir()
+        # a page folder no index will link to: removed on the way out of an interrupt, also
+        # when the watchdog ends the process because a query held the main thread past its grace
+        interrupts.undo_on_interrupt(lambda: shutil.rmtree(pages_dir, ignore_errors=True))
         write_atomically(out_dir / PLOTLY_BUNDLE, plotly.offline.get_plotlyjs().encode())
         result = ReportResult(out_dir)
         reader.compute_shared_views()
@@ -156,7 +159,8 @@ def _write_report_into(
             what_changed_html(pages_folder, changed, table_html),
         )
     except BaseException as error:
-        shutil.rmtree(pages_dir, ignore_errors=True)  # a page folder no index will link to
+        interrupts.undo_on_interrupt(None)
+        shutil.rmtree(pages_dir, ignore_errors=True)
         from tracehouse.serve.queries import limit_error
 
         translated = (
@@ -170,6 +174,7 @@ def _write_report_into(
     finally:
         reader.close()
     with interrupts.deferred():  # the switch: from here on readers see this report
+        interrupts.undo_on_interrupt(None)  # the watchdog reads it only after the switch
         write_atomically(result.index, overview.encode())
     for earlier in earlier_pages:
         shutil.rmtree(earlier, ignore_errors=True)
