@@ -118,7 +118,9 @@ GROUP BY ALL ORDER BY definition, hardware, solution
 # solution has no run of a workload that others ran. Labelled by the workload's axes. A
 # (definition, hardware) of more than $max_workloads workloads is drawn as counts per solution
 # and status (_coverage_chart), so it comes counted (`cells` grid cells a row, no workload):
-# 1,000,000 cells held as Python rows took the report of 200,000 workloads past 4 GB.
+# 1,000,000 cells held as Python rows took the report of 200,000 workloads past 4 GB. Only the
+# drawn definitions have their grid built; a counted one's 'not run' is its workloads less
+# the solution's cells.
 DEFINITION_COVERAGE_SQL = """
 WITH cells AS (
     SELECT definition, hardware, solution, workload_key,
@@ -139,29 +141,36 @@ slices AS (
     SELECT definition, hardware, count(DISTINCT workload_key) AS n_workloads
     FROM cells GROUP BY ALL
 ),
-grid AS (
-    SELECT s.definition, s.hardware, s.solution, w.workload_key
-    FROM (SELECT DISTINCT definition, hardware, solution FROM cells) AS s
+mapped AS (
+    SELECT s.definition, s.hardware, s.solution, w.workload_key, n.n_workloads
+    FROM slices AS n
+    JOIN (SELECT DISTINCT definition, hardware, solution FROM cells) AS s
+        USING (definition, hardware)
     JOIN (SELECT DISTINCT definition, hardware, workload_key FROM cells) AS w
         USING (definition, hardware)
+    WHERE n.n_workloads <= $max_workloads
 ),
-graded AS (
-    SELECT g.definition, g.hardware, g.solution, g.workload_key,
-           coalesce(c.status, 'not run') AS status, n.n_workloads
-    FROM grid AS g
+counted AS (
+    SELECT c.definition, c.hardware, c.solution, c.status, n.n_workloads
+    FROM cells AS c
     JOIN slices AS n USING (definition, hardware)
-    LEFT JOIN cells AS c USING (definition, hardware, solution, workload_key)
+    WHERE n.n_workloads > $max_workloads
 )
-SELECT g.definition, g.hardware, g.solution, g.workload_key, a.axes_json, g.status,
-       1 AS cells, g.n_workloads
-FROM graded AS g
+SELECT m.definition, m.hardware, m.solution, m.workload_key, a.axes_json,
+       coalesce(c.status, 'not run') AS status, 1 AS cells, m.n_workloads
+FROM mapped AS m
+LEFT JOIN cells AS c USING (definition, hardware, solution, workload_key)
 LEFT JOIN axes AS a USING (definition, workload_key)
-WHERE g.n_workloads <= $max_workloads
 UNION ALL
 SELECT definition, hardware, solution, NULL, NULL, status, count(*), any_value(n_workloads)
-FROM graded
-WHERE n_workloads > $max_workloads
+FROM counted
 GROUP BY definition, hardware, solution, status
+UNION ALL
+SELECT definition, hardware, solution, NULL, NULL, 'not run',
+       any_value(n_workloads) - count(*), any_value(n_workloads)
+FROM counted
+GROUP BY definition, hardware, solution
+HAVING any_value(n_workloads) > count(*)
 ORDER BY definition, hardware, solution, workload_key, status
 """
 
