@@ -781,3 +781,30 @@ def test_separate_sources_compare_pass_fail_as_latency(
     text = changes(warehouse, "--source", "run4", env=NARROW)
     fits(text.stdout)
     assert "(as source run3 had it)" in text.stdout
+
+
+def test_a_first_build_has_no_earlier_state_to_compare_statuses_with(
+    folder_series: FolderSeries, tmp_path: Path
+) -> None:
+    """One source, one snapshot: no window has a state before it and no other source holds
+    one, so `changes` does not run the status query, which would have found no row."""
+    from tracehouse.serve import changes
+    from tracehouse.serve.changes_sql import STATUS_CHANGES_SQL
+
+    warehouse = tmp_path / "warehouse"
+    built = run_cli(
+        "build", "--source", str(folder_series.folders[3]), "--warehouse", str(warehouse)
+    )
+    assert built.returncode == 0, built.stderr
+    connection = connect_read_only(Warehouse(warehouse))
+    try:
+        snapshots = changes._snapshots(connection)
+        windows = changes.change_windows(snapshots, since=None, source=None)
+        assert [window.before for window in windows] == [None]
+        changes._register_windows(connection, windows)
+        assert changes._rows(connection, STATUS_CHANGES_SQL) == []
+        assert changes._status_changes(connection, snapshots, windows) == []
+    finally:
+        connection.close()
+    report = changes_json(warehouse)
+    assert report["newly_passing"] == [] and report["newly_failing"] == []
