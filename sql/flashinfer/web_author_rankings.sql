@@ -12,7 +12,7 @@ WITH scored AS (
             PARTITION BY s.source, s.baseline_map, s.hardware, s.author, s.definition
         ) AS first_scored
     FROM web_solution_scores AS s
-    JOIN web_definition_stats AS d USING (source, baseline_map, hardware, definition)
+    JOIN web_definition_scopes AS d USING (source, baseline_map, hardware, definition)
     WHERE s.outcome = 'score' AND d.on_leaderboard AND s.author IS NOT NULL
 ),
 best AS (

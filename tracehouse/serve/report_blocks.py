@@ -243,8 +243,7 @@ SHARED_VIEWS = (
     "fib_solution_scores",
     "web_traces",
     "web_groups",
-    "web_solution_groups",
-    "web_definition_stats",
+    "web_definition_scopes",
     "web_solution_scores",
     "latency_history",
 )

@@ -215,6 +215,22 @@ WEB_RATIO_ENTRIES_VIEW = View(
     key=("source", "baseline_map", "hardware", "definition", "workload_group", "solution"),
 )
 
+WEB_DEFINITION_SCOPES_VIEW = View(
+    "web_definition_scopes",
+    "Per map, hardware scope and web definition: its usable groups and whether the "
+    "leaderboard includes it (web_definition_stats without the curve grid's end).",
+    (
+        SCOPE_SOURCE,
+        BASELINE_MAP_COLUMN,
+        WEB_HARDWARE,
+        _v("definition", "Definition name."),
+        _v("web_order", "Its position on the site (web_definitions)."),
+        _v("n_workloads", "nWorkloads: its usable groups."),
+        _v("on_leaderboard", "True when the leaderboard includes it (≥ 1 solution and ≥ 1 line)."),
+    ),
+    key=("source", "baseline_map", "hardware", "definition"),
+)
+
 WEB_DEFINITION_STATS_VIEW = View(
     "web_definition_stats",
     "Per map, hardware scope and web definition: its usable groups, curve grid end and whether "
