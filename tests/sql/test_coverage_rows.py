@@ -10,23 +10,11 @@ import pytest
 
 from tracehouse.serve.report_definition import DEFINITION_COVERAGE_SQL
 
-# Every (solution, workload) cell of every slice, then the counted slices summed.
-GRID_OF_EVERY_SLICE = """WITH cells AS (
-    SELECT definition, hardware, solution, workload_key,
-           CASE
-               WHEN bool_or(status = 'PASSED') THEN 'PASSED'
-               WHEN bool_and(NOT evaluated) THEN 'NOT_EVALUATED'
-               ELSE coalesce(min(status) FILTER (WHERE evaluated), 'other failure')
-           END AS status
-    FROM runs
-    WHERE solution IS NOT NULL
-    GROUP BY ALL
-),
-axes AS (
-    SELECT definition, workload_key, min(axes_json) AS axes_json
-    FROM workloads GROUP BY ALL
-),
-slices AS (
+# Every (solution, workload) cell of every slice, then the counted slices summed: the cells
+# (and their status rule) as the report's query has them, the rest the grid it used to build.
+GRID_OF_EVERY_SLICE = (
+    DEFINITION_COVERAGE_SQL[: DEFINITION_COVERAGE_SQL.index("slices AS (")]  # noqa: S608
+    + """slices AS (
     SELECT definition, hardware, count(DISTINCT workload_key) AS n_workloads
     FROM cells GROUP BY ALL
 ),
@@ -55,6 +43,7 @@ WHERE n_workloads > $max_workloads
 GROUP BY definition, hardware, solution, status
 ORDER BY definition, hardware, solution, workload_key, status
 """
+)
 
 RUNS = [
     # definition, hardware, solution, workload_key, status, evaluated

@@ -215,20 +215,26 @@ WEB_RATIO_ENTRIES_VIEW = View(
     key=("source", "baseline_map", "hardware", "definition", "workload_group", "solution"),
 )
 
+# web_definition_stats is web_definition_scopes with the curve grid's end before its last column.
+_DEFINITION_SCOPE_COLUMNS = (
+    SCOPE_SOURCE,
+    BASELINE_MAP_COLUMN,
+    WEB_HARDWARE,
+    _v("definition", "Definition name."),
+    _v("web_order", "Its position on the site (web_definitions)."),
+    _v("n_workloads", "nWorkloads: its usable groups."),
+)
+_ON_LEADERBOARD = _v(
+    "on_leaderboard", "True when the leaderboard includes it (≥ 1 solution and ≥ 1 line)."
+)
+_DEFINITION_SCOPE_KEY = ("source", "baseline_map", "hardware", "definition")
+
 WEB_DEFINITION_SCOPES_VIEW = View(
     "web_definition_scopes",
     "Per map, hardware scope and web definition: its usable groups and whether the "
     "leaderboard includes it (web_definition_stats without the curve grid's end).",
-    (
-        SCOPE_SOURCE,
-        BASELINE_MAP_COLUMN,
-        WEB_HARDWARE,
-        _v("definition", "Definition name."),
-        _v("web_order", "Its position on the site (web_definitions)."),
-        _v("n_workloads", "nWorkloads: its usable groups."),
-        _v("on_leaderboard", "True when the leaderboard includes it (≥ 1 solution and ≥ 1 line)."),
-    ),
-    key=("source", "baseline_map", "hardware", "definition"),
+    (*_DEFINITION_SCOPE_COLUMNS, _ON_LEADERBOARD),
+    key=_DEFINITION_SCOPE_KEY,
 )
 
 WEB_DEFINITION_STATS_VIEW = View(
@@ -236,16 +242,11 @@ WEB_DEFINITION_STATS_VIEW = View(
     "Per map, hardware scope and web definition: its usable groups, curve grid end and whether "
     "the leaderboard includes it.",
     (
-        SCOPE_SOURCE,
-        BASELINE_MAP_COLUMN,
-        WEB_HARDWARE,
-        _v("definition", "Definition name."),
-        _v("web_order", "Its position on the site (web_definitions)."),
-        _v("n_workloads", "nWorkloads: its usable groups."),
+        *_DEFINITION_SCOPE_COLUMNS,
         _v("max_ratio", "maxRatio: the end of its curve grid, at least 1."),
-        _v("on_leaderboard", "True when the leaderboard includes it (≥ 1 solution and ≥ 1 line)."),
+        _ON_LEADERBOARD,
     ),
-    key=("source", "baseline_map", "hardware", "definition"),
+    key=_DEFINITION_SCOPE_KEY,
 )
 
 WEB_LEVEL = _v(
