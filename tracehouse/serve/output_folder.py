@@ -69,7 +69,9 @@ def claimed(kind: OutputKind, folder: Path, timeout_s: float) -> Iterator[None]:
     if marker.is_symlink():
         raise kind.refusal(folder, f"{marker.name} there is not its marker")
     if not marker.exists():
-        if any(True for _ in folder.iterdir()):
+        # the marker itself may appear meanwhile: another writer started at the same moment
+        # created it (its content and lock are checked below, as for any marker)
+        if any(entry.name != kind.marker for entry in folder.iterdir()):
             raise kind.refusal(folder, "folder is not empty and was not written by it")
     elif not _holds_marker(kind, marker) and marker.stat().st_size:
         # an empty marker is another writer's, created a moment ago: its lock tells
