@@ -28,12 +28,8 @@ WAREHOUSE_LOCK = ".build.lock"
 WAREHOUSE_FOLDERS = ("generations", "cache")
 
 
-def is_warehouse_folder(folder: Path) -> bool:
+def is_warehouse_folder(folder: str | Path) -> bool:
     """Whether ``folder`` is a tracehouse warehouse (this build's or any other): never data."""
-    return _is_warehouse_folder_path(str(folder))
-
-
-def _is_warehouse_folder_path(folder: str) -> bool:
     return os.path.isfile(os.path.join(folder, WAREHOUSE_LOCK)) and any(
         os.path.isdir(os.path.join(folder, name)) for name in WAREHOUSE_FOLDERS
     )
@@ -120,7 +116,7 @@ def discover(root: Path, links_within: Path | None = None) -> tuple[list[SourceF
                         )
                     continue
             if entry.is_dir():
-                if _is_warehouse_folder_path(entry.path):
+                if is_warehouse_folder(entry.path):
                     continue
                 if data_like:
                     rejects.append(
