@@ -48,7 +48,7 @@ from tracehouse.tables.ingested import (
     TRACE_LINES,
     WORKLOADS,
 )
-from tracehouse.tables.staging import STAGING_RUNS, STAGING_WORKLOADS
+from tracehouse.tables.staging import STAGING_ENVIRONMENTS, STAGING_RUNS, STAGING_WORKLOADS
 from tracehouse.tables.views import (
     BASELINE_SOLUTIONS_VIEW,
     LATENCY_HISTORY_VIEW,
@@ -98,6 +98,7 @@ __all__ = [
     "RUN_RANKINGS",
     "SOURCE_SNAPSHOTS",
     "STAGING_RUNS",
+    "STAGING_ENVIRONMENTS",
     "STAGING_WORKLOADS",
     "VIEW_ADDED_COLUMNS",
     "Column",
@@ -106,7 +107,7 @@ __all__ = [
 ]
 
 # Bumped whenever parsing or normalisation changes, so cached staging parts are rebuilt.
-IMPORTER_VERSION = "tracehouse-importer/4"
+IMPORTER_VERSION = "tracehouse-importer/5"
 
 TABLES: dict[str, Table] = {
     t.name: t
@@ -222,7 +223,11 @@ ZSTD_COLUMNS: dict[str, tuple[str, ...]] = {
 STORED: dict[str, Table] = {name: stored_table(table) for name, table in TABLES.items()}
 # The tables a worker writes as staging parts, one set per group of files (runs and workloads
 # with the columns only staging has).
-_STAGING_SHAPES = {RUNS.name: STAGING_RUNS, WORKLOADS.name: STAGING_WORKLOADS}
+_STAGING_SHAPES = {
+    RUNS.name: STAGING_RUNS,
+    WORKLOADS.name: STAGING_WORKLOADS,
+    ENVIRONMENTS.name: STAGING_ENVIRONMENTS,
+}
 STAGING_TABLES: dict[str, Table] = {
     name: _STAGING_SHAPES.get(name, STORED[name]) for name, table in TABLES.items() if table.staged
 }

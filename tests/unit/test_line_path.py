@@ -37,7 +37,13 @@ from tests.fixtures.hostile_corpus import (
 from tracehouse.fetch.local import discover
 from tracehouse.identify.context import load_context
 from tracehouse.ingest.combinations import combination_cache, repeatable_shape
-from tracehouse.ingest.worker import PART_TABLES, FileIngester, PartWriter, ingest_group
+from tracehouse.ingest.worker import (
+    PART_TABLES,
+    CarriedFile,
+    FileIngester,
+    PartWriter,
+    ingest_group,
+)
 from tracehouse.read.records import Record
 
 SETTINGS = settings(
@@ -449,3 +455,50 @@ def test_a_cache_keyed_by_orjson_bytes_keeps_each_key_at_its_own_size() -> None:
         tracemalloc.stop()
     assert cache.get(orjson.dumps({"axes": {"M": 7}, "uuid": f"{7:036d}"})) is True
     assert (after - before) / 1_000 < 1_000  # bytes a workload's two entries hold, all told
+
+
+def test_carried_rows_are_the_rows_a_parse_gives_and_an_unreadable_part_is_parsed_instead(
+    context_dir: Path, tmp_path: Path
+) -> None:
+    """A group's unchanged file keeps its rows from the group's previous parts (every table,
+    its correctness and environment rows included, and only its own); when those parts cannot
+    be read as staging parts, the file is parsed after all, with the same rows."""
+    files, _ = discover(context_dir)
+    context = load_context(files, revision=None, baseline_map={}).context
+    kept, other = tmp_path / "kept.jsonl", tmp_path / "other.jsonl"
+    kept.write_text("".join(_passed_line(f"k-{i}") + "\n" for i in range(5)) + "{broken\n")
+    other.write_text("".join(_passed_line(f"o-{i}") + "\n" for i in range(3)))
+    kept_rel = f"traces/{AUTHOR}/gemm/{DEFINITION}.jsonl"
+    other_rel = f"traces/other/gemm/{DEFINITION}.jsonl"
+    both = ingest_group([(kept, kept_rel), (other, other_rel)], context, tmp_path / "s", "old")
+    alone = ingest_group([(kept, kept_rel)], context, tmp_path / "s", "alone")
+    counts = both.files[kept_rel]
+    carried = CarriedFile(
+        str(kept),
+        kept_rel,
+        counts.content_sha256,
+        counts.records,
+        counts.runs,
+        counts.rejected,
+        counts.kernelindex_unreadable,
+    )
+    old_parts = [tmp_path / "s" / name for names in both.parts.values() for name in names]
+
+    def rows(result: Any, staging: Path) -> dict[str, Any]:
+        return {name: pq.read_table(staging / part) for name, [part] in result.parts.items()}
+
+    expected = rows(alone, tmp_path / "s")
+    assert expected["runs"].num_rows == 5 and expected["rejects"].num_rows == 1
+    result = ingest_group(
+        [], context, tmp_path / "s", "new", carried=[carried], carried_parts=old_parts
+    )
+    assert result.files == {kept_rel: alone.files[kept_rel]}
+    assert result.parts.keys() == alone.parts.keys()
+    assert rows(result, tmp_path / "s") == expected
+    # A part that is not a staging part of this importer: the file is parsed instead.
+    (tmp_path / "s" / both.parts["runs"][0]).write_bytes(b"not parquet")
+    parsed = ingest_group(
+        [], context, tmp_path / "s", "parsed", carried=[carried], carried_parts=old_parts
+    )
+    assert parsed.files[kept_rel] == alone.files[kept_rel]
+    assert rows(parsed, tmp_path / "s") == expected

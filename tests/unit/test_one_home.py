@@ -304,6 +304,7 @@ def test_every_table_schema_is_declared_in_the_declarations() -> None:
     assert set(schemas.STAGING_TABLES.values()) - set(schemas.STORED.values()) == {
         schemas.STAGING_RUNS,
         schemas.STAGING_WORKLOADS,
+        schemas.STAGING_ENVIRONMENTS,
     }
 
 

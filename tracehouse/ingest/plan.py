@@ -90,8 +90,10 @@ def _start_worker(context: Any) -> None:
 
 # Files are parsed and stored in groups: one set of Parquet parts per group instead of per file
 # (most trace files hold a few dozen lines). A file's group depends only on its path, so adding
-# or changing a file re-parses its group alone: its definition's files (file_group_name), and
-# those of any other definition whose name falls in the same group. With 64 groups, 12 of the
+# or changing a file rewrites its group's parts alone: its definition's files (file_group_name),
+# and those of any other definition whose name falls in the same group. Only the changed files
+# are parsed; the others' rows are carried over from the group's previous parts
+# (_carried_files, worker.carry_rows). With 64 groups, 12 of the
 # bench corpus's 30 groups held two definitions or more (a changed file re-parsed 16 files,
 # 24 MB); with 256, 6 of 41 (8 files, 14 MB).
 FILE_GROUPS = 256
@@ -164,6 +166,10 @@ class IngestTask:
     # The group the files belong to (its part_key when one task parses the whole group): the
     # results of a group's tasks are one group's parts (build._full_build joins them).
     group: str = ""
+    # Files of the group whose rows are carried over from its previous parts, not parsed
+    # (worker.CarriedFile, worker.carry_rows), and those parts.
+    carried: tuple[Any, ...] = ()
+    carried_parts: tuple[str, ...] = ()
 
 
 def _ingest_task(task: IngestTask) -> Any:
@@ -175,6 +181,8 @@ def _ingest_task(task: IngestTask) -> Any:
         Path(task.staging),
         task.part_key,
         chunk_rows=task.chunk_rows,
+        carried=task.carried,
+        carried_parts=[Path(part) for part in task.carried_parts],
     )
 
 
@@ -251,7 +259,8 @@ def plan_files(
     for members in groups.values():
         # One definition's files one after the other: what they share stays in the caches.
         members.sort(key=lambda f: (file_group_name(f.rel), f.rel))
-        reused = _reusable_group(warehouse, members, previous, group_mode)
+        contents = _Contents(previous)
+        reused = _reusable_group(warehouse, members, previous, group_mode, contents)
         if reused is not None:
             file_entries.update(reused)
             continue
@@ -265,15 +274,22 @@ def plan_files(
         group = named(members)
         for source_file in members:
             file_entries[source_file.rel] = FileEntry(list(source_file.fingerprint))
-        for chunk in _task_chunks(members, task_bytes):
+        # The group's unchanged files keep their rows; only the others are parsed.
+        carried, carried_parts = _carried_files(warehouse, members, previous, contents)
+        to_parse = [f for f in members if f.rel not in {c.rel for c in carried}]
+        for index, chunk in enumerate(list(_task_chunks(to_parse, task_bytes)) or [[]]):
+            carry = carried if index == 0 else ()
+            listed = chunk + [f for f in members if f.rel in {c.rel for c in carry}]
             tasks.append(
                 IngestTask(
                     tuple((f.location, f.rel) for f in chunk),
                     str(warehouse.staging),
-                    group if len(chunk) == len(members) else named(chunk),
+                    group if len(listed) == len(members) else named(listed),
                     sum(f.size for f in chunk),
                     ingest.CHUNK_ROWS,
                     group,
+                    carry,
+                    carried_parts if carry else (),
                 )
             )
     tasks.sort(key=lambda t: -t.size)  # biggest first keeps both cores busy to the end
@@ -310,11 +326,33 @@ def group_parts_key(group_mode: str, shas: dict[str, str]) -> str:
     return hashlib.sha256(f"{group_mode}\n{listing}".encode()).hexdigest()
 
 
+class _Contents:
+    """The content digest of a source file as a build plans it: the previous build's while
+    the file's size, mtime and inode are unchanged, else hashed (once a build)."""
+
+    def __init__(self, previous: dict[str, FileEntry]) -> None:
+        self.previous = previous
+        self.hashed: dict[str, str] = {}
+
+    def sha256(self, source_file: SourceFile) -> str:
+        entry = self.previous.get(source_file.rel)
+        if (
+            entry is not None
+            and entry.sha256
+            and entry.fingerprint == list(source_file.fingerprint)
+        ):
+            return entry.sha256
+        if source_file.rel not in self.hashed:
+            self.hashed[source_file.rel] = sha256_file(source_file.path)
+        return self.hashed[source_file.rel]
+
+
 def _reusable_group(
     warehouse: Warehouse,
     members: list[SourceFile],
     previous: dict[str, FileEntry],
     group_mode: str,
+    contents: _Contents,
 ) -> dict[str, FileEntry] | None:
     """The previous entries of a group whose files all have the same bytes as last time, or None.
 
@@ -324,10 +362,7 @@ def _reusable_group(
     entries = [e for e in found if e is not None and e.group_key and e.sha256]
     if len(entries) != len(members):
         return None
-    shas = {}
-    for source_file, entry in zip(members, entries, strict=True):
-        same = entry.fingerprint == list(source_file.fingerprint)
-        shas[source_file.rel] = entry.sha256 if same else sha256_file(source_file.path)
+    shas = {f.rel: contents.sha256(f) for f in members}
     group_key = group_parts_key(group_mode, shas)
     if any(e.group_key != group_key for e in entries) or not _parts_intact(warehouse, entries):
         return None
@@ -335,6 +370,48 @@ def _reusable_group(
         f.rel: replace(e, fingerprint=list(f.fingerprint))
         for f, e in zip(members, entries, strict=True)
     }
+
+
+def _carried_files(
+    warehouse: Warehouse,
+    members: list[SourceFile],
+    previous: dict[str, FileEntry],
+    contents: _Contents,
+) -> tuple[tuple[Any, ...], tuple[str, ...]]:
+    """The files of a group to parse again whose rows can be carried over from the group's
+    previous parts instead (``worker.CarriedFile``: same bytes, same dataset context, parts
+    intact), and those parts; none when the previous parts are not all there as written."""
+    from tracehouse.ingest.worker import CarriedFile
+
+    known = [(f, previous[f.rel]) for f in members if f.rel in previous]
+    keys = [e.group_key for _, e in known if e.group_key and e.sha256 and e.parts]
+    if not keys:
+        return (), ()
+    # The files of one previous state of the group (they share its parts).
+    group_key = max(set(keys), key=keys.count)
+    known = [(f, e) for f, e in known if e.group_key == group_key]
+    if not _parts_intact(warehouse, [e for _, e in known]):
+        return (), ()
+    carried = []
+    for source_file, entry in known:
+        try:
+            unchanged = contents.sha256(source_file) == entry.sha256
+        except OSError:  # the parse reports it
+            continue
+        if unchanged:
+            carried.append(
+                CarriedFile(
+                    source_file.location,
+                    source_file.rel,
+                    entry.sha256 or "",
+                    entry.records,
+                    entry.runs,
+                    entry.rejected,
+                    entry.kernelindex_unreadable,
+                )
+            )
+    parts = sorted({name for _, e in known for names in e.parts.values() for name in names})
+    return tuple(carried), tuple(str(warehouse.staging / name) for name in parts)
 
 
 def _parts_intact(warehouse: Warehouse, entries: list[FileEntry]) -> bool:

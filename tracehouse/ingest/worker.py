@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tracehouse import kernelindex, schemas
@@ -72,6 +73,30 @@ class FileResult:
     runs: int = 0
     workload_records: int = 0
     rejected: int = 0
+
+
+@dataclass(frozen=True)
+class CarriedFile:
+    """A file of a group whose bytes are what the group's previous parts were parsed from:
+    its rows are carried over from those parts (``carry_rows``) instead of parsed again."""
+
+    location: str  # the file, parsed after all if its rows cannot be carried
+    rel: str
+    sha256: str
+    records: int
+    runs: int
+    rejected: int
+    kernelindex_unreadable: bool
+
+    def result(self) -> FileResult:
+        return FileResult(
+            self.rel,
+            self.sha256,
+            self.kernelindex_unreadable,
+            self.records,
+            self.runs,
+            rejected=self.rejected,
+        )
 
 
 @dataclass
@@ -338,7 +363,7 @@ class FileIngester:
         environment_id = environment["environment_id"]
         if environment_id not in self.environments_seen:
             self.environments_seen.add(environment_id)
-            self.parts["environments"].add(environment)
+            self.parts["environments"].add({**environment, "source_file": self.rel})
         return environment_id
 
     def _trace(self, record: Record) -> None:
@@ -534,6 +559,11 @@ class PartWriter:
     def _file_name(self, name: str) -> str:
         return f"{self.part_key}.{name}.0.parquet"
 
+    def append(self, name: str, table: pa.Table) -> None:
+        """Append rows that are already columns (a part's own schema) to the part ``name``."""
+        schema = PART_TABLES[name].arrow_schema
+        self._writer(name, schema).write_table(table.select(schema.names).cast(schema))
+
     def flush(self) -> None:
         """Append everything gathered so far to the parts, and forget it."""
         for name, rows in self.rows.items():
@@ -569,15 +599,25 @@ def ingest_group(
     part_key: str,
     *,
     chunk_rows: int = CHUNK_ROWS,
+    carried: Sequence[CarriedFile] = (),
+    carried_parts: Sequence[Path] = (),
 ) -> GroupResult:
     """Parse a group of JSONL files into one set of staging parts. Never raises for bad content.
 
     Every record takes the same per-line path (``FileIngester.record``); grouping small files
-    amortises the per-Parquet-file costs.
+    amortises the per-Parquet-file costs. The rows of the ``carried`` files are copied from
+    the group's previous parts ``carried_parts`` instead; when those cannot be read, the
+    files are parsed like the others.
     """
     writer = PartWriter(staging_dir, part_key)
     result = GroupResult()
     try:
+        if carried and carry_rows(writer, carried_parts, {c.rel for c in carried}):
+            result.files.update((c.rel, c.result()) for c in carried)
+        elif carried:
+            writer.abort()
+            writer = PartWriter(staging_dir, part_key)
+            files = [*files, *((Path(c.location), c.rel) for c in carried)]
         for path, rel in files:
             ingester = FileIngester(rel, context, writer.rows)
             _ingest_lines(path, ingester, writer, chunk_rows)
@@ -589,6 +629,57 @@ def ingest_group(
         raise
     result.parts = writer.written
     return result
+
+
+def _file_column(table: schemas.Table) -> str | None:
+    """The column of a staging part that names the file its rows came from; None for a
+    table whose rows are known by their run (correctness)."""
+    return next((c for c in ("source_file", "file") if c in table.column_names), None)
+
+
+def _part_table(path: Path) -> str:
+    """The table of a staging part, from its name (``PartWriter._file_name``)."""
+    return path.name.split(".")[1]
+
+
+def carry_rows(writer: PartWriter, parts: Sequence[Path], kept: set[str]) -> bool:
+    """Append to ``writer`` the rows of the files ``kept`` from a group's previous ``parts``,
+    a row group at a time (memory is one row group's, whatever the group's size). False when
+    a part cannot be read as a staging part of this importer: the caller then drops what was
+    appended and parses the files instead.
+
+    The rows are those a parse of the files would give: a file's rows (its environments and
+    workloads included: each file's parts get their own) depend on its bytes and the dataset
+    context alone, and the plan carries only files whose bytes and context are unchanged."""
+    kept_files = pa.array(sorted(kept), type=pa.string())
+    with contextlib.ExitStack() as opened:
+        try:
+            by_table: dict[str, list[pq.ParquetFile]] = {}
+            for path in parts:
+                name = _part_table(path)
+                handle = opened.enter_context(pq.ParquetFile(path))
+                if name not in PART_TABLES or not handle.schema_arrow.equals(
+                    PART_TABLES[name].arrow_schema
+                ):
+                    return False
+                by_table.setdefault(name, []).append(handle)
+            runs = [h.read(columns=["run_id", "source_file"]) for h in by_table.get("runs", [])]
+            kept_runs = pa.chunked_array(
+                [r.filter(pc.field("source_file").isin(kept_files))["run_id"] for r in runs],
+                type=pa.string(),
+            ).combine_chunks()
+            for name, table in PART_TABLES.items():
+                column = _file_column(table)
+                keys = kept_files if column is not None else kept_runs
+                for handle in by_table.get(name, []):
+                    for index in range(handle.num_row_groups):
+                        rows = handle.read_row_group(index)
+                        rows = rows.filter(pc.field(column or "run_id").isin(keys))
+                        if rows.num_rows:
+                            writer.append(name, rows)
+        except (OSError, pa.ArrowException):
+            return False
+    return True
 
 
 def _ingest_lines(path: Path, ingester: FileIngester, writer: PartWriter, chunk_rows: int) -> None:

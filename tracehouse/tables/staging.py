@@ -5,7 +5,7 @@ assembles into the tables (tracehouse/tables/ingested.py).
 from __future__ import annotations
 
 from tracehouse.tables.declare import I64, B, Column, S, Table, stored_table
-from tracehouse.tables.ingested import RUNS, WORKLOADS
+from tracehouse.tables.ingested import ENVIRONMENTS, RUNS, WORKLOADS
 
 # Columns resolved only when all files are known (finalize): they depend on solutions, the
 # dataset revision or other files, so staging parts stay valid when those change.
@@ -42,4 +42,14 @@ STAGING_WORKLOADS = Table(
     stored_table(WORKLOADS).key,
     stored_table(WORKLOADS).columns
     + (Column("record_index", I64, "Position inside the line.", False),),
+)
+# An environment row is the same wherever it is seen; staging notes the file that saw it, so a
+# group whose other files changed can carry this file's rows over without re-parsing it
+# (ingest/worker.py carry_rows). Finalize stores the declared columns only.
+STAGING_ENVIRONMENTS = Table(
+    "staging_environments",
+    "environment rows of one file",
+    stored_table(ENVIRONMENTS).key,
+    stored_table(ENVIRONMENTS).columns
+    + (Column("source_file", S, "The file whose lines used this environment.", False),),
 )

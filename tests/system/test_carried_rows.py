@@ -1,0 +1,128 @@
+"""Issue 26, item 4: a changed file re-parses that file, not its whole group.
+
+The files of one definition (every author's traces and its workloads file) are one group of
+staging parts. When some of them change, the others keep their rows: they are carried over
+from the group's previous parts (ingest/worker.py carry_rows), and only the changed files are
+parsed. Each step below is checked against a build from scratch of the same files: every table
+the same rows, whatever was carried, added or taken away.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import build
+from tests.fixtures.hostile_corpus import (
+    DEFINITION,
+    definition_object,
+    solution_object,
+    trace_object,
+    workload_record,
+)
+from tracehouse.ingest.manifest import read_manifest
+from tracehouse.ingest.plan import file_group
+from tracehouse.schemas import TABLES
+from tracehouse.warehouse import Warehouse, read_table
+
+pytestmark = pytest.mark.slow
+
+REVISION = "c" * 40
+# The history tables say how the warehouse got here, which a build from scratch cannot.
+HISTORY = ("source_snapshots", "run_appearances", "run_disappearances")
+
+
+def trace_lines(author: str, count: int, *, first: int = 0) -> list[str]:
+    """``count`` runs of one author, each on its own hardware (its own environments row),
+    some failing (correctness without latency), and a line that is refused."""
+    lines = []
+    for i in range(first, first + count):
+        value = trace_object(f"{author}-{i}", latency=0.1 + i / 10, log=f"{author} step {i}\n")
+        value["evaluation"]["environment"]["hardware"] = f"NVIDIA B200 ({author})"
+        if i % 4 == 3:
+            value = trace_object(f"{author}-{i}", status="INCORRECT_NUMERICAL")
+        lines.append(json.dumps(value))
+    lines.append('{"definition": "' + DEFINITION + '", "cut')
+    return lines
+
+
+def write_lines(path: Path, lines: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{line}\n" for line in lines))
+
+
+def make_dataset(root: Path, authors: list[str]) -> None:
+    (root / "definitions/gemm").mkdir(parents=True)
+    (root / f"definitions/gemm/{DEFINITION}.json").write_text(json.dumps(definition_object()))
+    solutions = root / "solutions/alice/gemm" / DEFINITION
+    solutions.mkdir(parents=True)
+    (solutions / "alice_gemm_v1.json").write_text(json.dumps(solution_object()))
+    write_lines(
+        root / f"workloads/gemm/{DEFINITION}.jsonl",
+        [json.dumps(workload_record(f"w{i}")) for i in range(5)],
+    )
+    for author in authors:
+        write_lines(root / f"traces/{author}/gemm/{DEFINITION}.jsonl", trace_lines(author, 12))
+
+
+def tables(warehouse: Path) -> dict[str, list[dict]]:
+    generation = Warehouse(warehouse).require_current()
+    found = {}
+    for table in TABLES:
+        if table in HISTORY:
+            continue
+        rows = read_table(generation, table).to_pylist()
+        found[table] = sorted(rows, key=lambda row: json.dumps(row, sort_keys=True, default=str))
+    return found
+
+
+def assert_same_as_from_scratch(source: Path, warehouse: Path, scratch: Path) -> None:
+    build(source, scratch, revision=REVISION)
+    ours, theirs = tables(warehouse), tables(scratch)
+    assert ours.keys() == theirs.keys()
+    for table in ours:
+        assert ours[table] == theirs[table], table
+
+
+def test_a_changed_file_is_parsed_alone_and_the_warehouse_equals_one_built_from_scratch(
+    tmp_path: Path,
+) -> None:
+    source, warehouse = tmp_path / "dataset", tmp_path / "warehouse"
+    make_dataset(source, ["alice", "bob", "carol", "dave"])
+    files = sorted(p.relative_to(source).as_posix() for p in source.rglob("*.jsonl"))
+    assert len({file_group(rel) for rel in files}) == 1  # one group: one definition's files
+    first = build(source, warehouse, revision=REVISION)
+    assert (first.files_parsed, first.files_reused) == (5, 0)
+
+    # A line appended and a line rewritten in one file: that file alone is parsed.
+    bob = source / f"traces/bob/gemm/{DEFINITION}.jsonl"
+    lines = bob.read_text().splitlines()
+    lines[0] = json.dumps(trace_object("bob-0", latency=9.5))
+    write_lines(bob, [*lines, *trace_lines("bob", 2, first=40)])
+    changed = build(source, warehouse, revision=REVISION)
+    assert (changed.files_parsed, changed.files_reused) == (1, 4)
+    assert_same_as_from_scratch(source, warehouse, tmp_path / "scratch-1")
+
+    # A file taken away: nothing is parsed, the others' rows stay and its own go.
+    (source / f"traces/carol/gemm/{DEFINITION}.jsonl").unlink()
+    removed = build(source, warehouse, revision=REVISION)
+    assert (removed.files_parsed, removed.files_reused) == (0, 4)
+    assert_same_as_from_scratch(source, warehouse, tmp_path / "scratch-2")
+
+    # A new file of the same definition: it alone is parsed.
+    write_lines(source / f"traces/erin/gemm/{DEFINITION}.jsonl", trace_lines("erin", 6))
+    added = build(source, warehouse, revision=REVISION)
+    assert (added.files_parsed, added.files_reused) == (1, 4)
+    assert_same_as_from_scratch(source, warehouse, tmp_path / "scratch-3")
+
+    # A group part damaged on disk cannot be carried from: the whole group is parsed again.
+    manifest = read_manifest(Warehouse(warehouse).manifest_path)
+    (entry,) = [e for s in manifest.sources.values() for e in s.files.values()][:1]
+    damaged = Warehouse(warehouse).staging / entry.parts["runs"][0]
+    damaged.write_bytes(damaged.read_bytes()[:-20] + b"\0" * 20)
+    write_lines(bob, trace_lines("bob", 3))
+    repaired = build(source, warehouse, revision=REVISION)
+    assert (repaired.files_parsed, repaired.files_reused) == (5, 0)
+    assert_same_as_from_scratch(source, warehouse, tmp_path / "scratch-4")
