@@ -76,7 +76,7 @@ parsed_groups = dg.AssetSpec(
 
 
 def partition_key(task: IngestTask) -> str:
-    return f"group-{file_group(task.files[0][1]):02d}"
+    return f"group-{file_group(task.first_file):02d}"
 
 
 @dataclass(frozen=True)

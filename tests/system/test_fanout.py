@@ -17,7 +17,8 @@ from pipelines.defs import fanout
 from pipelines.defs.naming import asset_key
 from tests.conftest import GOLDEN_REVISION, run_cli
 from tests.fixtures.shared_data import GOLDEN_DIR, requires_shared
-from tracehouse.ingest.plan import IngestTask
+from tracehouse.ingest.plan import IngestTask, file_group
+from tracehouse.ingest.worker import CarriedFile
 
 pytestmark = [requires_shared, pytest.mark.integration]
 
@@ -188,3 +189,14 @@ def test_deal_spreads_groups_by_size() -> None:
     assert sorted(t.size for slot in dealt for t in slot) == sorted(t.size for t in tasks)
     assert sorted(sum(t.size for t in slot) for slot in dealt) == [50, 55, 60]
     assert fanout.deal([], 2) == [[], []]
+
+
+def test_a_task_that_only_carries_rows_is_in_its_files_group_partition() -> None:
+    """A file taken from a group leaves a task that parses nothing and carries the rest of the
+    group's rows: its partition is still its group's."""
+    rel = "traces/alice/gemm/gemm_n4_k4.jsonl"
+    carried = CarriedFile(f"/d/{rel}", rel, "0" * 64, 3, 3, 0, False)
+    carrying = IngestTask((), "/s", "k", 0, 1, "g", (carried,), ("/s/old.runs.0.parquet",))
+    parsing = IngestTask(((f"/d/{rel}", rel),), "/s", "k", 1, 1)
+    assert fanout.partition_key(carrying) == fanout.partition_key(parsing)
+    assert fanout.partition_key(parsing) == f"group-{file_group(rel):02d}"

@@ -171,6 +171,12 @@ class IngestTask:
     carried: tuple[Any, ...] = ()
     carried_parts: tuple[str, ...] = ()
 
+    @property
+    def first_file(self) -> str:
+        """The dataset-relative path of the task's first file, parsed or carried (a task that
+        only carries rows parses none)."""
+        return self.files[0][1] if self.files else self.carried[0].rel
+
 
 def _ingest_task(task: IngestTask) -> Any:
     from tracehouse.ingest.worker import ingest_group
