@@ -13,6 +13,8 @@ Importing this module imports no pyarrow (a read command consults it).
 
 from __future__ import annotations
 
+import hashlib
+
 from tracehouse.tables.assembled import (
     BASELINE_MAP,
     RUN_APPEARANCES,
@@ -93,6 +95,7 @@ from tracehouse.tables.web import (
 __all__ = [
     "BASELINE_MAP",
     "IMPORTER_VERSION",
+    "STAGING_FORMAT",
     "PROTOCOLS",
     "REJECTS",
     "RUN_RANKINGS",
@@ -107,7 +110,7 @@ __all__ = [
 ]
 
 # Bumped whenever parsing or normalisation changes, so cached staging parts are rebuilt.
-IMPORTER_VERSION = "tracehouse-importer/5"
+IMPORTER_VERSION = "tracehouse-importer/4"
 
 TABLES: dict[str, Table] = {
     t.name: t
@@ -231,6 +234,12 @@ _STAGING_SHAPES = {
 STAGING_TABLES: dict[str, Table] = {
     name: _STAGING_SHAPES.get(name, STORED[name]) for name, table in TABLES.items() if table.staged
 }
+# The shape of every staging part: parts cached under another shape are parsed again (it keys
+# the parts and the build state, ingest/plan.py). A staging shape is the cache's own business,
+# so it changes neither IMPORTER_VERSION nor the snapshot ids derived from it.
+STAGING_FORMAT = hashlib.sha256(
+    repr([(name, str(table.arrow_schema)) for name, table in STAGING_TABLES.items()]).encode()
+).hexdigest()[:16]
 # Staged tables assembled from all of a source's staging parts at once (not parted by group).
 WHOLE_SOURCE_STAGED_TABLES = tuple(n for n in STAGING_TABLES if not TABLES[n].parted)
 

@@ -19,7 +19,7 @@ from tracehouse.fetch.local import SourceFile, discover
 from tracehouse.fetch.resolve import NO_SOURCE, ProgressFn, ResolvedSource, resolve_source
 from tracehouse.files import replace_atomically, sha256_file
 from tracehouse.ingest.manifest import FileEntry, Manifest, read_manifest
-from tracehouse.schemas import IMPORTER_VERSION
+from tracehouse.schemas import IMPORTER_VERSION, STAGING_FORMAT
 from tracehouse.settings import Settings, SettingsError
 from tracehouse.warehouse import Warehouse
 
@@ -35,6 +35,7 @@ def state_key(settings: Settings, source: ResolvedSource) -> dict[str, Any]:
         baselines_fp = [str(baselines.resolve()), stat.st_size, stat.st_mtime_ns]
     return {
         "importer": IMPORTER_VERSION,
+        "staging": STAGING_FORMAT,
         # the source's identity, never the spelling of the argument: `data/x`, `./data/x` and
         # its absolute path, from any working directory, are one source state
         "source": source.uri,
@@ -258,7 +259,8 @@ def plan_files(
     groups: dict[int, list[SourceFile]] = {}
     for source_file in line_files:
         groups.setdefault(file_group(source_file.rel), []).append(source_file)
-    group_mode = context.fingerprint
+    # Parts depend on the dataset context and on their own shape.
+    group_mode = f"{context.fingerprint}:{STAGING_FORMAT}"
     # A group is one or a few definitions' files: where one definition holds much of the
     # source, its group is cut into tasks so that every worker has a share of the parse.
     task_bytes = max(MIN_TASK_BYTES, sum(f.size for f in line_files) // (2 * settings.workers))

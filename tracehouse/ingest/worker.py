@@ -17,7 +17,6 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tracehouse import kernelindex, schemas
@@ -651,6 +650,8 @@ def carry_rows(writer: PartWriter, parts: Sequence[Path], kept: set[str]) -> boo
     The rows are those a parse of the files would give: a file's rows (its environments and
     workloads included: each file's parts get their own) depend on its bytes and the dataset
     context alone, and the plan carries only files whose bytes and context are unchanged."""
+    import pyarrow.compute as pc  # ~50 ms to import: only a build that carries rows pays it
+
     kept_files = pa.array(sorted(kept), type=pa.string())
     with contextlib.ExitStack() as opened:
         try:
