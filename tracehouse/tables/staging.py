@@ -36,20 +36,24 @@ STAGING_RUNS = Table(
     tuple(c for c in stored_table(RUNS).columns if c.name not in RESOLVED_RUN_COLUMNS)
     + STAGING_RUN_COLUMNS,
 )
-STAGING_WORKLOADS = Table(
-    "staging_workloads",
+
+
+def _staged(table: Table, description: str, extra: Column) -> Table:
+    """``table`` as its files store it, with one column that only staging has."""
+    stored = stored_table(table)
+    return Table(f"staging_{table.name}", description, stored.key, (*stored.columns, extra))
+
+
+STAGING_WORKLOADS = _staged(
+    WORKLOADS,
     "workload rows of one file",
-    stored_table(WORKLOADS).key,
-    stored_table(WORKLOADS).columns
-    + (Column("record_index", I64, "Position inside the line.", False),),
+    Column("record_index", I64, "Position inside the line.", False),
 )
 # An environment row is the same wherever it is seen; staging notes the file that saw it, so a
 # group whose other files changed can carry this file's rows over without re-parsing it
 # (ingest/worker.py carry_rows). Finalize stores the declared columns only.
-STAGING_ENVIRONMENTS = Table(
-    "staging_environments",
+STAGING_ENVIRONMENTS = _staged(
+    ENVIRONMENTS,
     "environment rows of one file",
-    stored_table(ENVIRONMENTS).key,
-    stored_table(ENVIRONMENTS).columns
-    + (Column("source_file", S, "The file whose lines used this environment.", False),),
+    Column("source_file", S, "The file whose lines used this environment.", False),
 )
