@@ -198,15 +198,28 @@ def build_warehouse(
                 result.published = published.summary_line(settings)
             return result
         except BaseException as error:
-            # An interrupt or a refusal: drop the unfinished generation and temporary files
-            # now (the published one is untouched), unless this build's switch happened.
-            if interrupts.published() == published_before:
+
+            def clean_up(failure: BaseException) -> None:
+                """An interrupt or a refusal: drop the unfinished generation and temporary
+                files now (the published one is untouched), unless this build's switch
+                happened."""
+                if interrupts.published() != published_before:
+                    return
                 generations.remove_stale_generations(warehouse)
-                if interrupts.received() is not None or isinstance(error, KeyboardInterrupt):
+                if interrupts.received() is not None or isinstance(failure, KeyboardInterrupt):
                     # "warehouse unchanged": not even the Hub files fetched so far stay
                     undo_first_build()
                 elif created is not None and not _keeps_fetched_files(warehouse, settings):
                     remove_created_folder(warehouse.root, created)
+
+            try:
+                clean_up(error)
+            except KeyboardInterrupt:
+                # A Ctrl-C during a query: the watchdog cancels the query, which returns first,
+                # and the pending handler then raises at the first call of this cleanup. It
+                # runs again, whole, under the build lock, before the interrupt goes on.
+                clean_up(error)
+                raise
             full = _device_full(error, warehouse.root)
             if full is not None:
                 raise full from None

@@ -395,6 +395,40 @@ def test_ctrl_c_in_a_first_build_leaves_the_folder_as_it_was(
         assert sorted(p.name for p in warehouse.iterdir()) == []
 
 
+def test_an_interrupt_raised_inside_the_cleanup_of_a_first_build_still_removes_its_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C during a query: the watchdog cancels the query, which returns first, and the
+    handler still pending then raises at the first call of the build's cleanup. The cleanup
+    runs again, whole, under the build lock: the folder the first build made is gone."""
+    from tracehouse import build as build_module
+    from tracehouse.build import build_warehouse
+    from tracehouse.settings import load_settings
+
+    dataset = tmp_path / "dataset"
+    write_plain_dataset(dataset, "A", files=2, lines=5)
+    warehouse = tmp_path / "new" / "warehouse"
+    parsed: list[bool] = []
+    remove = build_module.generations.remove_stale_generations
+
+    def interrupted_parse(*_: Any) -> list[Any]:
+        parsed.append(True)
+        raise KeyboardInterrupt  # what a cancelled query becomes in the main thread
+
+    def pending_handler_fires(folder: Any) -> None:
+        if parsed and len(parsed) == 1:  # the cleanup's first call, once
+            parsed.append(True)
+            raise KeyboardInterrupt
+        remove(folder)
+
+    monkeypatch.setattr(build_module.generations, "remove_stale_generations", pending_handler_fires)
+    settings = load_settings(environ={}, warehouse=warehouse, source=str(dataset))
+    with pytest.raises(KeyboardInterrupt):
+        build_warehouse(settings, parse=interrupted_parse)
+    assert len(parsed) == 2, "the cleanup was not reached"
+    assert not (tmp_path / "new").exists(), sorted(str(p) for p in tmp_path.rglob("*"))
+
+
 def run_probe(tmp_path: Path, code: str, *args: str) -> subprocess.CompletedProcess[str]:
     """``code`` as a script in a Python process of its own, run from the checkout."""
     probe = tmp_path / "probe.py"
