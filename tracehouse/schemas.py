@@ -237,8 +237,14 @@ STAGING_TABLES: dict[str, Table] = {
 # The shape of every staging part: parts cached under another shape are parsed again (it keys
 # the parts and the build state, ingest/plan.py). A staging shape is the cache's own business,
 # so it changes neither IMPORTER_VERSION nor the snapshot ids derived from it.
+# Declared columns, not Arrow schemas: importing this module must not load pyarrow.
 STAGING_FORMAT = hashlib.sha256(
-    repr([(name, str(table.arrow_schema)) for name, table in STAGING_TABLES.items()]).encode()
+    repr(
+        [
+            (name, [(c.name, c.kind.name, c.nullable) for c in table.columns])
+            for name, table in STAGING_TABLES.items()
+        ]
+    ).encode()
 ).hexdigest()[:16]
 # Staged tables assembled from all of a source's staging parts at once (not parted by group).
 WHOLE_SOURCE_STAGED_TABLES = tuple(n for n in STAGING_TABLES if not TABLES[n].parted)
