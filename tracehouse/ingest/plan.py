@@ -284,10 +284,11 @@ def plan_files(
             file_entries[source_file.rel] = FileEntry(list(source_file.fingerprint))
         # The group's unchanged files keep their rows; only the others are parsed.
         carried, carried_parts = _carried_files(warehouse, members, previous, contents)
-        to_parse = [f for f in members if f.rel not in {c.rel for c in carried}]
+        carried_rels = {c.rel for c in carried}
+        to_parse = [f for f in members if f.rel not in carried_rels]
         for index, chunk in enumerate(list(_task_chunks(to_parse, task_bytes)) or [[]]):
             carry = carried if index == 0 else ()
-            listed = chunk + [f for f in members if f.rel in {c.rel for c in carry}]
+            listed = chunk + ([f for f in members if f.rel in carried_rels] if carry else [])
             tasks.append(
                 IngestTask(
                     tuple((f.location, f.rel) for f in chunk),
