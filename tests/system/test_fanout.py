@@ -196,7 +196,9 @@ def test_a_task_that_only_carries_rows_is_in_its_files_group_partition() -> None
     group's rows: its partition is still its group's."""
     rel = "traces/alice/gemm/gemm_n4_k4.jsonl"
     carried = CarriedFile(f"/d/{rel}", rel, "0" * 64, 3, 3, 0, False)
-    carrying = IngestTask((), "/s", "k", 0, 1, "g", (carried,), ("/s/old.runs.0.parquet",))
+    carrying = IngestTask(
+        (), "/s", "k", 0, 1, "g", (carried,), (("runs", "/s/old.runs.0.parquet"),)
+    )
     parsing = IngestTask(((f"/d/{rel}", rel),), "/s", "k", 1, 1)
     assert fanout.partition_key(carrying) == fanout.partition_key(parsing)
     assert fanout.partition_key(parsing) == f"group-{file_group(rel):02d}"

@@ -482,7 +482,9 @@ def test_carried_rows_are_the_rows_a_parse_gives_and_an_unreadable_part_is_parse
         counts.rejected,
         counts.kernelindex_unreadable,
     )
-    old_parts = [tmp_path / "s" / name for names in both.parts.values() for name in names]
+    old_parts = [
+        (table, tmp_path / "s" / name) for table, names in both.parts.items() for name in names
+    ]
 
     def rows(result: Any, staging: Path) -> dict[str, Any]:
         return {name: pq.read_table(staging / part) for name, [part] in result.parts.items()}

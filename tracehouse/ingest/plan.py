@@ -168,9 +168,9 @@ class IngestTask:
     # results of a group's tasks are one group's parts (build._full_build joins them).
     group: str = ""
     # Files of the group whose rows are carried over from its previous parts, not parsed
-    # (worker.CarriedFile, worker.carry_rows), and those parts.
+    # (worker.CarriedFile, worker.carry_rows), and those parts as (table, path) pairs.
     carried: tuple[Any, ...] = ()
-    carried_parts: tuple[str, ...] = ()
+    carried_parts: tuple[tuple[str, str], ...] = ()
 
     @property
     def first_file(self) -> str:
@@ -189,7 +189,7 @@ def _ingest_task(task: IngestTask) -> Any:
         task.part_key,
         chunk_rows=task.chunk_rows,
         carried=task.carried,
-        carried_parts=[Path(part) for part in task.carried_parts],
+        carried_parts=[(table, Path(part)) for table, part in task.carried_parts],
     )
 
 
@@ -386,10 +386,11 @@ def _carried_files(
     members: list[SourceFile],
     previous: dict[str, FileEntry],
     contents: _Contents,
-) -> tuple[tuple[Any, ...], tuple[str, ...]]:
+) -> tuple[tuple[Any, ...], tuple[tuple[str, str], ...]]:
     """The files of a group to parse again whose rows can be carried over from the group's
     previous parts instead (``worker.CarriedFile``: same bytes, same dataset context, parts
-    intact), and those parts; none when the previous parts are not all there as written."""
+    intact), and those parts as (table, path) pairs; none when the previous parts are not all
+    there as written."""
     from tracehouse.ingest.worker import CarriedFile
 
     known = [(f, previous[f.rel]) for f in members if f.rel in previous]
@@ -419,8 +420,10 @@ def _carried_files(
                     entry.kernelindex_unreadable,
                 )
             )
-    parts = sorted({name for _, e in known for names in e.parts.values() for name in names})
-    return tuple(carried), tuple(str(warehouse.staging / name) for name in parts)
+    parts = sorted(
+        {(table, name) for _, e in known for table, names in e.parts.items() for name in names}
+    )
+    return tuple(carried), tuple((table, str(warehouse.staging / name)) for table, name in parts)
 
 
 def _parts_intact(warehouse: Warehouse, entries: list[FileEntry]) -> bool:

@@ -599,14 +599,14 @@ def ingest_group(
     *,
     chunk_rows: int = CHUNK_ROWS,
     carried: Sequence[CarriedFile] = (),
-    carried_parts: Sequence[Path] = (),
+    carried_parts: Sequence[tuple[str, Path]] = (),
 ) -> GroupResult:
     """Parse a group of JSONL files into one set of staging parts. Never raises for bad content.
 
     Every record takes the same per-line path (``FileIngester.record``); grouping small files
     amortises the per-Parquet-file costs. The rows of the ``carried`` files are copied from
-    the group's previous parts ``carried_parts`` instead; when those cannot be read, the
-    files are parsed like the others.
+    the group's previous parts ``carried_parts`` ((table, part) pairs) instead; when those
+    cannot be read, the files are parsed like the others.
     """
     writer = PartWriter(staging_dir, part_key)
     result = GroupResult()
@@ -636,13 +636,9 @@ def _file_column(table: schemas.Table) -> str | None:
     return next((c for c in ("source_file", "file") if c in table.column_names), None)
 
 
-def _part_table(path: Path) -> str:
-    """The table of a staging part, from its name (``PartWriter._file_name``)."""
-    return path.name.split(".")[1]
-
-
-def carry_rows(writer: PartWriter, parts: Sequence[Path], kept: set[str]) -> bool:
-    """Append to ``writer`` the rows of the files ``kept`` from a group's previous ``parts``,
+def carry_rows(writer: PartWriter, parts: Sequence[tuple[str, Path]], kept: set[str]) -> bool:
+    """Append to ``writer`` the rows of the files ``kept`` from a group's previous ``parts``
+    ((table, part) pairs),
     a row group at a time (memory is one row group's, whatever the group's size). False when
     a part cannot be read as a staging part of this importer: the caller then drops what was
     appended and parses the files instead.
@@ -656,8 +652,7 @@ def carry_rows(writer: PartWriter, parts: Sequence[Path], kept: set[str]) -> boo
     with contextlib.ExitStack() as opened:
         try:
             by_table: dict[str, list[pq.ParquetFile]] = {}
-            for path in parts:
-                name = _part_table(path)
+            for name, path in parts:
                 handle = opened.enter_context(pq.ParquetFile(path))
                 if name not in PART_TABLES or not handle.schema_arrow.equals(
                     PART_TABLES[name].arrow_schema
