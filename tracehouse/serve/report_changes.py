@@ -91,17 +91,6 @@ LABELLED_SECTIONS = (
     "newly_passing",
     "newly_failing",
 )
-# Each workload's axes, for the change rows (they name a workload by its uuid), given as the
-# lists $sources, $definitions and $workload_uuids.
-WORKLOAD_AXES_SQL = """
-SELECT w.source, w.definition, w.workload_uuid, min(w.axes_json) AS axes_json
-FROM workloads AS w
-JOIN (
-    SELECT unnest($sources::VARCHAR[]) AS source, unnest($definitions::VARCHAR[]) AS definition,
-           unnest($workload_uuids::VARCHAR[]) AS workload_uuid
-) AS c USING (source, definition, workload_uuid)
-GROUP BY ALL
-"""
 # (section of the change report, heading, columns)
 PAGE_SECTIONS = (
     ("regressions", "Regressions", VERDICT_COLUMNS),
@@ -145,26 +134,12 @@ def _sorted_section(report: changes.ChangeReport, section: str) -> list[dict[str
     return list(entries)
 
 
-def _label_workloads(connection: duckdb.DuckDBPyConnection, report: changes.ChangeReport) -> None:
-    """Each entry's ``workload``: its axes (``M=8``) where the warehouse knows them."""
-    entries = [e for section in LABELLED_SECTIONS for e in report.sections[section]]
-    wanted = sorted(
-        {(e["source"], e["definition"], e["workload_uuid"]) for e in entries if e["workload_uuid"]}
-    )
-    axes = {
-        (r["source"], r["definition"], r["workload_uuid"]): r["axes_json"]
-        for r in _rows(
-            connection,
-            WORKLOAD_AXES_SQL,
-            sources=[w[0] for w in wanted],
-            definitions=[w[1] for w in wanted],
-            workload_uuids=[w[2] for w in wanted],
-        )
-    }
-    for entry in entries:
-        uuid = entry["workload_uuid"] or ""
-        found = axes.get((entry["source"], entry["definition"], uuid))
-        entry["workload"] = changes.workload_label(found, uuid) if found else (uuid or "?")
+def _label_workloads(report: changes.ChangeReport) -> None:
+    """Each entry's ``workload``: its axes (``M=8``) where the warehouse knows them, named as
+    the ``changes`` command names it (the change report read the axes already)."""
+    for section in LABELLED_SECTIONS:
+        for entry in report.sections[section]:
+            entry["workload"] = changes_text.workload_name(entry)
 
 
 def write_change_pages(
@@ -188,7 +163,7 @@ def write_change_pages(
         source=None,
         sections=[section for section, _, _ in PAGE_SECTIONS],
     )
-    _label_workloads(connection, report)
+    _label_workloads(report)
     for section in ("regressions", "improvements"):
         for entry in report.sections[section]:
             if entry.get("run_id"):
