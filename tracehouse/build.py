@@ -89,6 +89,8 @@ class BuildResult:
     repaired: str | None = None
     # Why nothing of the current generation was reused: another schema version wrote it.
     outdated: str | None = None
+    # Of the files parsed, those that only grew: only their new lines were parsed.
+    files_grown: int = 0
 
     def summary_lines(self) -> list[str]:
         source_note = [f"  note: {self.source.note}"] if self.source and self.source.note else []
@@ -101,8 +103,9 @@ class BuildResult:
             lines.append(f"  repaired: {self.repaired}; rebuilt from the source")
         if self.outdated:
             lines.append(f"  upgraded: {self.outdated}; rebuilt from the source")
+        grown = f" ({self.files_grown:,} only past the old end)" if self.files_grown else ""
         lines.append(
-            f"  files parsed {self.files_parsed:,}, reused {self.files_reused:,}, "
+            f"  files parsed {self.files_parsed:,}{grown}, reused {self.files_reused:,}, "
             f"records read {self.records_read:,}"
         )
         for table, count in self.table_counts.items():
@@ -555,6 +558,7 @@ def _full_build(
             entry.runs = counts.runs
             entry.rejected = counts.rejected
             entry.kernelindex_unreadable = counts.kernelindex_unreadable
+            entry.end_line, entry.end_offset = counts.end_line, counts.end_offset
 
     _refuse_a_source_without_runs(settings, resolved, file_entries)
     outcome = finalize.finalize(
@@ -583,7 +587,9 @@ def _full_build(
     write_manifest(warehouse.manifest_path, manifest)
     remove_unreferenced_staging(warehouse, manifest)
     records_read = sum(e.records for e in file_entries.values())
-    files_parsed = sum(len(task.files) for task in tasks)
+    # A file that only grew is parsed past its old end (or whole when its old bytes changed).
+    files_parsed = sum(len(task.files) + task.grown_files for task in tasks)
+    files_grown = sum(f.read_on for result in results for f in result.files.values())
     return BuildResult(
         warehouse.root,
         False,
@@ -597,6 +603,7 @@ def _full_build(
         resolved,
         generation=outcome.generation.name,
         checks=outcome.checks,
+        files_grown=files_grown,
     )
 
 

@@ -136,7 +136,7 @@ def plan_ingest_op(context: dg.OpExecutionContext, warehouse: WarehouseResource)
         context.instance.add_run_tags(context.run_id, {GROUPS_TAG: ",".join(fanout.partition_keys)})
     context.log.info(
         f"{len(tasks)} file groups to parse over {FANOUT_SLOTS} slots, "
-        f"{len(plan.file_entries) - sum(len(t.files) for t in tasks)} files reused"
+        f"{len(plan.file_entries) - sum(len(t.files) + t.grown_files for t in tasks)} files reused"
     )
     return fanout
 

@@ -126,3 +126,64 @@ def test_a_changed_file_is_parsed_alone_and_the_warehouse_equals_one_built_from_
     repaired = build(source, warehouse, revision=REVISION)
     assert (repaired.files_parsed, repaired.files_reused) == (5, 0)
     assert_same_as_from_scratch(source, warehouse, tmp_path / "scratch-4")
+
+
+def append_lines(path: Path, lines: list[str]) -> None:
+    with path.open("a") as handle:
+        handle.write("".join(f"{line}\n" for line in lines))
+
+
+def test_a_file_that_only_grew_is_parsed_past_its_old_end(tmp_path: Path) -> None:
+    """FlashInfer-Bench appends each re-run to its trace file: the file's old lines keep their
+    rows and only the new ones are parsed, into the rows a parse of the whole file gives."""
+    source, warehouse = tmp_path / "dataset", tmp_path / "warehouse"
+    make_dataset(source, ["alice", "bob"])
+    build(source, warehouse, revision=REVISION)
+    bob = source / f"traces/bob/gemm/{DEFINITION}.jsonl"
+
+    # Re-runs of workloads the file has (their workload and environment rows are not given
+    # twice), a run on new hardware, a workload record, a refused line and a blank one.
+    rerun = trace_object("bob-1", latency=0.7, log="bob again\n")
+    rerun["evaluation"]["environment"]["hardware"] = "NVIDIA B200 (bob)"
+    elsewhere = trace_object("bob-50", latency=0.3)
+    elsewhere["evaluation"]["environment"]["hardware"] = "NVIDIA H200"
+    append_lines(
+        bob,
+        [json.dumps(rerun), json.dumps(elsewhere), "", json.dumps(workload_record("bob-2")), "{"],
+    )
+    grown = build(source, warehouse, revision=REVISION)
+    assert (grown.files_parsed, grown.files_grown, grown.files_reused) == (1, 1, 2)
+    assert "files parsed 1 (1 only past the old end)" in "\n".join(grown.summary_lines())
+    assert_same_as_from_scratch(source, warehouse, tmp_path / "scratch-1")
+
+    # Grown again, with a line KernelIndex's strict parser refuses (NaN): the whole file is
+    # then unreadable for it, its old runs included, as a parse of the whole file says.
+    append_lines(bob, [json.dumps(trace_object("bob-60", latency=float("nan")))])
+    again = build(source, warehouse, revision=REVISION)
+    assert (again.files_parsed, again.files_grown) == (1, 1)
+    assert_same_as_from_scratch(source, warehouse, tmp_path / "scratch-2")
+    append_lines(bob, [json.dumps(trace_object("bob-61", latency=0.2))])
+    assert build(source, warehouse, revision=REVISION).files_grown == 1
+    assert_same_as_from_scratch(source, warehouse, tmp_path / "scratch-3")
+
+    # Old bytes changed as well as new ones added: the file is parsed whole.
+    lines = bob.read_text().splitlines()
+    lines[0] = json.dumps(trace_object("bob-0", latency=9.5))
+    write_lines(bob, [*lines, json.dumps(trace_object("bob-62", latency=0.4))])
+    rewritten = build(source, warehouse, revision=REVISION)
+    assert (rewritten.files_parsed, rewritten.files_grown) == (1, 0)
+    assert_same_as_from_scratch(source, warehouse, tmp_path / "scratch-4")
+
+    # A file whose last line has no line end (a line added without one is still read on):
+    # what is added next continues that line, so the file is parsed whole, then read on from
+    # its new end once it ends a line.
+    bob.write_text(bob.read_text() + json.dumps(trace_object("bob-63", latency=0.5)))
+    assert build(source, warehouse, revision=REVISION).files_grown == 1
+    with bob.open("a") as handle:
+        handle.write("\n" + json.dumps(trace_object("bob-64")) + "\n")
+    continued = build(source, warehouse, revision=REVISION)
+    assert (continued.files_parsed, continued.files_grown) == (1, 0)
+    assert_same_as_from_scratch(source, warehouse, tmp_path / "scratch-5")
+    append_lines(bob, [json.dumps(trace_object("bob-65", latency=0.6))])
+    assert build(source, warehouse, revision=REVISION).files_grown == 1
+    assert_same_as_from_scratch(source, warehouse, tmp_path / "scratch-6")

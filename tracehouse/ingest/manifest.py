@@ -40,6 +40,10 @@ class FileEntry:
     runs: int = 0
     rejected: int = 0
     kernelindex_unreadable: bool = False
+    # Where its read ended, when the file may be read on from there should it only grow
+    # (worker.FileResult): the last line's number and the bytes read.
+    end_line: int | None = None
+    end_offset: int | None = None
 
     @classmethod
     def from_json(
@@ -57,6 +61,8 @@ class FileEntry:
             runs=int(entry.get("runs", 0)),
             rejected=int(entry.get("rejected", 0)),
             kernelindex_unreadable=bool(entry.get("kernelindex_unreadable", False)),
+            end_line=_optional_int(entry.get("end_line")),
+            end_offset=_optional_int(entry.get("end_offset")),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -69,7 +75,13 @@ class FileEntry:
             "runs": self.runs,
             "rejected": self.rejected,
             "kernelindex_unreadable": self.kernelindex_unreadable,
+            "end_line": self.end_line,
+            "end_offset": self.end_offset,
         }
+
+
+def _optional_int(value: Any) -> int | None:
+    return value if type(value) is int and value >= 0 else None
 
 
 @dataclass

@@ -173,6 +173,11 @@ class IngestTask:
     carried_parts: tuple[tuple[str, str], ...] = ()
 
     @property
+    def grown_files(self) -> int:
+        """How many of its carried files only grew: their new lines are parsed."""
+        return sum(1 for c in self.carried if c.grown)
+
+    @property
     def first_file(self) -> str:
         """The dataset-relative path of the task's first file, parsed or carried (a task that
         only carries rows parses none)."""
@@ -408,7 +413,18 @@ def _carried_files(
             unchanged = contents.sha256(source_file) == entry.sha256
         except OSError:  # the parse reports it
             continue
-        if unchanged:
+        # A file that only grew, from an end its last read could go on from: its old lines
+        # are carried, its new ones parsed (once the worker has checked the old bytes). Its
+        # old lines must hold a run: a file of no JSON object at all is read whole (a NUL
+        # in its first bytes makes it one binary_file reject, records.looks_binary).
+        grown = (
+            not unchanged
+            and entry.end_line is not None
+            and entry.end_offset is not None
+            and entry.runs > 0
+            and source_file.size > entry.end_offset
+        )
+        if unchanged or grown:
             carried.append(
                 CarriedFile(
                     source_file.location,
@@ -418,6 +434,9 @@ def _carried_files(
                     entry.runs,
                     entry.rejected,
                     entry.kernelindex_unreadable,
+                    entry.end_line,
+                    entry.end_offset,
+                    grown,
                 )
             )
     parts = sorted(

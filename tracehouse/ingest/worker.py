@@ -46,7 +46,7 @@ from tracehouse.read.normalize import (
     repeat_trace,
     to_json,
 )
-from tracehouse.read.records import Record, iter_jsonl, looks_binary, raw_prefix
+from tracehouse.read.records import FileEnd, Record, iter_jsonl, looks_binary, raw_prefix
 from tracehouse.read.timestamps import observed_at
 from tracehouse.rejects import Reject
 
@@ -72,20 +72,33 @@ class FileResult:
     runs: int = 0
     workload_records: int = 0
     rejected: int = 0
+    # Where the read ended, when a later build may read on from there should the file only
+    # grow (records.FileEnd: the last line's number and the bytes read); None otherwise.
+    end_line: int | None = None
+    end_offset: int | None = None
+    # Only its lines past its old end were parsed (the file only grew: _read_on).
+    read_on: bool = False
 
 
 @dataclass(frozen=True)
 class CarriedFile:
     """A file of a group whose bytes are what the group's previous parts were parsed from:
-    its rows are carried over from those parts (``carry_rows``) instead of parsed again."""
+    its rows are carried over from those parts (``carry_rows``) instead of parsed again.
+
+    A file that only ``grown`` (FlashInfer-Bench appends each re-run) is carried too: its rows
+    up to where its last read ended (``end_line``, ``end_offset``) are carried and only the
+    lines after are parsed (``_read_on``), once its bytes up to there are checked."""
 
     location: str  # the file, parsed after all if its rows cannot be carried
     rel: str
-    sha256: str
+    sha256: str  # of the bytes the previous parts were parsed from
     records: int
     runs: int
     rejected: int
     kernelindex_unreadable: bool
+    end_line: int | None = None
+    end_offset: int | None = None
+    grown: bool = False
 
     def result(self) -> FileResult:
         return FileResult(
@@ -95,6 +108,8 @@ class CarriedFile:
             self.records,
             self.runs,
             rejected=self.rejected,
+            end_line=self.end_line,
+            end_offset=self.end_offset,
         )
 
 
@@ -611,8 +626,20 @@ def ingest_group(
     writer = PartWriter(staging_dir, part_key)
     result = GroupResult()
     try:
+        # A grown file is read on from its old end, unless the bytes up to there changed
+        # after all: then it is parsed whole.
+        ends = {c.rel: _old_end(c) for c in carried if c.grown}
+        rewritten = [c for c in carried if c.rel in ends and ends[c.rel] is None]
+        files = [*files, *((Path(c.location), c.rel) for c in rewritten)]
+        carried = [c for c in carried if c not in rewritten]
         if carried and carry_rows(writer, carried_parts, {c.rel for c in carried}):
-            result.files.update((c.rel, c.result()) for c in carried)
+            for kept in carried:
+                resume = ends.get(kept.rel)
+                result.files[kept.rel] = (
+                    kept.result()
+                    if resume is None
+                    else _read_on(kept, resume, context, writer, carried_parts, chunk_rows)
+                )
         elif carried:
             writer.abort()
             writer = PartWriter(staging_dir, part_key)
@@ -630,6 +657,74 @@ def ingest_group(
     return result
 
 
+def _old_end(grown: CarriedFile) -> tuple[Any, FileEnd] | None:
+    """For a file that grew: a SHA-256 fed with its bytes up to where its last read ended, and
+    that end, when those bytes are still the ones read then; else None."""
+    assert grown.end_line is not None and grown.end_offset is not None
+    content = hashlib.sha256()
+    left = grown.end_offset
+    try:
+        with open(grown.location, "rb") as handle:
+            while left > 0:
+                block = handle.read(min(left, 1 << 20))
+                if not block:
+                    return None
+                content.update(block)
+                left -= len(block)
+    except OSError:
+        return None  # parsed whole, which reports it
+    if content.hexdigest() != grown.sha256:
+        return None
+    return content, FileEnd(grown.end_line, grown.end_offset)
+
+
+def _read_on(
+    grown: CarriedFile,
+    resume: tuple[Any, FileEnd],
+    context: DatasetContext,
+    writer: PartWriter,
+    parts: Sequence[tuple[str, Path]],
+    chunk_rows: int,
+) -> FileResult:
+    """Parse the lines a grown file gained, as its whole parse would have (its rows up to its
+    old end are carried): the counts go on from its old ones, the environments and workloads
+    its carried rows hold are not given again, and one line KernelIndex cannot read before
+    still makes the whole file unreadable for it."""
+    ingester = FileIngester(grown.rel, context, writer.rows)
+    ingester.result = FileResult(
+        grown.rel, records=grown.records, runs=grown.runs, rejected=grown.rejected, read_on=True
+    )
+    ingester.strict_file = not grown.kernelindex_unreadable
+    environments, workloads = _entities_of(parts, grown.rel)
+    ingester.environments_seen.update(environments)
+    ingester.workloads_seen.update(workloads)
+    _ingest_lines(Path(grown.location), ingester, writer, chunk_rows, resume)
+    ingester.result.kernelindex_unreadable = ingester.in_scope and not ingester.strict_file
+    return ingester.result
+
+
+def _entities_of(
+    parts: Sequence[tuple[str, Path]], rel: str
+) -> tuple[set[str], set[tuple[str, str]]]:
+    """The environment ids and (definition, workload key) pairs the staged rows of file
+    ``rel`` hold (each file's parts give each of them once)."""
+    import pyarrow.compute as pc
+
+    environments: set[str] = set()
+    workloads: set[tuple[str, str]] = set()
+    for name, path in parts:
+        if name not in ("environments", "workloads"):
+            continue
+        columns = ["environment_id"] if name == "environments" else ["definition", "workload_key"]
+        rows = pq.read_table(path, columns=["source_file", *columns])
+        rows = rows.filter(pc.field("source_file") == rel).select(columns).to_pylist()
+        if name == "environments":
+            environments.update(r["environment_id"] for r in rows)
+        else:
+            workloads.update((r["definition"], r["workload_key"]) for r in rows)
+    return environments, workloads
+
+
 def _file_column(table: schemas.Table) -> str | None:
     """The column of a staging part that names the file its rows came from; None for a
     table whose rows are known by their run (correctness)."""
@@ -645,7 +740,8 @@ def carry_rows(writer: PartWriter, parts: Sequence[tuple[str, Path]], kept: set[
 
     The rows are those a parse of the files would give: a file's rows (its environments and
     workloads included: each file's parts get their own) depend on its bytes and the dataset
-    context alone, and the plan carries only files whose bytes and context are unchanged."""
+    context alone, and the plan carries only files whose bytes and context are unchanged (or,
+    for a file that only grew, its rows up to its old end, the bytes they came from)."""
     import pyarrow.compute as pc  # ~50 ms to import: only a build that carries rows pays it
 
     kept_files = pa.array(sorted(kept), type=pa.string())
@@ -678,17 +774,29 @@ def carry_rows(writer: PartWriter, parts: Sequence[tuple[str, Path]], kept: set[
     return True
 
 
-def _ingest_lines(path: Path, ingester: FileIngester, writer: PartWriter, chunk_rows: int) -> None:
+def _ingest_lines(
+    path: Path,
+    ingester: FileIngester,
+    writer: PartWriter,
+    chunk_rows: int,
+    resume: tuple[Any, FileEnd] | None = None,
+) -> None:
+    """Parse a file's lines into the parts; with ``resume`` (a SHA-256 fed with the file's
+    bytes so far, and where they end), only the lines after that end."""
     counts = ingester.result
-    try:
-        if looks_binary(path):
-            counts.content_sha256 = sha256_file(path)
-            ingester.reject(None, "binary_file", "the file holds binary data, not JSON lines", None)
+    if resume is None:
+        try:
+            if looks_binary(path):
+                counts.content_sha256 = sha256_file(path)
+                ingester.reject(
+                    None, "binary_file", "the file holds binary data, not JSON lines", None
+                )
+                return
+        except OSError as error:
+            _unreadable(ingester, error)
             return
-    except OSError as error:
-        _unreadable(ingester, error)
-        return
-    content = hashlib.sha256()
+    # (A grown file is read on only when its old lines held runs, so it is no binary file.)
+    content, end = resume if resume is not None else (hashlib.sha256(), FileEnd())
     unreadable: list[OSError] = []
 
     def records() -> Iterator[Record | Reject]:
@@ -696,7 +804,7 @@ def _ingest_lines(path: Path, ingester: FileIngester, writer: PartWriter, chunk_
         # (a full disk, say) is raised from the loop below, outside this handler, and fails
         # the group.
         try:
-            yield from iter_jsonl(path, ingester.rel, content)
+            yield from iter_jsonl(path, ingester.rel, content, end)
         except OSError as error:
             unreadable.append(error)
 
@@ -714,6 +822,8 @@ def _ingest_lines(path: Path, ingester: FileIngester, writer: PartWriter, chunk_
         _unreadable(ingester, unreadable[0])
         return
     counts.content_sha256 = content.hexdigest()
+    if end.resumable:
+        counts.end_line, counts.end_offset = end.line, end.offset
 
 
 def _unreadable(ingester: FileIngester, error: OSError) -> None:

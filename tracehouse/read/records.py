@@ -228,16 +228,32 @@ class _Lines:
         return lines
 
 
-def _file_lines(handle: Any, content: Any = None) -> Iterator[_Line]:
-    """Every line of a file, as ``_Lines`` numbers them; ``content``, a hashlib object, is fed
-    every byte of the file on the way."""
+@dataclass
+class FileEnd:
+    """Where a read of a JSONL file stopped: the last line's number and the bytes read, and
+    whether the read may go on from there as if it had never stopped (the last line ended at a
+    line end, outside a UTF-16 stretch): a file that only grew is then read from its old end.
+    ``iter_jsonl`` starts at ``offset``, numbering lines on from ``line``, and updates both."""
+
+    line: int = 0
+    offset: int = 0
+    resumable: bool = True
+
+
+def _file_lines(handle: Any, content: Any = None, end: FileEnd | None = None) -> Iterator[_Line]:
+    """Every line of a file (from ``end``, where the handle stands), as ``_Lines`` numbers
+    them; ``content``, a hashlib object, is fed every byte read on the way."""
     lines = _Lines()
-    offset = 0
-    for chunk in handle:
+    end = end if end is not None else FileEnd()
+    lines.number = end.line
+    offset = end.offset
+    read = b""
+    for read in handle:
         if content is not None:
-            content.update(chunk)
+            content.update(read)
         start = offset
-        offset += len(chunk)
+        offset += len(read)
+        chunk = read
         if start == 0 and chunk.startswith(BOM):
             chunk = chunk[len(BOM) :]
             start += len(BOM)
@@ -246,16 +262,24 @@ def _file_lines(handle: Any, content: Any = None) -> Iterator[_Line]:
             yield lines.number, start, chunk, None, True
         else:
             yield from lines.split(chunk, start)
+    end.line, end.offset = lines.number, offset
+    if read:
+        end.resumable = read.endswith(b"\n") and lines.stretch is None
 
 
-def iter_jsonl(path: Path, rel: str, content: Any = None) -> Iterator[Record | Reject]:
+def iter_jsonl(
+    path: Path, rel: str, content: Any = None, end: FileEnd | None = None
+) -> Iterator[Record | Reject]:
     """Stream the records of a JSONL file; blank lines are skipped, never rejected.
 
-    ``content``, a hashlib object, is fed every byte of the file on the way, so the file's
-    digest costs no second read. Lines are numbered as ``_Lines`` says (``_file_lines``).
+    ``content``, a hashlib object, is fed every byte read, so the file's digest costs no
+    second read. Lines are numbered as ``_Lines`` says (``_file_lines``). With ``end``, the
+    read starts at its offset, numbering on from its line, and ``end`` says where it stopped.
     """
     with path.open("rb") as handle:
-        for line_number, start, line, damage, whole in _file_lines(handle, content):
+        if end is not None and end.offset:
+            handle.seek(end.offset)
+        for line_number, start, line, damage, whole in _file_lines(handle, content, end):
             raw = line.strip()
             if not raw:
                 continue
