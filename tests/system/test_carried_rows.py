@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -151,39 +152,43 @@ def test_a_file_that_only_grew_is_parsed_past_its_old_end(tmp_path: Path) -> Non
         bob,
         [json.dumps(rerun), json.dumps(elsewhere), "", json.dumps(workload_record("bob-2")), "{"],
     )
-    grown = build(source, warehouse, revision=REVISION)
+    step = 0
+
+    def build_and_compare() -> Any:
+        """Build, and check the warehouse against one built from scratch."""
+        nonlocal step
+        step += 1
+        result = build(source, warehouse, revision=REVISION)
+        assert_same_as_from_scratch(source, warehouse, tmp_path / f"scratch-{step}")
+        return result
+
+    grown = build_and_compare()
     assert (grown.files_parsed, grown.files_grown, grown.files_reused) == (1, 1, 2)
     assert "files parsed 1 (1 only past the old end)" in "\n".join(grown.summary_lines())
-    assert_same_as_from_scratch(source, warehouse, tmp_path / "scratch-1")
 
     # Grown again, with a line KernelIndex's strict parser refuses (NaN): the whole file is
     # then unreadable for it, its old runs included, as a parse of the whole file says.
     append_lines(bob, [json.dumps(trace_object("bob-60", latency=float("nan")))])
-    again = build(source, warehouse, revision=REVISION)
+    again = build_and_compare()
     assert (again.files_parsed, again.files_grown) == (1, 1)
-    assert_same_as_from_scratch(source, warehouse, tmp_path / "scratch-2")
     append_lines(bob, [json.dumps(trace_object("bob-61", latency=0.2))])
-    assert build(source, warehouse, revision=REVISION).files_grown == 1
-    assert_same_as_from_scratch(source, warehouse, tmp_path / "scratch-3")
+    assert build_and_compare().files_grown == 1
 
     # Old bytes changed as well as new ones added: the file is parsed whole.
     lines = bob.read_text().splitlines()
     lines[0] = json.dumps(trace_object("bob-0", latency=9.5))
     write_lines(bob, [*lines, json.dumps(trace_object("bob-62", latency=0.4))])
-    rewritten = build(source, warehouse, revision=REVISION)
+    rewritten = build_and_compare()
     assert (rewritten.files_parsed, rewritten.files_grown) == (1, 0)
-    assert_same_as_from_scratch(source, warehouse, tmp_path / "scratch-4")
 
     # A file whose last line has no line end (a line added without one is still read on):
     # what is added next continues that line, so the file is parsed whole, then read on from
     # its new end once it ends a line.
     bob.write_text(bob.read_text() + json.dumps(trace_object("bob-63", latency=0.5)))
-    assert build(source, warehouse, revision=REVISION).files_grown == 1
+    assert build_and_compare().files_grown == 1
     with bob.open("a") as handle:
         handle.write("\n" + json.dumps(trace_object("bob-64")) + "\n")
-    continued = build(source, warehouse, revision=REVISION)
+    continued = build_and_compare()
     assert (continued.files_parsed, continued.files_grown) == (1, 0)
-    assert_same_as_from_scratch(source, warehouse, tmp_path / "scratch-5")
     append_lines(bob, [json.dumps(trace_object("bob-65", latency=0.6))])
-    assert build(source, warehouse, revision=REVISION).files_grown == 1
-    assert_same_as_from_scratch(source, warehouse, tmp_path / "scratch-6")
+    assert build_and_compare().files_grown == 1

@@ -55,7 +55,7 @@ SETTINGS = settings(
     # A fixed run replays no saved examples either: examples a random run saved in .hypothesis/
     # would change what it tries (and the repeat-branch share it checks) from one checkout to
     # the next.
-    database=None if FIXED_SEED else settings.default.database,
+    **({"database": None} if FIXED_SEED else {}),
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
@@ -505,35 +505,26 @@ def test_carried_rows_are_the_rows_a_parse_gives_and_an_unreadable_part_is_parse
     assert result.files == {kept_rel: alone.files[kept_rel]}
     assert result.parts.keys() == alone.parts.keys()
     assert rows(result, tmp_path / "s") == expected
+
     # The file grows (a re-run of a workload it has, a new one): its old rows are carried and
     # its new lines parsed, into the rows of a parse of the whole grown file.
+    def read_on_and_whole(name: str) -> tuple[Any, Any]:
+        carried_grown = dataclasses.replace(carried, grown=True)
+        staging = tmp_path / "s"
+        grown = ingest_group(
+            [], context, staging, name, carried=[carried_grown], carried_parts=old_parts
+        )
+        whole = ingest_group([(kept, kept_rel)], context, staging, f"{name}-whole")
+        assert rows(grown, staging) == rows(whole, staging)
+        return grown.files[kept_rel], whole.files[kept_rel]
+
     with kept.open("a") as handle:
         handle.write(_passed_line("k-1") + "\n" + _passed_line("k-9") + "\n")
-    grown = ingest_group(
-        [],
-        context,
-        tmp_path / "s",
-        "grown",
-        carried=[dataclasses.replace(carried, grown=True)],
-        carried_parts=old_parts,
-    )
-    whole = ingest_group([(kept, kept_rel)], context, tmp_path / "s", "whole")
-    assert grown.files[kept_rel].read_on
-    assert dataclasses.replace(grown.files[kept_rel], read_on=False) == whole.files[kept_rel]
-    assert rows(grown, tmp_path / "s") == rows(whole, tmp_path / "s")
+    grown, whole = read_on_and_whole("grown")
+    assert grown.read_on and dataclasses.replace(grown, read_on=False) == whole
     kept.write_text(kept.read_text().replace("k-0", "k-8"))  # its old bytes changed: parsed whole
-    rewritten = ingest_group(
-        [],
-        context,
-        tmp_path / "s",
-        "rewritten",
-        carried=[dataclasses.replace(carried, grown=True)],
-        carried_parts=old_parts,
-    )
-    assert not rewritten.files[kept_rel].read_on
-    assert rows(rewritten, tmp_path / "s") == rows(
-        ingest_group([(kept, kept_rel)], context, tmp_path / "s", "whole-2"), tmp_path / "s"
-    )
+    rewritten, whole = read_on_and_whole("rewritten")
+    assert not rewritten.read_on and rewritten == whole
     kept.write_text("".join(_passed_line(f"k-{i}") + "\n" for i in range(5)) + "{broken\n")
     # A part that is not a staging part of this importer: the file is parsed instead.
     (tmp_path / "s" / both.parts["runs"][0]).write_bytes(b"not parquet")

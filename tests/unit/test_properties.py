@@ -43,7 +43,7 @@ SETTINGS = settings(
     # A fixed run replays no saved examples either: examples a random run saved in .hypothesis/
     # would change what it tries (and the repeat-branch share it checks) from one checkout to
     # the next.
-    database=None if FIXED_SEED else settings.default.database,
+    **({"database": None} if FIXED_SEED else {}),
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 EXAMPLES = {"records": 0}  # how many inputs the properties tried (reported in guarantees.md)
