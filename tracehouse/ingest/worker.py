@@ -46,7 +46,14 @@ from tracehouse.read.normalize import (
     repeat_trace,
     to_json,
 )
-from tracehouse.read.records import FileEnd, Record, iter_jsonl, looks_binary, raw_prefix
+from tracehouse.read.records import (
+    FileEnd,
+    Record,
+    iter_jsonl,
+    looks_binary,
+    raw_prefix,
+    unreadable_file,
+)
 from tracehouse.read.timestamps import observed_at
 from tracehouse.rejects import Reject
 
@@ -827,4 +834,5 @@ def _ingest_lines(
 
 
 def _unreadable(ingester: FileIngester, error: OSError) -> None:
-    ingester.reject(None, "unreadable_file", f"cannot read: {error.strerror or error}", None)
+    reject = unreadable_file(ingester.rel, error)
+    ingester.reject(reject.line, reject.reason, reject.message, None)

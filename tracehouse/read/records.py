@@ -297,12 +297,17 @@ def iter_jsonl(
                 yield Record(line_number, index, start, record_raw, value, strict and whole)
 
 
+def unreadable_file(rel: str, error: OSError) -> Reject:
+    """The reject of a file that could not be read (the OS's reason, else the error's text)."""
+    return Reject(rel, None, "unreadable_file", f"cannot read: {error.strerror or error}", None)
+
+
 def read_json_file(path: Path, rel: str) -> Record | Reject:
     """A whole-file JSON document (definitions, solutions)."""
     try:
         data = path.read_bytes()
     except OSError as error:
-        return Reject(rel, None, "unreadable_file", f"cannot read: {error.strerror}", None)
+        return unreadable_file(rel, error)
     if data.startswith(BOM):
         data = data[len(BOM) :]
     if not data.strip():
