@@ -717,18 +717,18 @@ def _entities_of(
     ``rel`` hold (each file's parts give each of them once)."""
     import pyarrow.compute as pc
 
+    def rows(path: Path, *columns: str) -> list[dict[str, Any]]:
+        table = pq.read_table(path, columns=["source_file", *columns])
+        return table.filter(pc.field("source_file") == rel).select(list(columns)).to_pylist()
+
     environments: set[str] = set()
     workloads: set[tuple[str, str]] = set()
     for name, path in parts:
-        if name not in ("environments", "workloads"):
-            continue
-        columns = ["environment_id"] if name == "environments" else ["definition", "workload_key"]
-        rows = pq.read_table(path, columns=["source_file", *columns])
-        rows = rows.filter(pc.field("source_file") == rel).select(columns).to_pylist()
         if name == "environments":
-            environments.update(r["environment_id"] for r in rows)
-        else:
-            workloads.update((r["definition"], r["workload_key"]) for r in rows)
+            environments.update(r["environment_id"] for r in rows(path, "environment_id"))
+        elif name == "workloads":
+            found = rows(path, "definition", "workload_key")
+            workloads.update((r["definition"], r["workload_key"]) for r in found)
     return environments, workloads
 
 
