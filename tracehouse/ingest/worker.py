@@ -92,8 +92,8 @@ class CarriedFile:
     """A file of a group whose bytes are what the group's previous parts were parsed from:
     its rows are carried over from those parts (``carry_rows``) instead of parsed again.
 
-    A file that only ``grown`` (FlashInfer-Bench appends each re-run) is carried too: its rows
-    up to where its last read ended (``end_line``, ``end_offset``) are carried and only the
+    A file that only grew (``grown``: FlashInfer-Bench appends each re-run) is carried too: its
+    rows up to where its last read ended (``end_line``, ``end_offset``) are carried and only the
     lines after are parsed (``_read_on``), once its bytes up to there are checked."""
 
     location: str  # the file, parsed after all if its rows cannot be carried
