@@ -454,6 +454,29 @@ def table_counts(generation: Path) -> dict[str, int]:
     }
 
 
+def published_counts(generation: Path) -> dict[str, int]:
+    """Rows of every table of a published generation: the counts its build recorded with its
+    checks (the generation's files, checks.json included, are checked against their digests
+    before it is built on), else from the Parquet footers. Reading every footer cost a build
+    after one changed file ~0.1-0.2 s."""
+    from tracehouse.schemas import TABLES
+
+    try:
+        recorded = read_checks(generation).get("tables_shrink_within_limit")
+        counts = recorded[1].get("new_counts") if recorded else None
+    except (AttributeError, KeyError, TypeError):  # not what a build writes: count the rows
+        counts = None
+
+    held = {table for table in TABLES if (generation / f"{table}.parquet").exists()}
+    if (
+        isinstance(counts, dict)
+        and set(counts) == held
+        and all(type(count) is int and count >= 0 for count in counts.values())
+    ):
+        return dict(counts)
+    return table_counts(generation)
+
+
 def read_checks(generation: Path) -> dict[str, invariants.Outcome]:
     """The invariant outcomes a build recorded in ``generation`` before publishing it."""
     try:
@@ -469,7 +492,7 @@ GuardFn = Callable[[Path, dict[str, int], dict[str, Any]], None]
 def _publish_guard(settings: Settings, current: Path | None, require_fact_rows: bool) -> GuardFn:
     """The last step before publishing: compare the new tables with the current generation's,
     record every outcome in the generation, and refuse what must not be published."""
-    previous = table_counts(current) if current is not None else None
+    previous = published_counts(current) if current is not None else None
 
     def guard(generation: Path, counts: dict[str, int], outcomes: dict[str, Any]) -> None:
         outcomes["tables_shrink_within_limit"] = invariants.tables_shrink_within_limit(

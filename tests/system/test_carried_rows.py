@@ -192,3 +192,66 @@ def test_a_file_that_only_grew_is_parsed_past_its_old_end(tmp_path: Path) -> Non
     assert (continued.files_parsed, continued.files_grown) == (1, 0)
     append_lines(bob, [json.dumps(trace_object("bob-65", latency=0.6))])
     assert build_and_compare().files_grown == 1
+
+
+def group_parts(warehouse: Path) -> dict[str, list[str]]:
+    """The staging parts of the (one) group of the dataset, as the manifest lists them."""
+    manifest = read_manifest(Warehouse(warehouse).manifest_path)
+    listed = {
+        json.dumps(e.parts, sort_keys=True): e.parts
+        for s in manifest.sources.values()
+        for e in s.files.values()
+    }
+    assert len(listed) == 1  # every file of the group names the same parts
+    (parts,) = listed.values()
+    return parts
+
+
+def test_appended_runs_add_a_part_and_the_group_keeps_its_old_ones(tmp_path: Path) -> None:
+    """After an append, the group's previous parts stay as they are (their rows are not copied)
+    and the new lines' rows are one more part; at KEPT_PARTS_MAX parts a table the rows are
+    copied into one part again. A file taken away, or changed other than by growing, has rows
+    in those parts that must go: then they are copied without them. Every step equals a build
+    from scratch."""
+    source, warehouse = tmp_path / "dataset", tmp_path / "warehouse"
+    make_dataset(source, ["alice", "bob", "carol"])
+    build(source, warehouse, revision=REVISION)
+    bob = source / f"traces/bob/gemm/{DEFINITION}.jsonl"
+    step = 0
+
+    def append_and_build(*lines: str) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+        nonlocal step
+        step += 1
+        before = group_parts(warehouse)
+        if lines:
+            append_lines(bob, list(lines))
+        result = build(source, warehouse, revision=REVISION)
+        assert_same_as_from_scratch(source, warehouse, tmp_path / f"scratch-{step}")
+        assert result.files_grown == (1 if lines else 0)
+        return before, group_parts(warehouse)
+
+    before, after = append_and_build(json.dumps(trace_object("bob-70", latency=0.25)))
+    for table, names in before.items():  # the old parts first, then the new lines' rows
+        assert after[table][: len(names)] == names, table
+    assert len(after["runs"]) == len(before["runs"]) + 1
+
+    # A new file of the group beside the grown one: its rows go into the new part too.
+    write_lines(source / f"traces/erin/gemm/{DEFINITION}.jsonl", trace_lines("erin", 3))
+    before, after = append_and_build(json.dumps(trace_object("bob-71", latency=0.35)))
+    assert len(after["runs"]) == len(before["runs"]) + 1
+    assert after["runs"][: len(before["runs"])] == before["runs"]
+
+    # Appends until a table has KEPT_PARTS_MAX parts: the rows are then one part again.
+    from tracehouse.ingest.plan import KEPT_PARTS_MAX
+
+    while len(group_parts(warehouse)["runs"]) < KEPT_PARTS_MAX:
+        append_and_build(json.dumps(trace_object(f"bob-{80 + step}", latency=0.1 + step / 10)))
+    _, compacted = append_and_build(json.dumps(trace_object("bob-99", latency=0.45)))
+    assert len(compacted["runs"]) == 1
+
+    # Kept parts again, then a file taken away: its rows must leave the group's parts.
+    append_and_build(json.dumps(trace_object("bob-100", latency=0.55)))
+    assert len(group_parts(warehouse)["runs"]) == 2
+    (source / f"traces/carol/gemm/{DEFINITION}.jsonl").unlink()
+    _, after = append_and_build(json.dumps(trace_object("bob-101", latency=0.65)))
+    assert len(after["runs"]) == 1

@@ -139,11 +139,11 @@ def write_group_parts(
             for table in GROUP_PARTED_TABLES
         }
     for table in GROUP_PARTED_TABLES:
-        held = base_folder(base, table, key)
+        held = held_parts(base_folder(base, table, key))
         missing = [
             g
             for g in groups
-            if not _held_by(held, names_of[g.key][table])
+            if names_of[g.key][table] not in held
             and not _intact_part(warehouse.parts / table / names_of[g.key][table])
         ]
         for batch in _write_batches(table, missing):
@@ -261,10 +261,11 @@ def write_ranking_parts(
         for bucket, digest in buckets
     }
     folder = warehouse.parts / "run_rankings"
+    held = held_parts(base)
     stale = {
         bucket: name
         for bucket, name in name_of.items()
-        if not _held_by(base, name) and not _intact_part(folder / name)
+        if name not in held and not _intact_part(folder / name)
     }
     if stale:
         connection.register(
@@ -340,8 +341,21 @@ def _intact_part(folder: Path) -> bool:
     return intact
 
 
-def _held_by(base: Path | None, part_name: str) -> bool:
-    return base is not None and any(base.glob(f"{part_name}-*.parquet"))
+def held_parts(base: Path | None) -> dict[str, list[Path]]:
+    """The files of each part a base generation's folder holds (``<part>-<file>``, place_parts),
+    listed once: a glob per part cost ~0.1 s of a one-file build over a few hundred parts."""
+    held: dict[str, list[Path]] = {}
+    if base is None:
+        return held
+    try:
+        entries = sorted(os.scandir(base), key=lambda entry: entry.name)
+    except OSError:  # no such folder: the base holds none of this table's parts
+        return held
+    for entry in entries:
+        part, dash, _ = entry.name.partition("-")
+        if dash and entry.name.endswith(".parquet"):
+            held.setdefault(part, []).append(Path(entry.path))
+    return held
 
 
 def base_folder(current: Path | None, table: str, key: str | None = None) -> Path | None:
@@ -359,8 +373,9 @@ def place_parts(folder: Path, parts: list[Path], base: Path | None) -> None:
     copies of the cache's files. A generation never shares a file with the cache, so damage to
     one never reaches the other (a repair used to re-publish a damaged part from the cache)."""
     folder.mkdir(parents=True, exist_ok=True)
+    held_by_base = held_parts(base)
     for part in parts:
-        held = sorted(base.glob(f"{part.name}-*.parquet")) if base is not None else []
+        held = held_by_base.get(part.name, [])
         for path in held:
             link_file(path, folder / path.name)
         if not held:
