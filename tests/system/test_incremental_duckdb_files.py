@@ -31,7 +31,7 @@ from tracehouse.assemble.duckdb_files import (
 )
 from tracehouse.demo import generate_dataset
 from tracehouse.settings import Settings, load_settings
-from tracehouse.warehouse import DUCKDB_FILE, READER_DUCKDB_FILE, Warehouse
+from tracehouse.warehouse import DUCKDB_FILE, READER_DUCKDB_FILE, Warehouse, table_view_sql
 
 pytestmark = pytest.mark.integration
 
@@ -51,9 +51,12 @@ class Spy:
             create_sql_views(connection, settings)
 
         def recording_write(
-            generation: Path, settings: Settings, base: Path | None = None
+            generation: Path,
+            settings: Settings,
+            base: Path | None = None,
+            views: duckdb_files.ViewsInAdvance | None = None,
         ) -> DuckdbFilesWrite:
-            written = write_duckdb_file(generation, settings, base)
+            written = write_duckdb_file(generation, settings, base, views)
             self.writes.append(written)
             return written
 
@@ -274,3 +277,61 @@ def test_an_error_beside_the_copy_interrupts_it_before_the_file_is_closed() -> N
         assert connection.execute("SELECT 42").fetchone() == (42,)
     finally:
         connection.close()
+
+
+def test_the_views_are_bound_over_the_types_the_files_hold(tmp_path: Path) -> None:
+    """The sql/ views are created over stand-ins made from the declared schemas (so that a
+    build binds them beside its assembly, before any file exists): each table's declared
+    columns and types are those DuckDB reads from the generation's files, which the views
+    read once the stand-ins give way."""
+    source, warehouse = tmp_path / "demo", tmp_path / "wh"
+    generate_dataset(source, seed=8, definitions=2, workloads_per_definition=3)
+    build(source, warehouse, revision=REVISION)
+    generation = _current(warehouse)
+    connection = duckdb.connect()
+    try:
+        for name in duckdb_files.generation_tables(generation):
+            over_files = connection.execute(
+                f"DESCRIBE {table_view_sql(generation, name)}"
+            ).fetchall()
+            connection.register("declared", schemas.TABLES[name].arrow_schema.empty_table())
+            declared = connection.execute("DESCRIBE SELECT * FROM declared").fetchall()
+            connection.unregister("declared")
+            assert [row[:2] for row in declared] == [row[:2] for row in over_files], name
+        assert duckdb_files.generation_tables(generation) == list(schemas.TABLES)
+    finally:
+        connection.close()
+    # The views file was handed over as the reader file: nothing of it is left beside.
+    assert not (generation / duckdb_files.VIEWS_FILE).exists()
+
+
+def test_views_written_in_advance_are_dropped_when_not_used(tmp_path: Path) -> None:
+    """A build that fails stops the thread and removes its file before its generation's folder
+    goes; a generation without every table writes its views again, for the tables it holds."""
+    settings = _settings(tmp_path / "wh")
+    stopped = duckdb_files.ViewsInAdvance(tmp_path, settings)
+    stopped.discard()  # at once: mid-statement, or before the thread began
+    assert not list(tmp_path.iterdir())
+
+    unused = duckdb_files.ViewsInAdvance(tmp_path, settings)
+    assert unused.result(list(schemas.TABLES)[:-1]) is None
+    assert not list(tmp_path.iterdir())
+
+    used = duckdb_files.ViewsInAdvance(tmp_path, settings)
+    handed = used.result(list(schemas.TABLES))
+    assert handed == tmp_path / duckdb_files.VIEWS_FILE and handed.is_file()
+    connection = duckdb.connect(str(handed), read_only=True)
+    try:
+        views = {
+            name
+            for (name,) in connection.execute(
+                "SELECT view_name FROM duckdb_views() WHERE NOT internal"
+            ).fetchall()
+        }
+        tables = {
+            name
+            for (name,) in connection.execute("SELECT table_name FROM duckdb_tables()").fetchall()
+        }
+    finally:
+        connection.close()
+    assert set(schemas.VIEWS) <= views and not tables & set(schemas.TABLES)

@@ -35,7 +35,6 @@ from tracehouse.warehouse import (
     seal_published_file,
     sql_literal,
     table_files,
-    table_view_sql,
 )
 
 # The published file is bounded like the rest of finalize (DuckDB spills past it).
@@ -51,7 +50,10 @@ DUCKDB_FILE_CONFIG: dict[str, str | bool | int | float | list[str]] = {
 
 
 def write_duckdb_file(
-    generation: Path, settings: Settings, base: Path | None = None
+    generation: Path,
+    settings: Settings,
+    base: Path | None = None,
+    views: ViewsInAdvance | None = None,
 ) -> DuckdbFilesWrite:
     """The generation's two DuckDB files: the reader file (views over its Parquet files, for
     tracehouse's own readers) and the published one, which stores every table in itself.
@@ -60,20 +62,31 @@ def write_duckdb_file(
     when its views were written from the same inputs (``views_fingerprint``): the reader's
     table views are pointed at this generation's files, the sql/ views kept as they are (they
     read the table views by name), and only the published tables whose rows changed are
-    changed (``_update_published_table``). Anything unexpected writes both files afresh."""
+    changed (``_update_published_table``). Anything unexpected writes both files afresh.
+
+    ``views`` is the sql/ views' file a build started beside its assembly (``ViewsInAdvance``);
+    a full write starts from it when it was written for the generation's tables."""
     fingerprint = views_fingerprint(generation, settings)
     (generation / VIEWS_FINGERPRINT_FILE).write_text(fingerprint + "\n")
     reader = generation / READER_DUCKDB_FILE
     if base is not None and _stored_fingerprint(base) == fingerprint:
+        if views is not None:
+            views.discard()
         try:
             return _update_from_base(generation, base)
         except (duckdb.Error, OSError, ValueError, UnexpectedBase):
             # Whatever stopped it, the full write below needs neither partial file.
             for path in (reader, generation / DUCKDB_FILE):
                 _remove_database(path)
-    _write_reader_file(generation, settings)
+    prepared = views.result(generation_tables(generation)) if views is not None else None
+    _write_reader_file(generation, settings, prepared)
     _write_published_duckdb_file(generation, reader)
     return DuckdbFilesWrite(reused_base=False, changed_tables={})
+
+
+def generation_tables(generation: Path) -> list[str]:
+    """The tables a generation holds (those whose files exist), in schema order."""
+    return [name for name in schemas.TABLES if (generation / f"{name}.parquet").exists()]
 
 
 @dataclass(frozen=True)
@@ -94,6 +107,18 @@ VIEWS_FINGERPRINT_FILE = "views.fingerprint"
 
 
 def views_fingerprint(generation: Path, settings: Settings) -> str:
+    return _views_fingerprint(settings, generation_tables(generation))
+
+
+def writes_views_afresh(base: Path | None, settings: Settings) -> bool:
+    """Whether a build on ``base`` will write its generation's views afresh rather than from
+    the base's files (``write_duckdb_file``), its generation holding every table."""
+    return base is None or _stored_fingerprint(base) != _views_fingerprint(
+        settings, list(schemas.TABLES)
+    )
+
+
+def _views_fingerprint(settings: Settings, tables: list[str]) -> str:
     """What the stored views, settings tables and comments of the DuckDB files depend on: the
     schema (table declarations and docs, every SQL file: ``schema_version``), the code that
     writes them, the regression thresholds they store, DuckDB's version and storage format,
@@ -106,7 +131,7 @@ def views_fingerprint(generation: Path, settings: Settings) -> str:
         duckdb.__version__,
         repr(sorted(DUCKDB_FILE_CONFIG.items())),
         repr(RegressionThresholds.from_settings(settings)),
-        repr([name for name in schemas.TABLES if (generation / f"{name}.parquet").exists()]),
+        repr(tables),
     ):
         digest.update(f"{part}\0".encode())
     for module in (here, here.parent / "history.py", here.parents[1] / "sql_files.py"):
@@ -132,16 +157,17 @@ def _remove_database(path: Path) -> None:
         leftover.unlink(missing_ok=True)
 
 
-def _write_reader_file(generation: Path, settings: Settings) -> None:
-    connection = duckdb.connect(str(generation / READER_DUCKDB_FILE), config=DUCKDB_FILE_CONFIG)
+def _write_reader_file(generation: Path, settings: Settings, views: Path | None = None) -> None:
+    """The reader file: the sql/ views (``views``, a file ``write_views_file`` wrote for the
+    generation's tables, or written now), and a view of each table over its Parquet files."""
+    reader = generation / READER_DUCKDB_FILE
+    if views is None:
+        views = generation / VIEWS_FILE
+        write_views_file(views, settings, generation_tables(generation))
+    views.replace(reader)
+    connection = duckdb.connect(str(reader), config=DUCKDB_FILE_CONFIG)
     try:
-        # One transaction: each DDL statement committed alone syncs the file (~5-20 ms each,
-        # over a thousand statements with the comments).
         connection.execute("BEGIN TRANSACTION")
-        stand_ins = _create_stand_in_tables(connection, generation.resolve())
-        create_sql_views(connection, settings)
-        for name in stand_ins:
-            connection.execute(f"DROP TABLE main.{name}")  # own names
         create_table_views(connection, generation.resolve())
         connection.execute("COMMIT")
         connection.execute("CHECKPOINT")
@@ -149,24 +175,95 @@ def _write_reader_file(generation: Path, settings: Settings) -> None:
         connection.close()
 
 
-def _create_stand_in_tables(connection: duckdb.DuckDBPyConnection, generation: Path) -> list[str]:
-    """An empty table for each of the generation's tables, with the exact columns and types of
-    its view over the Parquet files, for the sql/ views to be created over.
+# Where a generation's sql/ views are written before they become its reader file.
+VIEWS_FILE = ".views.duckdb"
+
+
+def write_views_file(
+    path: Path,
+    settings: Settings,
+    tables: list[str],
+    opened: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+) -> None:
+    """A DuckDB file of the sql/ views, their comments and the regression limits, created over
+    empty stand-ins of ``tables`` (dropped again): what a reader file holds before the views of
+    its tables. It reads no Parquet file, so a build can write it while it assembles the
+    tables. ``opened`` is handed the connection first (to interrupt it)."""
+    connection = duckdb.connect(str(path), config=DUCKDB_FILE_CONFIG)
+    try:
+        if opened is not None:
+            opened(connection)
+        # One transaction: each DDL statement committed alone syncs the file (~5-20 ms each,
+        # over a thousand statements with the comments).
+        connection.execute("BEGIN TRANSACTION")
+        _create_stand_in_tables(connection, tables)
+        create_sql_views(connection, settings)
+        for name in tables:
+            connection.execute(f"DROP TABLE main.{name}")  # own names
+        connection.execute("COMMIT")
+        connection.execute("CHECKPOINT")
+    finally:
+        connection.close()
+
+
+def _create_stand_in_tables(connection: duckdb.DuckDBPyConnection, tables: list[str]) -> None:
+    """An empty table for each of ``tables``, of its declared columns and types: those of its
+    view over the Parquet files (tests/system/test_incremental_duckdb_files.py holds them
+    equal), for the sql/ views to be created over.
 
     Creating a view binds it, through every view it reads down to the tables: over the Parquet
     files that reads their metadata again for each view of the chain (a second for sql/'s 47),
     over empty tables a third of that. A view is stored as its SQL and bound again when queried,
     with the same columns and types, so once the stand-ins give way to the table views, the
     sql/ views read the files."""
-    created = []
-    for name in schemas.TABLES:
-        if not (generation / f"{name}.parquet").exists():
-            continue
-        described = connection.execute(f"DESCRIBE {table_view_sql(generation, name)}").fetchall()
-        columns = ", ".join(f'"{column}" {type_}' for column, type_, *_ in described)
-        connection.execute(f"CREATE TABLE main.{name} ({columns})")  # own names and types
-        created.append(name)
-    return created
+    for name in tables:
+        empty = f"stand_in_{name}"
+        connection.register(empty, schemas.TABLES[name].arrow_schema.empty_table())
+        connection.execute(f"CREATE TABLE main.{name} AS SELECT * FROM {empty}")  # noqa: S608  (own names)
+        connection.unregister(empty)
+
+
+class ViewsInAdvance:
+    """``write_views_file`` for a new generation, in a thread beside the assembly of its tables:
+    binding the sql/ views took ~0.8 s of a cold build of the bench corpus, and assembling
+    leaves a core idle much of its time. ``result`` hands the file over when it was written for
+    the tables the generation ended up holding; ``discard`` stops the thread and drops it."""
+
+    def __init__(self, generation: Path, settings: Settings) -> None:
+        self.path = generation / VIEWS_FILE
+        self.tables = list(schemas.TABLES)  # a build's generation holds every table
+        self._connection: duckdb.DuckDBPyConnection | None = None
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="views-in-advance")
+        self._future = self._pool.submit(
+            write_views_file, self.path, settings, self.tables, self._opened
+        )
+
+    def _opened(self, connection: duckdb.DuckDBPyConnection) -> None:
+        self._connection = connection
+
+    def result(self, tables: list[str]) -> Path | None:
+        """The views file, once written, when ``tables`` are those it was written for; else
+        None, and the caller writes one."""
+        try:
+            self._future.result()
+            written = True
+        except (duckdb.Error, OSError):
+            written = False
+        finally:
+            self._pool.shutdown(wait=True)
+        if written and tables == self.tables:
+            return self.path
+        _remove_database(self.path)
+        return None
+
+    def discard(self) -> None:
+        """Stop the thread (interrupting its statement) and remove what it wrote."""
+        while not self._future.done():
+            if self._connection is not None:
+                self._connection.interrupt()
+            wait([self._future], timeout=0.05)
+        self._pool.shutdown(wait=True)
+        _remove_database(self.path)
 
 
 def _update_from_base(generation: Path, base: Path) -> DuckdbFilesWrite:
@@ -570,3 +667,20 @@ def _rewrite_table(connection: duckdb.DuckDBPyConnection, name: str) -> TableCha
     connection.execute(f"DROP TABLE main.{name}")  # own names
     _store_table(connection, name)
     return TableChange.REWRITTEN
+
+
+@contextmanager
+def views_beside(
+    generation: Path, base: Path | None, settings: Settings
+) -> Iterator[ViewsInAdvance | None]:
+    """The sql/ views of a new generation written in a thread while the block assembles its
+    tables, when the build will write its views afresh (``writes_views_afresh``); None else.
+    Should the block fail, the thread is stopped and its file removed before the error goes on
+    (the failed generation's folder is removed next, and nothing may write into it then)."""
+    views = ViewsInAdvance(generation, settings) if writes_views_afresh(base, settings) else None
+    try:
+        yield views
+    except BaseException:
+        if views is not None:
+            views.discard()
+        raise

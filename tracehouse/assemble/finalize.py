@@ -26,6 +26,8 @@ from tracehouse import kernelindex, schemas
 from tracehouse.assemble import invariants
 from tracehouse.assemble.duckdb_files import (
     FINALIZE_MEMORY_LIMIT,
+    ViewsInAdvance,
+    views_beside,
     write_duckdb_file,
 )
 from tracehouse.assemble.parts import (
@@ -165,148 +167,151 @@ def finalize(
         s for s in (generation_sources(current) if current else []) if s.source != resolved.name
     ]
     generation = warehouse.new_generation()
-    checks: dict[str, invariants.Outcome] = {}
-    if progress:
-        progress("finalize", 0, 1)
-    groups = staged_groups(warehouse, file_entries)
-    all_parts = {
-        name: sorted({p for group in groups for p in group.parts.get(name, [])})
-        for name in PART_TABLES
-    }
-    key = resolved.key
-
-    temp_dir = warehouse.cache / DUCKDB_SPILL_DIR
-    connection = duckdb.connect(
-        config={
-            "threads": max(1, settings.workers),
-            # Beyond this DuckDB spills to temp_directory, so peak memory stays flat as the
-            # dataset grows (issue 5); every table is written with an explicit ORDER BY, so
-            # insertion order need not be kept.
-            "memory_limit": FINALIZE_MEMORY_LIMIT,
-            "temp_directory": str(temp_dir),
-            "preserve_insertion_order": False,
+    # The sql/ views need no table's rows: they are bound beside the assembly.
+    with views_beside(generation, current, settings) as views:
+        checks: dict[str, invariants.Outcome] = {}
+        if progress:
+            progress("finalize", 0, 1)
+        groups = staged_groups(warehouse, file_entries)
+        all_parts = {
+            name: sorted({p for group in groups for p in group.parts.get(name, [])})
+            for name in PART_TABLES
         }
-    )
-    try:
-        for name, table in PART_TABLES.items():
-            staged_view(connection, name, table, all_parts[name])
-        history = _snapshot_history(current)
-        snapshot = _snapshot_row(resolved, files, file_entries, loaded.context)
-        snapshot["snapshot_number"] = _snapshot_number(history, resolved.name, snapshot)
-        (generation / SNAPSHOT_FILE).write_text(snapshot["snapshot_id"] + "\n")
-        this_source = GenerationSource(
-            resolved.name,
-            resolved.uri,
-            key,
-            snapshot["snapshot_id"],
-            snapshot["snapshot_number"],
-            resolved.resolved_sha,
-        )
-        # Until this source's own rows are assembled, the views show it alone: the assembly
-        # SQL reads its definitions and solutions, never another source's.
-        write_generation_sources(generation, [this_source])
-        _keep_history(generation, current, this_source)
+        key = resolved.key
 
-        def copy(table: str, query: str) -> None:
-            """One table's rows as one sorted file: the source's slice, or a global table."""
-            if table in PER_SOURCE_TABLES:
-                target = generation / f"{table}.parquet" / key / "data.parquet"
-                target.parent.mkdir(parents=True, exist_ok=True)
-                order = schemas.slice_order(table)
-            else:
-                target = generation / f"{table}.parquet"
-                order = TABLE_ORDER[table]
-            relation = connection.sql(f"{query} ORDER BY {order}")
-            relation.write_parquet(str(target), compression="zstd")
-
-        for table, rows in (
-            ("definitions", loaded.definition_rows),
-            ("implementations", loaded.implementation_rows),
-            ("protocols", [_protocol_row()]),
-            ("baseline_map", baseline_map_rows(settings.baselines_file)),
-        ):
-            staged = generation / f"_{table}.parquet"
-            pq.write_table(rows_to_arrow(table, rows), staged, compression="zstd")
-            copy(table, f"SELECT * FROM read_parquet({sql_literal(staged)}) s")  # noqa: S608
-            staged.unlink()
-        # History keeps its append order (two builds can share a millisecond).
-        history.append(snapshot)
-        pq.write_table(
-            rows_to_arrow("source_snapshots", history),
-            generation / "source_snapshots.parquet",
-            compression="zstd",
+        temp_dir = warehouse.cache / DUCKDB_SPILL_DIR
+        connection = duckdb.connect(
+            config={
+                "threads": max(1, settings.workers),
+                # Beyond this DuckDB spills to temp_directory, so peak memory stays flat as the
+                # dataset grows (issue 5); every table is written with an explicit ORDER BY, so
+                # insertion order need not be kept.
+                "memory_limit": FINALIZE_MEMORY_LIMIT,
+                "temp_directory": str(temp_dir),
+                "preserve_insertion_order": False,
+            }
         )
-        create_table_views(connection, generation)
-
-        unreadable = sorted(
-            rel for rel, entry in file_entries.items() if entry.kernelindex_unreadable
-        )
-        connection.register(
-            "kernelindex_unreadable_files",
-            pa.table({"source_file": pa.array(unreadable, type=pa.string())}),
-        )
-        # The workload cache spans every file, so it is computed over all staging parts (only
-        # its few columns are read); then every group is resolved on its own.
-        for relation in GLOBAL_RELATIONS:
-            connection.execute(
-                f"CREATE TEMP TABLE {relation} AS {sql_text(f'assemble/{relation}')}"
+        try:
+            for name, table in PART_TABLES.items():
+                staged_view(connection, name, table, all_parts[name])
+            history = _snapshot_history(current)
+            snapshot = _snapshot_row(resolved, files, file_entries, loaded.context)
+            snapshot["snapshot_number"] = _snapshot_number(history, resolved.name, snapshot)
+            (generation / SNAPSHOT_FILE).write_text(snapshot["snapshot_id"] + "\n")
+            this_source = GenerationSource(
+                resolved.name,
+                resolved.uri,
+                key,
+                snapshot["snapshot_id"],
+                snapshot["snapshot_number"],
+                resolved.resolved_sha,
             )
-        for table in schemas.WHOLE_SOURCE_STAGED_TABLES:
-            copy(
-                table,
-                f"SELECT {_projection(table)} "  # noqa: S608  (own names)
-                f"FROM ({sql_text(f'assemble/{table}')}) s",
+            # Until this source's own rows are assembled, the views show it alone: the assembly
+            # SQL reads its definitions and solutions, never another source's.
+            write_generation_sources(generation, [this_source])
+            _keep_history(generation, current, this_source)
+
+            def copy(table: str, query: str) -> None:
+                """One table's rows as one sorted file: the source's slice, or a global table."""
+                if table in PER_SOURCE_TABLES:
+                    target = generation / f"{table}.parquet" / key / "data.parquet"
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    order = schemas.slice_order(table)
+                else:
+                    target = generation / f"{table}.parquet"
+                    order = TABLE_ORDER[table]
+                relation = connection.sql(f"{query} ORDER BY {order}")
+                relation.write_parquet(str(target), compression="zstd")
+
+            for table, rows in (
+                ("definitions", loaded.definition_rows),
+                ("implementations", loaded.implementation_rows),
+                ("protocols", [_protocol_row()]),
+                ("baseline_map", baseline_map_rows(settings.baselines_file)),
+            ):
+                staged = generation / f"_{table}.parquet"
+                pq.write_table(rows_to_arrow(table, rows), staged, compression="zstd")
+                copy(table, f"SELECT * FROM read_parquet({sql_literal(staged)}) s")  # noqa: S608
+                staged.unlink()
+            # History keeps its append order (two builds can share a millisecond).
+            history.append(snapshot)
+            pq.write_table(
+                rows_to_arrow("source_snapshots", history),
+                generation / "source_snapshots.parquet",
+                compression="zstd",
             )
-        parts = write_group_parts(
-            connection,
-            warehouse,
-            groups,
-            resolution_digest(connection),
-            resolved.name,
-            current,
-            key,
-        )
-        # Records refused before the ingest (discovery, fetch, definitions, solutions): one
-        # more rejects part, of this generation only.
-        extra_rejects = [
-            _reject_row(r) for r in [*discovery_rejects, *resolved.fetch_rejects, *loaded.rejects]
-        ]
-        for table in GROUP_PARTED_TABLES:
+            create_table_views(connection, generation)
+
+            unreadable = sorted(
+                rel for rel, entry in file_entries.items() if entry.kernelindex_unreadable
+            )
+            connection.register(
+                "kernelindex_unreadable_files",
+                pa.table({"source_file": pa.array(unreadable, type=pa.string())}),
+            )
+            # The workload cache spans every file, so it is computed over all staging parts (only
+            # its few columns are read); then every group is resolved on its own.
+            for relation in GLOBAL_RELATIONS:
+                connection.execute(
+                    f"CREATE TEMP TABLE {relation} AS {sql_text(f'assemble/{relation}')}"
+                )
+            for table in schemas.WHOLE_SOURCE_STAGED_TABLES:
+                copy(
+                    table,
+                    f"SELECT {_projection(table)} "  # noqa: S608  (own names)
+                    f"FROM ({sql_text(f'assemble/{table}')}) s",
+                )
+            parts = write_group_parts(
+                connection,
+                warehouse,
+                groups,
+                resolution_digest(connection),
+                resolved.name,
+                current,
+                key,
+            )
+            # Records refused before the ingest (discovery, fetch, definitions, solutions): one
+            # more rejects part, of this generation only.
+            extra_rejects = [
+                _reject_row(r)
+                for r in [*discovery_rejects, *resolved.fetch_rejects, *loaded.rejects]
+            ]
+            for table in GROUP_PARTED_TABLES:
+                place_parts(
+                    generation / f"{table}.parquet" / key,
+                    parts[table],
+                    base_folder(current, table, key),
+                )
+            connection.register("extra_rejects", rows_to_arrow("rejects", extra_rejects))
+            connection.sql(
+                "SELECT * FROM extra_rejects ORDER BY " + schemas.slice_order("rejects")  # noqa: S608
+            ).write_parquet(str(generation / "rejects.parquet" / key / "before-ingest.parquet"))
+            write_empty_parts(generation, key)
+
+            # Now every source: ranks, cohorts and the invariants span the warehouse.
+            link_other_sources(current, generation, others)
+            write_generation_sources(generation, [*others, this_source])
+            create_table_views(connection, generation)
+            invariants.enforce(connection, invariants.RUN_INVARIANTS, checks)
+            rankings = base_folder(current, "run_rankings")
             place_parts(
-                generation / f"{table}.parquet" / key,
-                parts[table],
-                base_folder(current, table, key),
+                generation / "run_rankings.parquet",
+                write_ranking_parts(connection, warehouse, rankings),
+                rankings,
             )
-        connection.register("extra_rejects", rows_to_arrow("rejects", extra_rejects))
-        connection.sql(
-            "SELECT * FROM extra_rejects ORDER BY " + schemas.slice_order("rejects")  # noqa: S608
-        ).write_parquet(str(generation / "rejects.parquet" / key / "before-ingest.parquet"))
-        write_empty_parts(generation, key)
+            write_empty_parts(generation)
+            create_table_views(connection, generation)
+            _write_history(connection, generation, current, this_source)
+            create_table_views(connection, generation)
+            invariants.enforce(connection, invariants.RANKING_INVARIANTS, checks)
+            counts = _table_counts(connection)
+            rejects_by_reason = invariants.rejects_by_reason(connection)
+        finally:
+            connection.close()
 
-        # Now every source: ranks, cohorts and the invariants span the warehouse.
-        link_other_sources(current, generation, others)
-        write_generation_sources(generation, [*others, this_source])
-        create_table_views(connection, generation)
-        invariants.enforce(connection, invariants.RUN_INVARIANTS, checks)
-        rankings = base_folder(current, "run_rankings")
-        place_parts(
-            generation / "run_rankings.parquet",
-            write_ranking_parts(connection, warehouse, rankings),
-            rankings,
+        _complete_and_publish(
+            warehouse, generation, current, settings, counts, checks, before_publish, publish, views
         )
-        write_empty_parts(generation)
-        create_table_views(connection, generation)
-        _write_history(connection, generation, current, this_source)
-        create_table_views(connection, generation)
-        invariants.enforce(connection, invariants.RANKING_INVARIANTS, checks)
-        counts = _table_counts(connection)
-        rejects_by_reason = invariants.rejects_by_reason(connection)
-    finally:
-        connection.close()
-
-    _complete_and_publish(
-        warehouse, generation, current, settings, counts, checks, before_publish, publish
-    )
     if progress:
         progress("finalize", 1, 1)
     return FinalizeOutcome(generation, counts, rejects_by_reason, snapshot["snapshot_id"], checks)
@@ -375,11 +380,13 @@ def _complete_and_publish(
     checks: dict[str, invariants.Outcome],
     before_publish: Callable[[Path, dict[str, int], dict[str, invariants.Outcome]], None] | None,
     publish: Callable[[Warehouse, Path], None],
+    views: ViewsInAdvance | None = None,
 ) -> None:
     """The last steps of every new generation: its DuckDB files (from the copies of ``base``'s
-    where they can be), the publish guards, the completion marker, the atomic switch, and the
-    parts no generation links any more."""
-    write_duckdb_file(generation, settings, base)
+    where they can be; from ``views``, the sql/ views written beside the assembly, else), the
+    publish guards, the completion marker, the atomic switch, and the parts no generation
+    links any more."""
+    write_duckdb_file(generation, settings, base, views)
     if before_publish is not None:
         before_publish(generation, counts, checks)
     (generation / ".complete").write_text(f"{IMPORTER_VERSION}\n")
