@@ -225,9 +225,9 @@ def test_another_regression_threshold_writes_the_files_afresh(
 def test_a_failed_copy_beside_the_others_publishes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The published file's runs are copied by a second connection beside the other tables
-    # (_write_published_duckdb_file); its failure fails the build, whose generation is never
-    # published: readers keep the previous warehouse, whole.
+    # The published file's runs are copied in a thread beside the build's other steps
+    # (TablesInAdvance, when the files are written afresh); its failure fails the build, whose
+    # generation is never published: readers keep the previous warehouse, whole.
     source, warehouse = tmp_path / "demo", tmp_path / "wh"
     generate_dataset(source, seed=7, definitions=2, workloads_per_definition=3)
     runs = build(source, warehouse, revision=REVISION).table_counts["runs"]
@@ -237,11 +237,13 @@ def test_a_failed_copy_beside_the_others_publishes_nothing(
     store_table = duckdb_files._store_table
     copied_beside: list[str] = []
 
-    def failing_runs(connection: duckdb.DuckDBPyConnection, name: str) -> None:
+    def failing_runs(
+        connection: duckdb.DuckDBPyConnection, name: str, source: str | None = None
+    ) -> None:
         if name == "runs":
             copied_beside.append(threading.current_thread().name)
             raise OSError("no space left on device")
-        store_table(connection, name)
+        store_table(connection, name, source)
 
     monkeypatch.setattr(duckdb_files, "_store_table", failing_runs)
     with pytest.raises(OSError, match="no space left"):
@@ -335,3 +337,35 @@ def test_views_written_in_advance_are_dropped_when_not_used(tmp_path: Path) -> N
     finally:
         connection.close()
     assert set(schemas.VIEWS) <= views and not tables & set(schemas.TABLES)
+
+
+def test_a_failure_while_the_published_file_is_begun_stops_its_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The published file's tables are copied in a thread while the build ranks (TablesInAdvance):
+    a step failing meanwhile stops the copy, and the failed generation leaves nothing behind
+    (no thread still writing into its folder, no folder)."""
+    source, warehouse = tmp_path / "demo", tmp_path / "wh"
+    generate_dataset(source, seed=9, definitions=2, workloads_per_definition=3)
+    begun: list[duckdb_files.TablesInAdvance] = []
+    begin_tables = duckdb_files.ViewsInAdvance.begin_tables
+
+    def recording_begin(views: duckdb_files.ViewsInAdvance, generation: Path) -> None:
+        begin_tables(views, generation)
+        assert views.tables is not None
+        begun.append(views.tables)
+
+    def failing_rankings(*args: Any, **kwargs: Any) -> Any:
+        raise OSError("no space left on device")
+
+    monkeypatch.setattr(duckdb_files.ViewsInAdvance, "begin_tables", recording_begin)
+    monkeypatch.setattr(finalize, "write_ranking_parts", failing_rankings)
+    with pytest.raises(OSError, match="no space left"):
+        build(source, warehouse, revision=REVISION)
+    assert begun and not begun[0].path.exists()
+    assert not any(
+        t.name.startswith(("published-file", "views-in-advance")) for t in threading.enumerate()
+    )
+    assert not (warehouse / "generations").exists() or not list(
+        (warehouse / "generations").iterdir()
+    )

@@ -35,6 +35,7 @@ from tracehouse.warehouse import (
     seal_published_file,
     sql_literal,
     table_files,
+    table_view_sql,
 )
 
 # The published file is bounded like the rest of finalize (DuckDB spills past it).
@@ -65,7 +66,8 @@ def write_duckdb_file(
     changed (``_update_published_table``). Anything unexpected writes both files afresh.
 
     ``views`` is the sql/ views' file a build started beside its assembly (``ViewsInAdvance``);
-    a full write starts from it when it was written for the generation's tables."""
+    a full write starts from it when it was written for the generation's tables, and from the
+    published file begun with it (``ViewsInAdvance.tables``)."""
     fingerprint = views_fingerprint(generation, settings)
     (generation / VIEWS_FINGERPRINT_FILE).write_text(fingerprint + "\n")
     reader = generation / READER_DUCKDB_FILE
@@ -79,8 +81,15 @@ def write_duckdb_file(
             for path in (reader, generation / DUCKDB_FILE):
                 _remove_database(path)
     prepared = views.result(generation_tables(generation)) if views is not None else None
+    tables = views.tables if views is not None else None
+    if tables is not None and prepared is None:
+        tables.discard()  # copied into a file of other views: written again below
+        tables = None
     _write_reader_file(generation, settings, prepared)
-    _write_published_duckdb_file(generation, reader)
+    if tables is not None:
+        tables.finish(reader, [n for n in generation_tables(generation) if n not in tables.names])
+    else:
+        _write_published_duckdb_file(generation, reader)
     return DuckdbFilesWrite(reused_base=False, changed_tables={})
 
 
@@ -231,15 +240,25 @@ class ViewsInAdvance:
 
     def __init__(self, generation: Path, settings: Settings) -> None:
         self.path = generation / VIEWS_FILE
-        self.tables = list(schemas.TABLES)  # a build's generation holds every table
+        self.table_names = list(schemas.TABLES)  # a build's generation holds every table
+        # The published file begun from these views, once begun (begin_tables).
+        self.tables: TablesInAdvance | None = None
         self._connection: duckdb.DuckDBPyConnection | None = None
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="views-in-advance")
         self._future = self._pool.submit(
-            write_views_file, self.path, settings, self.tables, self._opened
+            write_views_file, self.path, settings, self.table_names, self._opened
         )
 
     def _opened(self, connection: duckdb.DuckDBPyConnection) -> None:
         self._connection = connection
+
+    def written(self) -> bool:
+        """Whether the views file is written (waiting for the thread)."""
+        try:
+            self._future.result()
+        except (duckdb.Error, OSError):
+            return False
+        return True
 
     def result(self, tables: list[str]) -> Path | None:
         """The views file, once written, when ``tables`` are those it was written for; else
@@ -251,13 +270,24 @@ class ViewsInAdvance:
             written = False
         finally:
             self._pool.shutdown(wait=True)
-        if written and tables == self.tables:
+        if written and tables == self.table_names:
             return self.path
         _remove_database(self.path)
         return None
 
+    def begin_tables(self, generation: Path) -> None:
+        """Begin the published file (``TablesInAdvance``) once the views are written: the tables
+        whose rows are final, every one but the rankings and history."""
+        if self.tables is None and self.written():
+            late = {*schemas.HISTORY_TABLES, schemas.RUN_RANKINGS.name}
+            names = [name for name in generation_tables(generation) if name not in late]
+            self.tables = TablesInAdvance(generation, self.path, names)
+
     def discard(self) -> None:
-        """Stop the thread (interrupting its statement) and remove what it wrote."""
+        """Stop the thread (interrupting its statement) and remove what it wrote, the published
+        file begun from it included."""
+        if self.tables is not None:
+            self.tables.discard()
         while not self._future.done():
             if self._connection is not None:
                 self._connection.interrupt()
@@ -404,30 +434,33 @@ def _connect_published(path: Path) -> duckdb.DuckDBPyConnection:
     )
 
 
-def _store_table(connection: duckdb.DuckDBPyConnection, name: str) -> None:
-    """``build.main.<name>`` stored as the published table, with its comments."""
-    _copy_table(connection, name)
+def _store_table(
+    connection: duckdb.DuckDBPyConnection, name: str, source: str | None = None
+) -> None:
+    """``build.main.<name>`` (or the relation ``source``) stored as the published table, with
+    its comments."""
+    _copy_table(connection, name, source or f"build.main.{name}")
     table = schemas.TABLES[name]
     _comment(connection, "TABLE", name, table.doc)
     for column in table.columns:
         _comment(connection, "COLUMN", f'{name}."{column.name}"', column.doc)
 
 
-def _copy_table(connection: duckdb.DuckDBPyConnection, name: str) -> None:
-    """``build.main.<name>`` into the published file; its long text columns with zstd, which
-    DuckDB never chooses by itself."""
+def _copy_table(connection: duckdb.DuckDBPyConnection, name: str, source: str) -> None:
+    """The relation ``source`` into the published file as table ``name``; its long text columns
+    with zstd, which DuckDB never chooses by itself."""
     compressed = schemas.ZSTD_COLUMNS.get(name, ())
     if not compressed:
-        connection.execute(f"CREATE TABLE main.{name} AS FROM build.main.{name}")
+        connection.execute(f"CREATE TABLE main.{name} AS FROM {source}")
         return
-    columns = connection.execute(f"DESCRIBE build.main.{name}").fetchall()
+    columns = connection.execute(f"DESCRIBE FROM {source}").fetchall()
     # Names and types come from our own schema declarations (DESCRIBE of our own views).
     definitions = ", ".join(
         f'"{column}" {type_}' + (" USING COMPRESSION zstd" if column in compressed else "")
         for column, type_, *_ in columns
     )
     connection.execute(f"CREATE TABLE main.{name} ({definitions})")
-    connection.execute(f"INSERT INTO main.{name} FROM build.main.{name}")
+    connection.execute(f"INSERT INTO main.{name} FROM {source}")
 
 
 def _comment(connection: duckdb.DuckDBPyConnection, kind: str, target: str, text: str) -> None:
@@ -684,3 +717,71 @@ def views_beside(
         if views is not None:
             views.discard()
         raise
+
+
+# What the published file may use while the assembly's connection is still open beside it:
+# the copies stream (row groups are written to the file as they fill), and the two together
+# stay near one finalize connection's peak (the bench corpus's cold build: 562 MiB at 100 MB,
+# 575 at 200, 766 at FINALIZE_MEMORY_LIMIT; the process tree must stay under 600).
+ADVANCE_MEMORY_LIMIT = "128MB"
+
+
+class TablesInAdvance:
+    """The published file of a generation whose views are written afresh, begun before its
+    rankings and history: a copy of the views file (``ViewsInAdvance``) into which a thread
+    copies the tables whose rows are final already (``names``: every table but the rankings
+    and history), straight from their Parquet files, while the build ranks and checks; then
+    ``finish`` copies the rest from the reader file, commits, checkpoints and seals it. The
+    copies are the published write's longest step (``runs``, with its logs, ~2 s of a cold
+    build of the bench corpus), and the ranking and history steps leave a core idle much of
+    their time. One connection, each side in its own transaction (as ``_beside``)."""
+
+    def __init__(self, generation: Path, views: Path, names: list[str]) -> None:
+        self.path = generation / DUCKDB_FILE
+        self.names = names
+        shutil.copyfile(views, self.path)
+        self._connection = _connect_published(self.path)
+        self._connection.execute(f"SET memory_limit = '{ADVANCE_MEMORY_LIMIT}'")
+        self._cursor = self._connection.cursor()
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="published-file")
+        self._future = self._pool.submit(self._copy, generation.resolve())
+
+    def _copy(self, generation: Path) -> None:
+        self._cursor.execute("BEGIN TRANSACTION")
+        for name in self.names:
+            _store_table(self._cursor, name, f"({table_view_sql(generation, name)})")
+        self._cursor.execute("COMMIT")
+
+    def finish(self, reader: Path, rest: list[str]) -> None:
+        """The tables ``rest`` from the reader file beside the thread, then the file whole:
+        committed, checkpointed and sealed. A failure discards it."""
+        connection = self._connection
+        try:
+            # The assembly's connection is closed now: the file may use what it had.
+            connection.execute(f"SET memory_limit = '{FINALIZE_MEMORY_LIMIT}'")
+            connection.execute(f"ATTACH {sql_literal(reader.resolve())} AS build (READ_ONLY)")
+            connection.execute("BEGIN TRANSACTION")
+            for name in rest:
+                _store_table(connection, name)
+            connection.execute("COMMIT")
+            self._future.result()
+            connection.execute("DETACH build")
+            connection.execute("CHECKPOINT")
+        except BaseException:
+            self.discard()
+            raise
+        self._close()
+        seal_published_file(self.path)
+
+    def _close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self._cursor.close()
+        self._connection.close()
+
+    def discard(self) -> None:
+        """Stop the thread (interrupting its statement), close the file and remove it."""
+        while not self._future.done():
+            self._cursor.interrupt()
+            wait([self._future], timeout=0.05)
+        self._close()
+        _remove_database(self.path)

@@ -292,6 +292,8 @@ def finalize(
             link_other_sources(current, generation, others)
             write_generation_sources(generation, [*others, this_source])
             create_table_views(connection, generation)
+            if views is not None:  # every table but the rankings and history is final now
+                views.begin_tables(generation)
             invariants.enforce(connection, invariants.RUN_INVARIANTS, checks)
             rankings = base_folder(current, "run_rankings")
             place_parts(
