@@ -369,3 +369,41 @@ def test_a_failure_while_the_published_file_is_begun_stops_its_copy(
     assert not (warehouse / "generations").exists() or not list(
         (warehouse / "generations").iterdir()
     )
+
+
+@pytest.mark.parametrize("how", ["out_of_memory", "row_groups_too_big"])
+def test_the_published_file_is_written_the_usual_way_when_it_cannot_be_begun_early(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """The copy in advance has a small memory budget: where the runs parts' row groups are too
+    big for it, it is not begun, and should it run out of memory anyway it is dropped; either
+    way the published file is written whole at the end, as a full write writes it."""
+    source, warehouse = tmp_path / "demo", tmp_path / "wh"
+    generate_dataset(source, seed=10, definitions=2, workloads_per_definition=3)
+    begun: list[duckdb_files.TablesInAdvance] = []
+    init = duckdb_files.TablesInAdvance.__init__
+
+    def recording_init(tables: duckdb_files.TablesInAdvance, *args: Any) -> None:
+        init(tables, *args)
+        begun.append(tables)
+
+    monkeypatch.setattr(duckdb_files.TablesInAdvance, "__init__", recording_init)
+    if how == "out_of_memory":
+
+        def out_of_memory(tables: duckdb_files.TablesInAdvance, generation: Path) -> None:
+            raise duckdb.OutOfMemoryException("failed to allocate data of size 64.0 MiB")
+
+        monkeypatch.setattr(duckdb_files.TablesInAdvance, "_copy", out_of_memory)
+    else:
+        monkeypatch.setattr(duckdb_files, "ADVANCE_ROW_GROUP_BYTES", 0)
+    result = build(source, warehouse, revision=REVISION)
+    assert len(begun) == (1 if how == "out_of_memory" else 0)
+    generation = _current(warehouse)
+    _assert_same_files(generation, _full_write(generation, tmp_path / "full"))
+    connection = duckdb.connect(str(generation / DUCKDB_FILE), read_only=True)
+    try:
+        assert connection.execute("SELECT count(*) FROM runs").fetchone() == (
+            result.table_counts["runs"],
+        )
+    finally:
+        connection.close()

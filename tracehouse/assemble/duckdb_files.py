@@ -87,9 +87,15 @@ def write_duckdb_file(
         tables = None
     _write_reader_file(generation, settings, prepared)
     if tables is not None:
-        tables.finish(reader, [n for n in generation_tables(generation) if n not in tables.names])
-    else:
-        _write_published_duckdb_file(generation, reader)
+        try:
+            rest = [n for n in generation_tables(generation) if n not in tables.names]
+            tables.finish(reader, rest)
+            return DuckdbFilesWrite(reused_base=False, changed_tables={})
+        except duckdb.InterruptException:
+            raise
+        except duckdb.Error:
+            pass  # (out of its memory, say: discarded) written the usual way below
+    _write_published_duckdb_file(generation, reader)
     return DuckdbFilesWrite(reused_base=False, changed_tables={})
 
 
@@ -174,6 +180,11 @@ def _write_reader_file(generation: Path, settings: Settings, views: Path | None 
         views = generation / VIEWS_FILE
         write_views_file(views, settings, generation_tables(generation))
     views.replace(reader)
+    _point_table_views(reader, generation)
+
+
+def _point_table_views(reader: Path, generation: Path) -> None:
+    """The reader file's view of each table, over the generation's Parquet files."""
     connection = duckdb.connect(str(reader), config=DUCKDB_FILE_CONFIG)
     try:
         connection.execute("BEGIN TRANSACTION")
@@ -278,7 +289,7 @@ class ViewsInAdvance:
     def begin_tables(self, generation: Path) -> None:
         """Begin the published file (``TablesInAdvance``) once the views are written: the tables
         whose rows are final, every one but the rankings and history."""
-        if self.tables is None and self.written():
+        if self.tables is None and self.written() and _fits_in_advance(generation):
             late = {*schemas.HISTORY_TABLES, schemas.RUN_RANKINGS.name}
             names = [name for name in generation_tables(generation) if name not in late]
             self.tables = TablesInAdvance(generation, self.path, names)
@@ -301,14 +312,7 @@ def _update_from_base(generation: Path, base: Path) -> DuckdbFilesWrite:
     read-only, and readers of the base may hold them)."""
     reader = generation / READER_DUCKDB_FILE
     _copy_database(base / READER_DUCKDB_FILE, reader)
-    connection = duckdb.connect(str(reader), config=DUCKDB_FILE_CONFIG)
-    try:
-        connection.execute("BEGIN TRANSACTION")
-        create_table_views(connection, generation.resolve())
-        connection.execute("COMMIT")
-        connection.execute("CHECKPOINT")
-    finally:
-        connection.close()
+    _point_table_views(reader, generation)
     path = generation / DUCKDB_FILE
     _copy_database(base / DUCKDB_FILE, path)  # writable, as a new file is: sealed again last
     changed: dict[str, str] = {}
@@ -717,6 +721,23 @@ def views_beside(
         if views is not None:
             views.discard()
         raise
+
+
+def _fits_in_advance(generation: Path) -> bool:
+    """Whether the runs parts' row groups are small enough for the copy in advance: DuckDB reads
+    a row group's column whole, and a part's logs are one row group (at 1,000,000 runs a copy
+    within ADVANCE_MEMORY_LIMIT ran out of memory reading one of ~64 MiB)."""
+    for path in (generation / "runs.parquet").rglob("*.parquet"):
+        metadata = pq.read_metadata(path)
+        for index in range(metadata.num_row_groups):
+            if metadata.row_group(index).total_byte_size > ADVANCE_ROW_GROUP_BYTES:
+                return False
+    return True
+
+
+# The largest runs row group (uncompressed) the copy in advance takes: the bench corpus's
+# largest is ~13 MB, the 1,000,000-run corpus's ~80 MB.
+ADVANCE_ROW_GROUP_BYTES = 24 * 1024 * 1024
 
 
 # What the published file may use while the assembly's connection is still open beside it:

@@ -295,19 +295,10 @@ def finalize(
             if views is not None:  # every table but the rankings and history is final now
                 views.begin_tables(generation)
             invariants.enforce(connection, invariants.RUN_INVARIANTS, checks)
-            rankings = base_folder(current, "run_rankings")
-            place_parts(
-                generation / "run_rankings.parquet",
-                write_ranking_parts(connection, warehouse, rankings),
-                rankings,
-            )
-            write_empty_parts(generation)
-            create_table_views(connection, generation)
+            _rank(connection, warehouse, generation, current)
             _write_history(connection, generation, current, this_source)
             create_table_views(connection, generation)
-            invariants.enforce(connection, invariants.RANKING_INVARIANTS, checks)
-            counts = _table_counts(connection)
-            rejects_by_reason = invariants.rejects_by_reason(connection)
+            counts, rejects_by_reason = _checked_counts(connection, checks)
         finally:
             connection.close()
 
@@ -364,6 +355,33 @@ def _write_history(
         ).write_parquet(str(target), compression="zstd")
         if pq.read_metadata(target).num_rows == 0:
             target.unlink()
+
+
+def _rank(
+    connection: duckdb.DuckDBPyConnection,
+    warehouse: Warehouse,
+    generation: Path,
+    current: Path | None,
+) -> None:
+    """run_rankings of every source of the generation (a bucket ``current`` holds as it is is
+    linked from there), and the views over the generation's tables again."""
+    rankings = base_folder(current, "run_rankings")
+    place_parts(
+        generation / "run_rankings.parquet",
+        write_ranking_parts(connection, warehouse, rankings),
+        rankings,
+    )
+    write_empty_parts(generation)
+    create_table_views(connection, generation)
+
+
+def _checked_counts(
+    connection: duckdb.DuckDBPyConnection, checks: dict[str, invariants.Outcome]
+) -> tuple[dict[str, int], dict[str, int]]:
+    """The ranking invariants (refusing the generation when one fails), then every table's
+    rows and the rejects by reason."""
+    invariants.enforce(connection, invariants.RANKING_INVARIANTS, checks)
+    return _table_counts(connection), invariants.rejects_by_reason(connection)
 
 
 def _table_counts(connection: duckdb.DuckDBPyConnection) -> dict[str, int]:
@@ -466,17 +484,8 @@ def finalize_without_source(
     try:
         create_table_views(connection, generation)
         invariants.enforce(connection, invariants.RUN_INVARIANTS, checks)
-        rankings = base_folder(current, "run_rankings")
-        place_parts(
-            generation / "run_rankings.parquet",
-            write_ranking_parts(connection, warehouse, rankings),
-            rankings,
-        )
-        write_empty_parts(generation)
-        create_table_views(connection, generation)
-        invariants.enforce(connection, invariants.RANKING_INVARIANTS, checks)
-        counts = _table_counts(connection)
-        rejects_by_reason = invariants.rejects_by_reason(connection)
+        _rank(connection, warehouse, generation, current)
+        counts, rejects_by_reason = _checked_counts(connection, checks)
     finally:
         connection.close()
     _complete_and_publish(
