@@ -407,3 +407,26 @@ def test_the_published_file_is_written_the_usual_way_when_it_cannot_be_begun_ear
         )
     finally:
         connection.close()
+
+
+def test_a_failure_after_publishing_leaves_the_published_file_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The published file begun in advance is the generation's once whole: a failure after the
+    generation is published (here the clean-up of unlinked parts) must not remove it."""
+    source, warehouse = tmp_path / "demo", tmp_path / "wh"
+    generate_dataset(source, seed=11, definitions=2, workloads_per_definition=3)
+
+    def failing_clean_up(*args: Any) -> None:
+        raise OSError("input/output error")
+
+    monkeypatch.setattr(finalize, "remove_unlinked_parts", failing_clean_up)
+    with pytest.raises(OSError, match="input/output error"):
+        build(source, warehouse, revision=REVISION)
+    generation = _current(warehouse)  # published before the clean-up failed
+    connection = duckdb.connect(str(generation / DUCKDB_FILE), read_only=True)
+    try:
+        (runs,) = connection.execute("SELECT count(*) FROM runs").fetchone() or (0,)
+    finally:
+        connection.close()
+    assert runs > 0

@@ -4,6 +4,7 @@ the views of ``sql/`` over them."""
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import filecmp
 import hashlib
@@ -254,6 +255,7 @@ class ViewsInAdvance:
         self.table_names = list(schemas.TABLES)  # a build's generation holds every table
         # The published file begun from these views, once begun (begin_tables).
         self.tables: TablesInAdvance | None = None
+        self._handed_over = False  # the file is the reader file's now (result)
         self._connection: duckdb.DuckDBPyConnection | None = None
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="views-in-advance")
         self._future = self._pool.submit(
@@ -274,14 +276,10 @@ class ViewsInAdvance:
     def result(self, tables: list[str]) -> Path | None:
         """The views file, once written, when ``tables`` are those it was written for; else
         None, and the caller writes one."""
-        try:
-            self._future.result()
-            written = True
-        except (duckdb.Error, OSError):
-            written = False
-        finally:
-            self._pool.shutdown(wait=True)
+        written = self.written()
+        self._pool.shutdown(wait=True)
         if written and tables == self.table_names:
+            self._handed_over = True
             return self.path
         _remove_database(self.path)
         return None
@@ -301,10 +299,12 @@ class ViewsInAdvance:
             self.tables.discard()
         while not self._future.done():
             if self._connection is not None:
-                self._connection.interrupt()
+                with contextlib.suppress(duckdb.ConnectionException):  # closed meanwhile
+                    self._connection.interrupt()
             wait([self._future], timeout=0.05)
         self._pool.shutdown(wait=True)
-        _remove_database(self.path)
+        if not self._handed_over:
+            _remove_database(self.path)
 
 
 def _update_from_base(generation: Path, base: Path) -> DuckdbFilesWrite:
@@ -760,6 +760,9 @@ class TablesInAdvance:
     def __init__(self, generation: Path, views: Path, names: list[str]) -> None:
         self.path = generation / DUCKDB_FILE
         self.names = names
+        # Once whole (finish), the file is the generation's: a later failure (an interrupt
+        # after the generation was published, say) must not remove it.
+        self._finished = False
         shutil.copyfile(views, self.path)
         self._connection = _connect_published(self.path)
         self._connection.execute(f"SET memory_limit = '{ADVANCE_MEMORY_LIMIT}'")
@@ -792,6 +795,7 @@ class TablesInAdvance:
             self.discard()
             raise
         self._close()
+        self._finished = True
         seal_published_file(self.path)
 
     def _close(self) -> None:
@@ -800,9 +804,13 @@ class TablesInAdvance:
         self._connection.close()
 
     def discard(self) -> None:
-        """Stop the thread (interrupting its statement), close the file and remove it."""
+        """Stop the thread (interrupting its statement), close the file and remove it; nothing
+        once the file is whole."""
+        if self._finished:
+            return
         while not self._future.done():
-            self._cursor.interrupt()
+            with contextlib.suppress(duckdb.ConnectionException):  # closed meanwhile
+                self._cursor.interrupt()
             wait([self._future], timeout=0.05)
         self._close()
         _remove_database(self.path)
