@@ -56,6 +56,7 @@ from tracehouse.warehouse import (
     Warehouse,
     discard_reusable_cache,
     generation_sources,
+    generation_tables,
     holds_sources,
     schema_difference,
     source_key,
@@ -444,14 +445,9 @@ def _refuse_losing_other_sources(
 
 def table_counts(generation: Path) -> dict[str, int]:
     """Rows of every table of a generation, from the Parquet footers (no data read)."""
-    from tracehouse.schemas import TABLES
     from tracehouse.warehouse import table_row_count
 
-    return {
-        table: table_row_count(generation, table)
-        for table in TABLES
-        if (generation / f"{table}.parquet").exists()
-    }
+    return {table: table_row_count(generation, table) for table in generation_tables(generation)}
 
 
 def published_counts(generation: Path) -> dict[str, int]:
@@ -459,18 +455,15 @@ def published_counts(generation: Path) -> dict[str, int]:
     checks (the generation's files, checks.json included, are checked against their digests
     before it is built on), else from the Parquet footers. Reading every footer cost a build
     after one changed file ~0.1-0.2 s."""
-    from tracehouse.schemas import TABLES
-
     try:
         recorded = read_checks(generation).get("tables_shrink_within_limit")
         counts = recorded[1].get("new_counts") if recorded else None
     except (AttributeError, KeyError, TypeError):  # not what a build writes: count the rows
         counts = None
 
-    held = {table for table in TABLES if (generation / f"{table}.parquet").exists()}
     if (
         isinstance(counts, dict)
-        and set(counts) == held
+        and set(counts) == set(generation_tables(generation))
         and all(type(count) is int and count >= 0 for count in counts.values())
     ):
         return dict(counts)

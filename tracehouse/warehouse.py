@@ -643,6 +643,11 @@ def read_table(generation: Path, table: str) -> pa.Table:
         connection.close()
 
 
+def generation_tables(generation: Path) -> list[str]:
+    """The tables a generation holds (those whose files exist), in schema order."""
+    return [name for name in schemas.TABLES if (generation / f"{name}.parquet").exists()]
+
+
 def create_table_views(
     connection: duckdb.DuckDBPyConnection, generation: Path, *, temporary: bool = False
 ) -> None:
@@ -655,7 +660,7 @@ def create_table_views(
         tables = [t for t in stored if (generation / f"{t}.parquet").exists()]
     else:
         stored = {name: table.column_names for name, table in schemas.TABLES.items()}
-        tables = [t for t in schemas.TABLES if (generation / f"{t}.parquet").exists()]
+        tables = generation_tables(generation)
     kind = "TEMP VIEW" if temporary else "VIEW"
     for table in tables:
         view = table_view_sql(generation, table, stored[table])

@@ -31,7 +31,13 @@ from tracehouse.assemble.duckdb_files import (
 )
 from tracehouse.demo import generate_dataset
 from tracehouse.settings import Settings, load_settings
-from tracehouse.warehouse import DUCKDB_FILE, READER_DUCKDB_FILE, Warehouse, table_view_sql
+from tracehouse.warehouse import (
+    DUCKDB_FILE,
+    READER_DUCKDB_FILE,
+    Warehouse,
+    generation_tables,
+    table_view_sql,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -292,7 +298,7 @@ def test_the_views_are_bound_over_the_types_the_files_hold(tmp_path: Path) -> No
     generation = _current(warehouse)
     connection = duckdb.connect()
     try:
-        for name in duckdb_files.generation_tables(generation):
+        for name in generation_tables(generation):
             over_files = connection.execute(
                 f"DESCRIBE {table_view_sql(generation, name)}"
             ).fetchall()
@@ -300,7 +306,7 @@ def test_the_views_are_bound_over_the_types_the_files_hold(tmp_path: Path) -> No
             declared = connection.execute("DESCRIBE SELECT * FROM declared").fetchall()
             connection.unregister("declared")
             assert [row[:2] for row in declared] == [row[:2] for row in over_files], name
-        assert duckdb_files.generation_tables(generation) == list(schemas.TABLES)
+        assert generation_tables(generation) == list(schemas.TABLES)
     finally:
         connection.close()
     # The views file was handed over as the reader file: nothing of it is left beside.
