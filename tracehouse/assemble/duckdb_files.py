@@ -11,7 +11,7 @@ import hashlib
 import re
 import shutil
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +32,7 @@ from tracehouse.warehouse import (
     create_table_views,
     files_select_sql,
     generation_sources,
+    generation_tables,
     schema_version,
     seal_published_file,
     sql_literal,
@@ -98,11 +99,6 @@ def write_duckdb_file(
             pass  # (out of its memory, say: discarded) written the usual way below
     _write_published_duckdb_file(generation, reader)
     return DuckdbFilesWrite(reused_base=False, changed_tables={})
-
-
-def generation_tables(generation: Path) -> list[str]:
-    """The tables a generation holds (those whose files exist), in schema order."""
-    return [name for name in schemas.TABLES if (generation / f"{name}.parquet").exists()]
 
 
 @dataclass(frozen=True)
@@ -297,11 +293,7 @@ class ViewsInAdvance:
         file begun from it included."""
         if self.tables is not None:
             self.tables.discard()
-        while not self._future.done():
-            if self._connection is not None:
-                with contextlib.suppress(duckdb.ConnectionException):  # closed meanwhile
-                    self._connection.interrupt()
-            wait([self._future], timeout=0.05)
+        _interrupt_until_done(self._future, lambda: self._connection)
         self._pool.shutdown(wait=True)
         if not self._handed_over:
             _remove_database(self.path)
@@ -318,11 +310,10 @@ def _update_from_base(generation: Path, base: Path) -> DuckdbFilesWrite:
     changed: dict[str, str] = {}
     with _writing_published_file(path, reader) as connection:
         _check_same_catalog(connection)
-        for name in schemas.TABLES:
-            if (generation / f"{name}.parquet").exists():
-                change = _update_published_table(connection, name, base, generation)
-                if change is not TableChange.KEPT:
-                    changed[name] = change.value
+        for name in generation_tables(generation):
+            change = _update_published_table(connection, name, base, generation)
+            if change is not TableChange.KEPT:
+                changed[name] = change.value
     return DuckdbFilesWrite(reused_base=True, changed_tables=changed)
 
 
@@ -344,7 +335,7 @@ def _write_published_duckdb_file(generation: Path, reader: Path) -> None:
     1,000,000 runs 11.3 s instead of 16.1 s)."""
     path = generation / DUCKDB_FILE
     shutil.copyfile(reader, path)
-    names = [name for name in schemas.TABLES if (generation / f"{name}.parquet").exists()]
+    names = generation_tables(generation)
     beside = [name for name in names if name in TABLES_COPIED_BESIDE]
     with (
         _writing_published_file(path, reader) as connection,
@@ -387,15 +378,27 @@ def _beside(
             yield
         except BaseException:
             # Until it stops: an interrupt that comes between two of its statements is lost.
-            while not future.done():
-                cursor.interrupt()
-                wait([future], timeout=0.05)
+            _interrupt_until_done(future, lambda: cursor)
             raise
         finally:
             pool.shutdown(wait=True)
         future.result()
     finally:
         cursor.close()
+
+
+def _interrupt_until_done(
+    future: Future[Any], connection: Callable[[], duckdb.DuckDBPyConnection | None]
+) -> None:
+    """Interrupt the statement a thread runs on ``connection()`` (None: not opened yet) until the
+    thread is done: an interrupt that comes between two of its statements is lost, so it is
+    sent again until the thread ends."""
+    while not future.done():
+        opened = connection()
+        if opened is not None:
+            with contextlib.suppress(duckdb.ConnectionException):  # closed meanwhile
+                opened.interrupt()
+        wait([future], timeout=0.05)
 
 
 @contextmanager
@@ -808,9 +811,6 @@ class TablesInAdvance:
         once the file is whole."""
         if self._finished:
             return
-        while not self._future.done():
-            with contextlib.suppress(duckdb.ConnectionException):  # closed meanwhile
-                self._cursor.interrupt()
-            wait([self._future], timeout=0.05)
+        _interrupt_until_done(self._future, lambda: self._cursor)
         self._close()
         _remove_database(self.path)
