@@ -31,7 +31,7 @@ from tracehouse.fetch.resolve import (
     file_fingerprints,
     resolve_source,
 )
-from tracehouse.files import sha256_file, write_atomically
+from tracehouse.files import read_parquet_file, sha256_file, write_atomically
 from tracehouse.ingest.manifest import (
     Manifest,
     SourceManifest,
@@ -371,13 +371,11 @@ def _refuse_another_dataset(
 ) -> None:
     """``--revision-of NAME`` continues NAME's history: refuse a folder that shares none of
     NAME's definitions (another dataset's results would read as NAME's regressions)."""
-    import pyarrow.parquet as pq
-
     paths = table_files(current, "definitions", held.key)
     before = {
         name
         for path in paths
-        for name in pq.read_table(path, columns=["definition"]).column(0).to_pylist()
+        for name in read_parquet_file(path, ["definition"]).column(0).to_pylist()
     }
     if not before:
         return  # nothing to compare with: a source that had no definition files

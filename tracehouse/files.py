@@ -9,7 +9,7 @@ import shutil
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 Written = TypeVar("Written")
 
@@ -86,6 +86,16 @@ def symlink_atomically(path: Path, target: str) -> None:
         os.symlink(target, temporary)
 
     replace_atomically(path, link)
+
+
+def read_parquet_file(path: Path, columns: list[str] | None = None) -> Any:
+    """One Parquet file as an Arrow table (``columns`` only, when given). Not
+    ``pyarrow.parquet.read_table``: its first call imports pyarrow's dataset layer, ~0.3 s of a
+    build that reads one small file (an eighth of a build after one file changed)."""
+    import pyarrow.parquet as pq
+
+    with pq.ParquetFile(path) as handle:
+        return handle.read(columns=columns)
 
 
 def sha256_file(path: Path) -> str:

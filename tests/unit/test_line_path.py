@@ -423,6 +423,35 @@ def test_a_group_streams_its_chunks_into_one_part_per_table(
     )
 
 
+def test_rejected_lines_stream_like_runs_and_entity_rows_wait_for_a_chunk(
+    context_dir: Path, tmp_path: Path
+) -> None:
+    """A file of broken lines is held a chunk at a time too (its rejects keep the raw line:
+    gathered whole, a large broken file was all in memory); the entity tables, a row per
+    file and workload, are written when they fill a chunk or the part closes, not beside every
+    chunk of runs."""
+    files, _ = discover(context_dir)
+    context = load_context(files, revision=None, baseline_map={}).context
+    path = tmp_path / "t.jsonl"
+    path.write_text(
+        "".join(f'{{"broken": {i}\n' for i in range(9))
+        + "".join(_passed_line(f"u-{i % 2}") + "\n" for i in range(9))
+    )
+    rel = f"traces/{AUTHOR}/gemm/{DEFINITION}.jsonl"
+    chunked = ingest_group([(path, rel)], context, tmp_path / "chunked", "k", chunk_rows=2)
+    whole = ingest_group([(path, rel)], context, tmp_path / "whole", "k")
+    groups = {
+        name: pq.ParquetFile(tmp_path / "chunked" / part).metadata.num_row_groups
+        for name, [part] in chunked.parts.items()
+    }
+    assert groups["rejects"] >= 4 and groups["runs"] >= 4
+    assert groups["workloads"] == 1 and groups["environments"] == 1
+    for name, [part] in chunked.parts.items():
+        assert pq.read_table(tmp_path / "chunked" / part).equals(
+            pq.read_table(tmp_path / "whole" / part)
+        ), name
+
+
 def test_a_group_that_fails_leaves_no_part(context_dir: Path, tmp_path: Path) -> None:
     """A part appears under its name only when the group is complete: an abort (a failed or
     interrupted group) removes the rows appended so far."""

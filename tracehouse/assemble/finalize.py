@@ -45,6 +45,7 @@ from tracehouse.assemble.parts import (
     write_group_parts,
     write_ranking_parts,
 )
+from tracehouse.files import read_parquet_file
 from tracehouse.identify.context import baseline_map_rows
 from tracehouse.identify.dataset_context import DatasetContext
 from tracehouse.ingest.manifest import FileEntry
@@ -431,7 +432,7 @@ def _snapshot_history(current: Path | None) -> list[dict[str, Any]]:
     table shows which revision each state came from."""
     if current is None or not (current / "source_snapshots.parquet").exists():
         return []
-    return pq.read_table(current / "source_snapshots.parquet").to_pylist()
+    return read_parquet_file(current / "source_snapshots.parquet").to_pylist()
 
 
 def _snapshot_number(history: list[dict[str, Any]], name: str, snapshot: dict[str, Any]) -> int:

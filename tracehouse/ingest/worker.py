@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tracehouse import kernelindex, schemas
-from tracehouse.files import replacing_atomically, sha256_file
+from tracehouse.files import read_parquet_file, replacing_atomically, sha256_file
 from tracehouse.identify.dataset_context import DatasetContext
 from tracehouse.ingest.combinations import (
     ENTITY_COLUMNS,
@@ -64,6 +64,9 @@ from tracehouse.rejects import Reject
 CHUNK_ROWS = 2_000
 
 PART_TABLES = schemas.STAGING_TABLES
+# A row group costs ~0.1 ms however few its rows: at a chunk's flush, a table holding fewer rows
+# than this (the entity tables gain a few a file) waits for a later flush or the close.
+FEW_ROWS = 256
 
 
 @dataclass
@@ -573,7 +576,7 @@ class PartWriter:
             # Staging parts are read whole, once, by the finalize step: no statistics to prune
             # by, and no dictionary pages (most columns are digests, unique per row).
             self._writers[name] = pq.ParquetWriter(
-                filling, schema, compression="zstd", write_statistics=False, use_dictionary=False
+                filling, schema, compression="lz4", write_statistics=False, use_dictionary=False
             )
         return self._writers[name]
 
@@ -585,10 +588,13 @@ class PartWriter:
         schema = PART_TABLES[name].arrow_schema
         self._writer(name, schema).write_table(table.select(schema.names).cast(schema))
 
-    def flush(self) -> None:
-        """Append everything gathered so far to the parts, and forget it."""
+    def flush(self, chunk_rows: int | None = None) -> None:
+        """Append the rows gathered so far to the parts, and forget them. With ``chunk_rows``
+        (a chunk is full), a table holding fewer than ``min(chunk_rows, FEW_ROWS)`` rows waits:
+        row groups of a few rows beside every chunk of runs cost ~1 µs a line."""
+        least = 1 if chunk_rows is None else min(chunk_rows, FEW_ROWS)
         for name, rows in self.rows.items():
-            if len(rows):
+            if len(rows) >= least:
                 table = rows.to_arrow()
                 self._writer(name, table.schema).write_table(table)
                 rows.rows.clear()
@@ -743,7 +749,7 @@ def _entities_of(
     filtered by pyarrow.compute: the tables are small, and its import costs ~0.08 s."""
 
     def rows(path: Path, *columns: str) -> Iterator[tuple[Any, ...]]:
-        table = pq.read_table(path, columns=["source_file", *columns])
+        table = read_parquet_file(path, ["source_file", *columns])
         listed = [table.column(name).to_pylist() for name in ("source_file", *columns)]
         return (row[1:] for row in zip(*listed, strict=True) if row[0] == rel)
 
@@ -841,8 +847,12 @@ def _ingest_lines(
             unreadable.append(error)
 
     for item in records():
-        if len(writer.rows["runs"]) >= chunk_rows or len(writer.rows["trace_lines"]) >= chunk_rows:
-            writer.flush()
+        if (
+            len(writer.rows["runs"]) >= chunk_rows
+            or len(writer.rows["trace_lines"]) >= chunk_rows
+            or len(writer.rows["rejects"]) >= chunk_rows
+        ):
+            writer.flush(chunk_rows)
         if isinstance(item, Reject):
             counts.records += 1
             ingester.reject(item.line, item.reason, item.message, None)

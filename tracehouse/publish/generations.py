@@ -26,7 +26,7 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from tracehouse import interrupts
-from tracehouse.files import sha256_file, symlink_atomically
+from tracehouse.files import read_parquet_file, sha256_file, symlink_atomically
 from tracehouse.warehouse import (
     COMPLETE_MARKER,
     DUCKDB_FILE,
@@ -284,11 +284,9 @@ def _fsync_dir(path: Path) -> None:
 
 def describe_generation(folder: Path, current: bool) -> dict[str, object]:
     """One line of `tracehouse generations`: when it was built, from what, how many runs."""
-    import pyarrow.parquet as pq
-
     snapshot: dict[str, object] = {}
     try:
-        history = pq.read_table(folder / "source_snapshots.parquet").to_pylist()
+        history = read_parquet_file(folder / "source_snapshots.parquet").to_pylist()
         snapshot = history[-1] if history else {}  # the build's own snapshot is appended last
         runs: object = table_row_count(folder, "runs")
     except (OSError, ValueError):  # a damaged part (pyarrow's ArrowInvalid is a ValueError)

@@ -593,10 +593,13 @@ def log_excerpt(log: str) -> str | None:
         # cost): in ASCII text case-folding is `lower()`, position for position, and every
         # alternative found at the earliest position lies on the same line.
         lowered = head.lower()
-        found = [p for p in (lowered.find(word) for word in ERROR_WORDS) if p >= 0]
-        if not found:
+        first = len(lowered)
+        for word in ERROR_WORDS:  # each only up to the earliest match so far
+            found = lowered.find(word, 0, first - 1 + len(word))
+            if found >= 0:
+                first = found
+        if first == len(lowered):
             return None
-        first = min(found)
         line_end = head.find("\n", first)
     else:
         match = ERROR_LINE.search(head)
