@@ -426,9 +426,9 @@ def test_a_group_streams_its_chunks_into_one_part_per_table(
 def test_rejected_lines_stream_like_runs_and_entity_rows_wait_for_a_chunk(
     context_dir: Path, tmp_path: Path
 ) -> None:
-    """A file of broken lines is held a chunk at a time too (its rejects keep the raw line:
-    gathered whole, a large broken file was all in memory); the entity tables, a row per
-    file and workload, are written when they fill a chunk or the part closes, not beside every
+    """A file of broken lines is held a chunk at a time too (its rejects, each with the line's
+    first characters, were all held until the file ended); the entity tables, a row per file
+    and workload, are written when they fill a chunk or the part closes, not beside every
     chunk of runs."""
     files, _ = discover(context_dir)
     context = load_context(files, revision=None, baseline_map={}).context
