@@ -439,7 +439,7 @@ def test_rejected_lines_stream_like_runs_and_entity_rows_wait_for_a_chunk(
     )
     rel = f"traces/{AUTHOR}/gemm/{DEFINITION}.jsonl"
     chunked = ingest_group([(path, rel)], context, tmp_path / "chunked", "k", chunk_rows=2)
-    whole = ingest_group([(path, rel)], context, tmp_path / "whole", "k")
+    ingest_group([(path, rel)], context, tmp_path / "whole", "k")
     groups = {
         name: pq.ParquetFile(tmp_path / "chunked" / part).metadata.num_row_groups
         for name, [part] in chunked.parts.items()
