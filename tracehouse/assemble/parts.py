@@ -307,6 +307,7 @@ def _write_partitioned(rows: pa.RecordBatchReader, out: Path, table: str) -> Non
     finally:
         for writer in writers.values():
             writer.close()
+        pa.default_memory_pool().release_unused()
 
 
 def write_ranking_parts(
