@@ -377,13 +377,14 @@ def test_a_failure_while_the_published_file_is_begun_stops_its_copy(
     )
 
 
-@pytest.mark.parametrize("how", ["out_of_memory", "row_groups_too_big"])
+@pytest.mark.parametrize("how", ["out_of_memory", "row_groups_too_big", "too_many_runs"])
 def test_the_published_file_is_written_the_usual_way_when_it_cannot_be_begun_early(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
     """The copy in advance has a small memory budget: where the runs parts' row groups are too
-    big for it, it is not begun, and should it run out of memory anyway it is dropped; either
-    way the published file is written whole at the end, as a full write writes it."""
+    big for it, or the runs too many to copy beside the assembly, it is not begun, and should it
+    run out of memory anyway it is dropped; either way the published file is written whole at
+    the end, as a full write writes it."""
     source, warehouse = tmp_path / "demo", tmp_path / "wh"
     generate_dataset(source, seed=10, definitions=2, workloads_per_definition=3)
     begun: list[duckdb_files.TablesInAdvance] = []
@@ -400,8 +401,10 @@ def test_the_published_file_is_written_the_usual_way_when_it_cannot_be_begun_ear
             raise duckdb.OutOfMemoryException("failed to allocate data of size 64.0 MiB")
 
         monkeypatch.setattr(duckdb_files.TablesInAdvance, "_copy", out_of_memory)
-    else:
+    elif how == "row_groups_too_big":
         monkeypatch.setattr(duckdb_files, "ADVANCE_ROW_GROUP_BYTES", 0)
+    else:
+        monkeypatch.setattr(duckdb_files, "ADVANCE_MAX_RUNS", 0)
     result = build(source, warehouse, revision=REVISION)
     assert len(begun) == (1 if how == "out_of_memory" else 0)
     generation = _current(warehouse)

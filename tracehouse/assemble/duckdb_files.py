@@ -727,20 +727,26 @@ def views_beside(
 
 
 def _fits_in_advance(generation: Path) -> bool:
-    """Whether the runs parts' row groups are small enough for the copy in advance: DuckDB reads
-    a row group's column whole, and a part's logs are one row group (at 1,000,000 runs a copy
-    within ADVANCE_MEMORY_LIMIT ran out of memory reading one of ~64 MiB)."""
+    """Whether the copy in advance is begun: only up to ADVANCE_MAX_RUNS runs, each row group
+    of them small enough. Beside the assembly's connection, which grows with the runs it ranks
+    and records, the copy took a 1,000,000-run build from 674 to 795 MiB (and no faster: 100 s
+    against 104 s); and DuckDB reads a row group's column whole (a copy within
+    ADVANCE_MEMORY_LIMIT ran out of memory reading one of ~64 MiB, when a part was one row
+    group)."""
+    runs = 0
     for path in (generation / "runs.parquet").rglob("*.parquet"):
         metadata = pq.read_metadata(path)
+        runs += metadata.num_rows
         for index in range(metadata.num_row_groups):
             if metadata.row_group(index).total_byte_size > ADVANCE_ROW_GROUP_BYTES:
                 return False
-    return True
+    return runs <= ADVANCE_MAX_RUNS
 
 
-# The largest runs row group (uncompressed) the copy in advance takes: the bench corpus's
-# largest is ~13 MB, the 1,000,000-run corpus's ~80 MB.
+# The largest runs row group (uncompressed) the copy in advance takes (parts are written in row
+# groups of ~16 MB: assemble.parts.PART_ROW_GROUP_BYTES), and the most runs.
 ADVANCE_ROW_GROUP_BYTES = 24 * 1024 * 1024
+ADVANCE_MAX_RUNS = 400_000
 
 
 # What the published file may use while the assembly's connection is still open beside it:
