@@ -117,12 +117,13 @@ def write_group_parts(
 ) -> dict[str, list[Path]]:
     """The resolved part of every group for each parted table: reused when it exists, else
     assembled by SQL — one statement per table for each batch of the groups that need it
-    (_write_batches), split into one part folder per group by DuckDB's partitioned write.
+    (_write_batches), its rows split into one part folder per group as they stream out
+    (_write_partitioned).
 
-    A part is a folder (cache/parts/<table>/<name>/) because a partitioned write may cut one
-    group into several files; it is complete once renamed into place. Part names are keyed by
-    (source, group), so the parts of one source are never another's, and a build of one source
-    leaves every other source's parts as they are.
+    A part is a folder (cache/parts/<table>/<name>/), complete once renamed into place (one
+    written by an older version, with DuckDB's partitioned write, may hold several files). Part
+    names are keyed by (source, group), so the parts of one source are never another's, and a
+    build of one source leaves every other source's parts as they are.
 
     A part the base generation ``base`` already holds (in ``<table>.parquet/<key>/``; the
     build checked it byte for byte) is linked from there; any other is copied from the
@@ -156,9 +157,9 @@ def write_group_parts(
     }
 
 
-# At most about this much staged data (uncompressed) per partitioned write. One statement
+# At most about this much staged data (uncompressed) per statement. One statement
 # over every group held the resolved rows' hash joins (the workload cache, comparison keys)
-# and the write's per-thread partition buffers at once, and at 1M runs that outgrew
+# and the partitioned write's buffers at once, and at 1M runs that outgrew
 # FINALIZE_MEMORY_LIMIT with no operator left to spill (issue 16); a batch of groups bounds
 # all three, and the comparison keys of a batch are only its own.
 PARTED_WRITE_BATCH_BYTES = 256 * 1024 * 1024
