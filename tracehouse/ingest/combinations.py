@@ -16,13 +16,12 @@ implementation. Both branches write the same row through ``FileIngester``.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from tracehouse import kernelindex
 from tracehouse.kernelindex.cache import WORKLOAD_CACHE_ENTRIES, BoundedCache
+from tracehouse.kernelindex.run import plain_timestamp
 from tracehouse.read.evaluation_rules import latency_ns_problem
 from tracehouse.read.normalize import RepeatBasis
 from tracehouse.rejects import FORBIDS_CORRECTNESS
@@ -36,9 +35,6 @@ EVALUATION_MEMBERS = frozenset(
 CORRECTNESS_MEMBERS = frozenset({"max_absolute_error", "max_relative_error", "extra"})
 PERFORMANCE_MEMBERS = frozenset({"latency_ms", "reference_latency_ms", "speedup_factor"})
 ERROR_BOUND_WORDS = frozenset({"NaN", "Infinity"})
-# `YYYY-MM-DDTHH:MM:SS[.fraction][Z]`: KernelIndex relabels it as UTC and truncates the fraction
-# to milliseconds (identity doc §9.5). Offsets and other spellings take the full branch.
-PLAIN_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?Z?")
 MAX_SAFE_INTEGER = 2**53 - 1
 
 
@@ -76,12 +72,10 @@ def repeatable_shape(value: Any, definitions: dict[str, Any]) -> bool:
         return False
     if type(evaluation.get("environment")) is not dict:
         return False
-    timestamp = evaluation.get("timestamp")
-    if type(timestamp) is not str or PLAIN_TIMESTAMP.fullmatch(timestamp) is None:
-        return False
-    try:
-        datetime.fromisoformat(timestamp[:19])
-    except ValueError:
+    # `YYYY-MM-DDTHH:MM:SS[.fraction][Z]`, a valid date and time: KernelIndex relabels it as UTC
+    # and truncates the fraction (identity doc §9.5). Offsets and other spellings take the full
+    # branch.
+    if not plain_timestamp(evaluation.get("timestamp")):
         return False
     log = evaluation.get("log")
     if log is not None and type(log) is not str:

@@ -61,17 +61,28 @@ def latency_ns(latency_ms: float) -> int:
 _PLAIN_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?Z?")
 
 
+def plain_timestamp(timestamp: Any) -> bool | None:
+    """Whether ``timestamp`` is a valid date-time of the plain spelling above (True), one of
+    that spelling whose date or time does not exist (False), or of another (None)."""
+    if type(timestamp) is not str or _PLAIN_TIMESTAMP.fullmatch(timestamp) is None:
+        return None
+    try:  # the fields are digits: fromisoformat checks their ranges as datetime() does
+        datetime.fromisoformat(timestamp[:19])
+    except ValueError:
+        return False
+    return True
+
+
 def observed_at(timestamp: str) -> str:
     """`evaluation.timestamp` → `YYYY-MM-DDTHH:MM:SS.mmmZ` (§9.5).
 
     Quirk §9.5: a timestamp without a zone is taken as UTC (FlashInfer writes naive local time;
     KernelIndex relabels it, it does not convert). The fraction is truncated to milliseconds.
     """
-    if type(timestamp) is str and _PLAIN_TIMESTAMP.fullmatch(timestamp) is not None:
-        try:  # the fields are digits: fromisoformat checks their ranges as datetime() does
-            datetime.fromisoformat(timestamp[:19])
-        except ValueError:
-            raise IdentityError("bad_timestamp", f"invalid date-time {timestamp!r}") from None
+    plain = plain_timestamp(timestamp)
+    if plain is False:
+        raise IdentityError("bad_timestamp", f"invalid date-time {timestamp!r}")
+    if plain:
         fraction = timestamp[20:].rstrip("Z")
         return timestamp[:19] + "." + (fraction + "000")[:3] + "Z"
     return _observed_at(timestamp)
