@@ -1342,6 +1342,21 @@ def test_bad_timestamps(timestamp):
     assert error_code(identify, trace) == "bad_timestamp"
 
 
+def test_the_timestamp_memo_answers_only_for_the_same_object():
+    """plain_timestamp remembers the last valid timestamp it saw (a line asks three times):
+    another string, of the same text or not, is checked afresh, in any order."""
+    from tracehouse.kernelindex.run import plain_timestamp
+
+    valid = "2025-10-21T13:37:42.930971"
+    same_text = "".join(valid)  # equal, another object
+    assert plain_timestamp(valid) is True and plain_timestamp(valid) is True
+    assert plain_timestamp("2025-02-30T00:00:00") is False
+    assert plain_timestamp(same_text) is True and plain_timestamp(valid) is True
+    assert plain_timestamp(None) is None and plain_timestamp("2025-10-21 13:37:42") is None
+    assert ki.observed_at(valid) == "2025-10-21T13:37:42.930Z"
+    assert error_code(ki.observed_at, "2025-10-21T24:00:00") == "bad_timestamp"
+
+
 def test_run_digest_sensitivity():
     base = identify(rmsnorm_line())
 
