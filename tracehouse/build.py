@@ -544,6 +544,7 @@ def _full_build(
     loaded, context = plan.loaded, plan.loaded.context
     file_entries, tasks, group_mode = plan.file_entries, plan.tasks, plan.group_mode
 
+    context_rows = finalize.stage_context_rows(loaded, warehouse.context_rows)
     set_worker_context(context)
     results: list[Any] = parse(tasks, settings.workers, progress) if tasks else []
     # A group parsed as several tasks (ingest.plan.FILES_PER_TASK) has the parts of all of them.
@@ -580,6 +581,7 @@ def _full_build(
         settings=settings,
         resolved=resolved,
         loaded=loaded,
+        context_rows=context_rows,
         files=files,
         file_entries=file_entries,
         discovery_rejects=discovery_rejects,

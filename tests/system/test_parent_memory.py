@@ -1,0 +1,53 @@
+"""What a build's parent process holds while its workers parse: the dataset context's
+definition and implementation rows wait on disk (assemble.finalize.stage_context_rows), and
+come back whole for finalize."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from tracehouse.build import build_warehouse
+from tracehouse.demo import generate_dataset
+from tracehouse.ingest.plan import run_tasks
+from tracehouse.settings import load_settings
+from tracehouse.warehouse import Warehouse
+
+pytestmark = pytest.mark.integration
+
+
+def test_the_context_rows_wait_on_disk_while_the_workers_parse(tmp_path: Path) -> None:
+    source, root = tmp_path / "dataset", tmp_path / "warehouse"
+    generate_dataset(source, seed=11, definitions=3, workloads_per_definition=2)
+    settings = load_settings(environ={}, warehouse=root, source=str(source), workers=1)
+    solutions = len(list((source / "solutions").rglob("*.json")))
+    definitions = len(list((source / "definitions").rglob("*.json")))
+    on_disk: list[bool] = []
+    lists_empty: list[bool] = []
+
+    def parse(tasks: list[Any], workers: int, progress: Any) -> list[Any]:
+        # The parse begins with the rows in the cache, not in any list of the parent's.
+        import gc
+
+        from tracehouse.identify.context import LoadedContext
+
+        held = [o for o in gc.get_objects() if isinstance(o, LoadedContext)]
+        on_disk.append(Warehouse(root).context_rows.is_file())
+        lists_empty.extend(not (o.definition_rows or o.implementation_rows) for o in held)
+        return run_tasks(tasks, workers, progress)
+
+    build_warehouse(settings, parse=parse)
+
+    assert on_disk == [True]
+    assert lists_empty and all(lists_empty), lists_empty
+    # The file is gone once finalize has read it, and every row reached its table.
+    assert not Warehouse(root).context_rows.exists()
+    with duckdb.connect(str(root / "tracehouse.duckdb"), read_only=True) as connection:
+        ((implementations,),) = connection.execute(
+            "SELECT count(*) FROM implementations"
+        ).fetchall()
+        ((stored_definitions,),) = connection.execute("SELECT count(*) FROM definitions").fetchall()
+    assert (implementations, stored_definitions) == (solutions, definitions)
