@@ -544,52 +544,27 @@ def _full_build(
     loaded, context = plan.loaded, plan.loaded.context
     file_entries, tasks, group_mode = plan.file_entries, plan.tasks, plan.group_mode
 
-    context_rows = finalize.stage_context_rows(loaded, warehouse.context_rows)
-    set_worker_context(context)
-    results: list[Any] = parse(tasks, settings.workers, progress) if tasks else []
-    # A group parsed as several tasks (ingest.plan.FILES_PER_TASK) has the parts of all of them.
-    groups: dict[str, tuple[dict[str, Any], dict[str, list[str]]]] = {}
-    for task, result in zip(tasks, results, strict=True):
-        counts_of, parts = groups.setdefault(task.group or task.part_key, ({}, {}))
-        counts_of.update(result.files)
-        for table, names in result.parts.items():
-            parts.setdefault(table, []).extend(names)
-    for counts_of, parts in groups.values():
-        group_key = group_parts_key(
-            group_mode, {rel: counts.content_sha256 for rel, counts in counts_of.items()}
+    # The context's rows wait on disk through the parse; finalize reads them, and a build
+    # that fails or is interrupted before then leaves no copy behind.
+    with finalize.staged_context_rows(loaded, warehouse.context_rows) as context_rows:
+        set_worker_context(context)
+        results: list[Any] = parse(tasks, settings.workers, progress) if tasks else []
+        _record_parsed_groups(warehouse, file_entries, group_mode, tasks, results)
+        _refuse_a_source_without_runs(settings, resolved, file_entries)
+        outcome = finalize.finalize(
+            warehouse=warehouse,
+            settings=settings,
+            resolved=resolved,
+            loaded=loaded,
+            context_rows=context_rows,
+            files=files,
+            file_entries=file_entries,
+            discovery_rejects=discovery_rejects,
+            progress=progress,
+            before_publish=guard,
+            base=base,
+            publish=generations.publish,
         )
-        digests = {
-            name: sha256_file(warehouse.staging / name)
-            for names in parts.values()
-            for name in names
-        }
-        for rel, counts in counts_of.items():
-            entry = file_entries[rel]
-            entry.sha256 = counts.content_sha256
-            entry.group_key = group_key
-            entry.parts = parts  # one dict for the group's files (manifest.py)
-            entry.part_digests = digests
-            entry.records = counts.records
-            entry.runs = counts.runs
-            entry.rejected = counts.rejected
-            entry.kernelindex_unreadable = counts.kernelindex_unreadable
-            entry.end_line, entry.end_offset = counts.end_line, counts.end_offset
-
-    _refuse_a_source_without_runs(settings, resolved, file_entries)
-    outcome = finalize.finalize(
-        warehouse=warehouse,
-        settings=settings,
-        resolved=resolved,
-        loaded=loaded,
-        context_rows=context_rows,
-        files=files,
-        file_entries=file_entries,
-        discovery_rejects=discovery_rejects,
-        progress=progress,
-        before_publish=guard,
-        base=base,
-        publish=generations.publish,
-    )
     # Sources the published generation no longer holds (removed) drop out of the manifest.
     held = {s.source for s in generation_sources(outcome.generation)}
     manifest.sources = {name: m for name, m in manifest.sources.items() if name in held}
@@ -621,6 +596,44 @@ def _full_build(
         checks=outcome.checks,
         files_grown=files_grown,
     )
+
+
+def _record_parsed_groups(
+    warehouse: Warehouse,
+    file_entries: dict[str, Any],
+    group_mode: str,
+    tasks: list[Any],
+    results: list[Any],
+) -> None:
+    """Each parsed file's manifest entry: its content digest, its group's key and staging
+    parts (with their digests), and its counts."""
+    # A group parsed as several tasks (ingest.plan.FILES_PER_TASK) has the parts of all of them.
+    groups: dict[str, tuple[dict[str, Any], dict[str, list[str]]]] = {}
+    for task, result in zip(tasks, results, strict=True):
+        counts_of, parts = groups.setdefault(task.group or task.part_key, ({}, {}))
+        counts_of.update(result.files)
+        for table, names in result.parts.items():
+            parts.setdefault(table, []).extend(names)
+    for counts_of, parts in groups.values():
+        group_key = group_parts_key(
+            group_mode, {rel: counts.content_sha256 for rel, counts in counts_of.items()}
+        )
+        digests = {
+            name: sha256_file(warehouse.staging / name)
+            for names in parts.values()
+            for name in names
+        }
+        for rel, counts in counts_of.items():
+            entry = file_entries[rel]
+            entry.sha256 = counts.content_sha256
+            entry.group_key = group_key
+            entry.parts = parts  # one dict for the group's files (manifest.py)
+            entry.part_digests = digests
+            entry.records = counts.records
+            entry.runs = counts.runs
+            entry.rejected = counts.rejected
+            entry.kernelindex_unreadable = counts.kernelindex_unreadable
+            entry.end_line, entry.end_offset = counts.end_line, counts.end_offset
 
 
 class NoRunsRefused(ValueError):

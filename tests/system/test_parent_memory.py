@@ -51,3 +51,25 @@ def test_the_context_rows_wait_on_disk_while_the_workers_parse(tmp_path: Path) -
         ).fetchall()
         ((stored_definitions,),) = connection.execute("SELECT count(*) FROM definitions").fetchall()
     assert (implementations, stored_definitions) == (solutions, definitions)
+
+
+def test_a_build_that_fails_during_the_parse_leaves_no_copy_of_the_rows(tmp_path: Path) -> None:
+    source, root = tmp_path / "dataset", tmp_path / "warehouse"
+    generate_dataset(source, seed=12, definitions=2, workloads_per_definition=2)
+    settings = load_settings(environ={}, warehouse=root, source=str(source), workers=1)
+    build_warehouse(settings)
+    # A second build with a file to parse (a line re-run and appended), whose parse fails.
+    trace = min((source / "traces").rglob("*.jsonl"))
+    with trace.open("ab") as handle:
+        handle.write(trace.read_bytes().splitlines(keepends=True)[0])
+    staged: list[bool] = []
+
+    def failing_parse(tasks: list[Any], workers: int, progress: Any) -> list[Any]:
+        staged.append(Warehouse(root).context_rows.is_file())
+        raise OSError("the disk went away")
+
+    with pytest.raises(OSError, match="the disk went away"):
+        build_warehouse(settings, parse=failing_parse)
+    assert staged == [True]
+    assert (root / "tracehouse.duckdb").exists()  # the warehouse stays, without the copy
+    assert not Warehouse(root).context_rows.exists()

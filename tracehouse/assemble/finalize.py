@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -160,7 +161,7 @@ def finalize(
     """Write the build's source into a new generation beside every other source of ``base``
     (the generation the build checked and chose to build on; linked as they are), rank across
     all of them, and publish. ``context_rows``: the dataset context's rows as
-    stage_context_rows wrote them (the file is removed once read).
+    staged_context_rows wrote them (the file is removed once read).
 
     ``before_publish(generation, table_counts, outcomes)`` runs the publish guards last; it
     may add outcomes, and raises to keep the generation unpublished. ``publish(warehouse,
@@ -423,24 +424,29 @@ def _complete_and_publish(
     remove_unlinked_parts(warehouse)
 
 
-def stage_context_rows(loaded: Any, path: Path) -> Path:
+@contextmanager
+def staged_context_rows(loaded: Any, path: Path) -> Iterator[Path]:
     """The dataset context's definition and implementation rows pickled into ``path``
-    (replaced if there), and their lists in ``loaded`` emptied: a build keeps them on disk while
-    its workers parse, not in the parent's memory (at 1,000,000 lines the solutions' rows, and
-    what reading them left in the allocator, were ~75 MiB of the parent's 182). Pickled, not
-    Parquet: writing Parquet here would touch pyarrow's writer and memory pool, ~35 MiB of the
-    parent's resident size, before the parse."""
+    (replaced if there), and their lists in ``loaded`` emptied, for the block: a build keeps
+    them on disk while its workers parse, not in the parent's memory (at 1,000,000 lines the
+    solutions' rows, and what reading them left in the allocator, were ~75 MiB of the parent's
+    182). finalize reads and removes the file; the block's end removes it if still there.
+    Pickled, not Parquet: writing Parquet here would touch pyarrow's writer and memory pool,
+    ~35 MiB of the parent's resident size, before the parse."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("wb") as handle:
-        pickle.dump(
-            (loaded.definition_rows, loaded.implementation_rows),
-            handle,
-            protocol=pickle.HIGHEST_PROTOCOL,
-        )
-    loaded.definition_rows.clear()
-    loaded.implementation_rows.clear()
-    return_freed_memory()
-    return path
+    try:
+        with path.open("wb") as handle:
+            pickle.dump(
+                (loaded.definition_rows, loaded.implementation_rows),
+                handle,
+                protocol=pickle.HIGHEST_PROTOCOL,
+            )
+        loaded.definition_rows.clear()
+        loaded.implementation_rows.clear()
+        return_freed_memory()
+        yield path
+    finally:
+        path.unlink(missing_ok=True)
 
 
 def rows_to_arrow(table: str, rows: list[dict[str, Any]]) -> pa.Table:
