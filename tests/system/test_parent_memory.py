@@ -1,5 +1,5 @@
 """What a build's parent process holds while its workers parse: the dataset context's
-definition and implementation rows wait on disk (assemble.finalize.stage_context_rows), and
+definition and implementation rows wait on disk (assemble.finalize.staged_context_rows), and
 come back whole for finalize."""
 
 from __future__ import annotations
