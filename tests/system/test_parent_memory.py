@@ -10,39 +10,47 @@ from typing import Any
 import duckdb
 import pytest
 
+from tracehouse import build
 from tracehouse.build import build_warehouse
 from tracehouse.demo import generate_dataset
-from tracehouse.ingest.plan import run_tasks
+from tracehouse.ingest.plan import IngestPlan, plan_files, run_tasks
 from tracehouse.settings import load_settings
 from tracehouse.warehouse import Warehouse
 
 pytestmark = pytest.mark.integration
 
 
-def test_the_context_rows_wait_on_disk_while_the_workers_parse(tmp_path: Path) -> None:
+def test_the_context_rows_wait_on_disk_while_the_workers_parse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     source, root = tmp_path / "dataset", tmp_path / "warehouse"
     generate_dataset(source, seed=11, definitions=3, workloads_per_definition=2)
     settings = load_settings(environ={}, warehouse=root, source=str(source), workers=1)
     solutions = len(list((source / "solutions").rglob("*.json")))
     definitions = len(list((source / "definitions").rglob("*.json")))
-    on_disk: list[bool] = []
-    lists_empty: list[bool] = []
+    plans: list[IngestPlan] = []
+    seen: list[tuple[bool, int, int]] = []
+
+    def recording_plan_files(*args: Any, **kwargs: Any) -> IngestPlan:
+        plans.append(plan_files(*args, **kwargs))
+        return plans[-1]
 
     def parse(tasks: list[Any], workers: int, progress: Any) -> list[Any]:
-        # The parse begins with the rows in the cache, not in any list of the parent's.
-        import gc
-
-        from tracehouse.identify.context import LoadedContext
-
-        held = [o for o in gc.get_objects() if isinstance(o, LoadedContext)]
-        on_disk.append(Warehouse(root).context_rows.is_file())
-        lists_empty.extend(not (o.definition_rows or o.implementation_rows) for o in held)
+        # The parse begins with the rows in the cache, not in the plan's lists.
+        (loaded,) = (plan.loaded for plan in plans)
+        seen.append(
+            (
+                Warehouse(root).context_rows.is_file(),
+                len(loaded.definition_rows),
+                len(loaded.implementation_rows),
+            )
+        )
         return run_tasks(tasks, workers, progress)
 
+    monkeypatch.setattr(build, "plan_files", recording_plan_files)
     build_warehouse(settings, parse=parse)
 
-    assert on_disk == [True]
-    assert lists_empty and all(lists_empty), lists_empty
+    assert seen == [(True, 0, 0)]
     # The file is gone once finalize has read it, and every row reached its table.
     assert not Warehouse(root).context_rows.exists()
     with duckdb.connect(str(root / "tracehouse.duckdb"), read_only=True) as connection:

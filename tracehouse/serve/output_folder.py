@@ -47,14 +47,15 @@ class OutputKind:
         )
 
 
-def _holds_marker(kind: OutputKind, marker: Path) -> bool:
+def _marker_content(kind: OutputKind, marker: Path) -> bytes | None:
+    """The marker's first bytes, read once (None: not a regular file, or unreadable)."""
     try:
         if marker.is_symlink() or not marker.is_file():
-            return False
+            return None
         with marker.open("rb") as handle:
-            return handle.read(len(kind.marker_bytes) + 1) == kind.marker_bytes
+            return handle.read(len(kind.marker_bytes) + 1)
     except OSError:
-        return False
+        return None
 
 
 @contextlib.contextmanager
@@ -68,13 +69,17 @@ def claimed(kind: OutputKind, folder: Path, timeout_s: float) -> Iterator[None]:
     marker = folder / kind.marker
     if marker.is_symlink():
         raise kind.refusal(folder, f"{marker.name} there is not its marker")
+    # Listed before the marker is looked for: a writer started at the same moment creates the
+    # marker before anything else, so other entries listed while no marker exists after the
+    # listing were not written by this command.
+    others = any(entry.name != kind.marker for entry in folder.iterdir())
     if not marker.exists():
-        # the marker itself may appear meanwhile: another writer started at the same moment
-        # created it (its content and lock are checked below, as for any marker)
-        if any(entry.name != kind.marker for entry in folder.iterdir()):
+        if others:
             raise kind.refusal(folder, "folder is not empty and was not written by it")
-    elif not _holds_marker(kind, marker) and marker.stat().st_size:
-        # an empty marker is another writer's, created a moment ago: its lock tells
+    elif _marker_content(kind, marker) not in (b"", kind.marker_bytes):
+        # Read once: an empty marker is another writer's, created a moment ago (its lock tells
+        # below), and it may be filled meanwhile (checking emptiness apart from the content
+        # refused a report started beside another one).
         raise kind.refusal(folder, f"{marker.name} there is not its marker")
     # O_NOFOLLOW: a symbolic link put there meanwhile is refused, never followed
     descriptor = os.open(marker, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
