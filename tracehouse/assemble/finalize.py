@@ -161,7 +161,7 @@ def finalize(
     """Write the build's source into a new generation beside every other source of ``base``
     (the generation the build checked and chose to build on; linked as they are), rank across
     all of them, and publish. ``context_rows``: the dataset context's rows as
-    staged_context_rows wrote them (the file is removed once read).
+    staged_context_rows wrote them (which removes the file when its block ends).
 
     ``before_publish(generation, table_counts, outcomes)`` runs the publish guards last; it
     may add outcomes, and raises to keep the generation unpublished. ``publish(warehouse,
@@ -231,7 +231,6 @@ def finalize(
 
             with context_rows.open("rb") as handle:
                 definition_rows, implementation_rows = pickle.load(handle)  # this build's own file
-            context_rows.unlink()
             for table, rows in (
                 ("definitions", definition_rows),
                 ("implementations", implementation_rows),
@@ -430,7 +429,7 @@ def staged_context_rows(loaded: Any, path: Path) -> Iterator[Path]:
     (replaced if there), and their lists in ``loaded`` emptied, for the block: a build keeps
     them on disk while its workers parse, not in the parent's memory (at 1,000,000 lines the
     solutions' rows, and what reading them left in the allocator, were ~75 MiB of the parent's
-    182). finalize reads and removes the file; the block's end removes it if still there.
+    182). finalize reads the file; the block's end removes it, whatever happened.
     Pickled, not Parquet: writing Parquet here would touch pyarrow's writer and memory pool,
     ~35 MiB of the parent's resident size, before the parse."""
     path.parent.mkdir(parents=True, exist_ok=True)
