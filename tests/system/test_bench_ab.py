@@ -1,0 +1,86 @@
+"""`python -m bench.ab` compares two versions for real: the base side runs the exported tree of
+the revision, not this checkout (the trap it exists for: a process started in this checkout,
+or through the console script, imports this checkout whatever PYTHONPATH says). Nothing
+asserts on speed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.ab import export_tree, imported_package, resolve_revision
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.skipif(
+    not (ROOT / ".git").exists(), reason="bench.ab compares git revisions: needs a git checkout"
+)
+
+
+def _ab(tmp_path: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.ab",
+            "--work-dir",
+            str(tmp_path / "ab"),
+            "--data-root",
+            str(tmp_path / "data"),
+            *arguments,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+
+
+def test_each_side_imports_its_own_tree(tmp_path: Path) -> None:
+    sha = resolve_revision("HEAD")
+    tree = export_tree(sha, tmp_path)
+    assert tree == tmp_path / f"tree-{sha}"
+    assert imported_package(tree) == (tree / "tracehouse").resolve()
+    assert imported_package(ROOT) == (ROOT / "tracehouse").resolve()
+    # A second export of the same commit reuses the first.
+    assert export_tree(sha, tmp_path) == tree
+    assert not list(tmp_path.glob(".tree-*"))
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_alternated_changed_builds_are_timed_on_both_sides(tmp_path: Path) -> None:
+    done = _ab(tmp_path, "--base", "HEAD", "--pairs", "2", "--lines", "300")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "changed build, 2 alternated pair(s), seconds" in out
+    for side in ("base", "head"):
+        line = next(line for line in out.splitlines() if line.startswith(f"  {side:5} wall"))
+        assert len(line.split("(")[1].split()) == 2  # one time per pair
+    assert "head - base, wall per pair: median" in out
+    # Each side built its own warehouse; the dataset is back as it was (bench.run's check).
+    for side in ("base", "head"):
+        assert (tmp_path / "ab" / f"warehouse-{side}" / "current").exists()
+
+
+def test_an_unknown_revision_is_one_line(tmp_path: Path) -> None:
+    done = _ab(tmp_path, "--base", "no-such-revision-here")
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"bench.ab: --base no-such-revision-here: not a commit of {ROOT}"
+    ]
+    assert not (tmp_path / "ab" / "warehouse-base").exists()
+
+
+def test_a_bad_argument_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    done = _ab(tmp_path, "--base", "HEAD", "--pairs", "0")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == ["bench.ab: --pairs 0: at least 1"]
+    done = _ab(tmp_path, "--base", "HEAD", "--leg", "hot")
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert done.stderr.startswith("bench.ab: argument --leg: invalid choice")
