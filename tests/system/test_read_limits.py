@@ -126,13 +126,15 @@ def test_every_read_command_gets_the_query_limits(warehouse: Path) -> None:
     result = run_cli(
         "query",
         "SELECT current_setting('memory_limit') AS memory, "
-        "current_setting('max_temp_directory_size') AS spill",
+        "current_setting('max_temp_directory_size') AS spill, "
+        "current_setting('block_allocator_memory') AS pool",
         "--warehouse", str(warehouse), "--format", "csv",
         env={"TRACEHOUSE_QUERY_MEMORY_MB": "300", "TRACEHOUSE_QUERY_SPILL_MB": "100"},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    memory, spill = result.stdout.splitlines()[1].split(",")
+    memory, spill, pool = result.stdout.splitlines()[1].split(",")
     assert memory == "300.0 MiB" and spill == "100.0 MiB", result.stdout
+    assert pool == "0 bytes", result.stdout  # an interactive reader pools nothing
     # However large the setting, a reader may fill at most half the free disk.
     result = run_cli(
         "query", "SELECT current_setting('max_temp_directory_size') AS spill",
@@ -157,11 +159,13 @@ def test_every_read_command_gets_the_query_limits(warehouse: Path) -> None:
     try:
         limits = report_reader.rows(
             "SELECT current_setting('memory_limit') AS memory, "
-            "current_setting('max_temp_directory_size') AS spill"
+            "current_setting('max_temp_directory_size') AS spill, "
+            "current_setting('block_allocator_memory') AS pool"
         )
     finally:
         report_reader.close()
-    assert limits == [{"memory": "200.0 MiB", "spill": "100.0 MiB"}]
+    # ... whose block memory stays pooled up to that limit (warehouse.connect_read_only).
+    assert limits == [{"memory": "200.0 MiB", "spill": "100.0 MiB", "pool": "200.0 MiB"}]
     assert load_settings(environ={}).report_memory_mb == 512
 
 

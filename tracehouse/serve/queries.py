@@ -83,16 +83,19 @@ def spill_limit_mb(settings: Settings) -> int:
 
 
 def reader(
-    settings: Settings, memory_setting: MemorySetting = "query_memory_mb"
+    settings: Settings, memory_setting: MemorySetting = "query_memory_mb", *, batch: bool = False
 ) -> duckdb.DuckDBPyConnection:
     """A read-only connection to the current generation within the read limits of
     ``settings``: ``memory_setting`` (``query_memory_mb``, or ``report_memory_mb`` for the
     report) of memory, then ``spill_limit_mb`` of spill files. Every read command (query,
-    report, export, leaderboard, changes, record) connects through it."""
+    report, export, leaderboard, changes, record) connects through it. A ``batch`` reader (the
+    report's: one pass over every view at its memory limit, then closed) keeps its block memory
+    pooled (``connect_read_only``'s ``block_pool_mb``)."""
     return connect_read_only(
         Warehouse(settings.warehouse),
         memory_limit_mb=getattr(settings, memory_setting),
         spill_limit_mb=spill_limit_mb(settings),
+        block_pool_mb=getattr(settings, memory_setting) if batch else None,
     )
 
 

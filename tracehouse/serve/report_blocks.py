@@ -259,7 +259,7 @@ class ReportReader:
     def __init__(self, settings: Settings) -> None:
         from tracehouse.serve.queries import reader
 
-        self.connection = reader(settings, self.memory_setting)
+        self.connection = reader(settings, self.memory_setting, batch=True)
 
     def compute_shared_views(self) -> None:
         """Each of SHARED_VIEWS into a temporary table of its name (spilled like any query)."""
