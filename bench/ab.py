@@ -33,12 +33,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.measure import Sample, measure
-from bench.run import BENCH_REVISION, REPO_ROOT, FileChange, ensure_dataset
+from bench.run import REPO_ROOT, FileChange, build_arguments, ensure_dataset
 
 LEGS = ("changed", "cold", "warm")
 DEFAULT_WORK_DIR = REPO_ROOT / "data" / "bench" / "ab"
-# git's own limits: an export of this repository is a few MB
+# Every read has a time budget: git answers (an export of this repository is a few MB) and an
+# import of tracehouse take seconds, so these only stop a hung process.
 GIT_TIMEOUT_S = 120
+IMPORT_TIMEOUT_S = 60
 
 
 class AbError(Exception):
@@ -95,14 +97,17 @@ def export_tree(sha: str, work_dir: Path) -> Path:
 
 def imported_package(tree: Path) -> Path:
     """Where ``tracehouse`` comes from for a process started in ``tree`` as the builds are."""
-    done = subprocess.run(
-        [sys.executable, "-c", "import tracehouse; print(tracehouse.__file__)"],
-        cwd=tree,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", "import tracehouse; print(tracehouse.__file__)"],
+            cwd=tree,
+            capture_output=True,
+            text=True,
+            timeout=IMPORT_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise AbError(f"{tree}: could not ask which tracehouse it imports ({error})") from error
     if done.returncode != 0:
         raise AbError(f"{tree}: tracehouse does not import there ({done.stderr.strip()[-200:]})")
     return Path(done.stdout.strip()).resolve().parent
@@ -111,18 +116,7 @@ def imported_package(tree: Path) -> Path:
 def build_command(source: Path, warehouse: Path) -> list[str]:
     # `-m`, never the console script: only then is the tree (the working directory) first on
     # sys.path.
-    return [
-        sys.executable,
-        "-m",
-        "tracehouse",
-        "build",
-        "--source",
-        str(source),
-        "--warehouse",
-        str(warehouse),
-        "--revision",
-        BENCH_REVISION,
-    ]
+    return [sys.executable, "-m", "tracehouse", *build_arguments(source, warehouse)]
 
 
 class Side:

@@ -292,6 +292,19 @@ def tracehouse_command() -> list[str]:
     return [sys.executable, "-c", "import sys; from tracehouse.cli import main; sys.exit(main())"]
 
 
+def build_arguments(source: Path, warehouse: Path) -> list[str]:
+    """The arguments of the timed `tracehouse build` (with a revision: every digest computed)."""
+    return [
+        "build",
+        "--source",
+        str(source),
+        "--warehouse",
+        str(warehouse),
+        "--revision",
+        BENCH_REVISION,
+    ]
+
+
 def child_command(leg: str, source: Path) -> list[str]:
     return [sys.executable, "-m", "bench.run", "--leg", leg, "--source", str(source)]
 
@@ -440,16 +453,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     print(f"  page cache warmed: {warmed / 1e6:,.0f} MB read", flush=True)
 
     legs: dict[str, Leg] = {name: Leg(name, LEG_DESCRIPTIONS[name]) for name in only}
-    build = [
-        *tracehouse_command(),
-        "build",
-        "--source",
-        str(source),
-        "--warehouse",
-        str(warehouse),
-        "--revision",
-        BENCH_REVISION,
-    ]
+    build = [*tracehouse_command(), *build_arguments(source, warehouse)]
     for name in BUILD_LEGS:
         if name in legs:
             legs[name].command = build

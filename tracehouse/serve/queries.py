@@ -91,11 +91,12 @@ def reader(
     report, export, leaderboard, changes, record) connects through it. A ``batch`` reader (the
     report's: one pass over every view at its memory limit, then closed) keeps its block memory
     pooled (``connect_read_only``'s ``block_pool_mb``)."""
+    memory_mb = getattr(settings, memory_setting)
     return connect_read_only(
         Warehouse(settings.warehouse),
-        memory_limit_mb=getattr(settings, memory_setting),
+        memory_limit_mb=memory_mb,
         spill_limit_mb=spill_limit_mb(settings),
-        block_pool_mb=getattr(settings, memory_setting) if batch else None,
+        block_pool_mb=memory_mb if batch else None,
     )
 
 
