@@ -224,6 +224,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AbError as error:
         print(f"bench.ab: {error}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        # run_leg has put the changed trace file back by now (FileChange.restore in a finally)
+        print("bench.ab: interrupted; the dataset is as it was", file=sys.stderr)
+        return 130
     print("\n".join(summary_lines(args.leg, sides)))
     return 0
 

@@ -5,13 +5,17 @@ asserts on speed."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from bench.ab import export_tree, imported_package, resolve_revision
+from bench.run import ensure_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,3 +88,28 @@ def test_a_bad_argument_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1
     assert done.stderr.startswith("bench.ab: argument --leg: invalid choice")
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_ctrl_c_during_the_builds_is_one_line_and_the_dataset_is_put_back(tmp_path: Path) -> None:
+    # The dataset first, so that the interrupt lands in the alternated builds.
+    ensure_dataset(tmp_path / "data", 300, 7)
+    traces = sorted((tmp_path / "data" / "300" / "traces").rglob("*.jsonl"))
+    before = {path: path.read_bytes() for path in traces}
+    process = subprocess.Popen(
+        [
+            sys.executable, "-m", "bench.ab", "--base", "HEAD", "--pairs", "3", "--lines", "300",
+            "--work-dir", str(tmp_path / "ab"), "--data-root", str(tmp_path / "data"),
+        ],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,  # its own process group, as a terminal's Ctrl-C reaches it
+    )  # fmt: skip
+    assert process.stdout is not None
+    assert process.stdout.readline().startswith("base ")  # the builds begin after this line
+    time.sleep(2)
+    os.killpg(process.pid, signal.SIGINT)
+    _, err = process.communicate(timeout=300)
+    assert process.returncode == 130
+    assert err.strip().splitlines() == ["bench.ab: interrupted; the dataset is as it was"]
+    assert {path: path.read_bytes() for path in traces} == before
