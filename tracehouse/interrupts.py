@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -70,6 +71,20 @@ def _importing(frame: FrameType | None) -> bool:
     return False
 
 
+_default_unraisable = sys.unraisablehook
+
+
+def _unraisable(unraisable: Any) -> None:
+    """An ``Interrupted`` raised where Python cannot raise it on (a weakref callback, a
+    ``__del__``, a garbage collector callback) is dropped without a word: the interrupt is
+    recorded, and the watchdog ends the command with its one line within GRACE_S. Python would
+    print "Exception ignored in …" and a traceback above that line. Anything else is
+    reported as Python reports it."""
+    if isinstance(unraisable.exc_value, Interrupted):
+        return
+    _default_unraisable(unraisable)
+
+
 def stop_listening() -> None:
     """Ignore further signals: the command is already stopping (a second Ctrl-C must not turn
     the one-line report into a traceback)."""
@@ -83,6 +98,7 @@ def install() -> None:
 
     for signum in HANDLED:
         signal.signal(signum, _handler)
+    sys.unraisablehook = _unraisable
     read_end, write_end = os.pipe()
     os.set_blocking(write_end, False)
     signal.set_wakeup_fd(write_end)

@@ -31,6 +31,7 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -642,3 +643,40 @@ def test_ctrl_c_very_early_in_a_build_prints_one_line(tmp_path: Path) -> None:
         interrupted += 1
     print(f"\nvery early interrupts: {interrupted} of {len(moments)} landed before the end")
     assert interrupted, "every build finished before its signal"
+
+
+# A weakref callback during which the signal arrives: Python cannot raise the interrupt on
+# from there, and would print "Exception ignored" and a traceback above the one line.
+INTERRUPTED_IN_A_WEAKREF_CALLBACK = """
+import os, signal, time, weakref
+from tracehouse import interrupts
+interrupts.install()
+
+class Thing:
+    pass
+
+def callback(_ref):
+    os.kill(os.getpid(), signal.SIGINT)
+    for _ in range(1000):  # the handler runs here, inside the callback
+        time.sleep(0.001)
+
+thing = Thing()
+ref = weakref.ref(thing, callback)
+del thing
+time.sleep(30)
+print("not stopped")
+"""
+
+
+def test_an_interrupt_inside_a_weakref_callback_still_ends_in_one_line() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_IN_A_WEAKREF_CALLBACK],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 130
+    assert done.stdout == ""
+    assert done.stderr.strip() == "interrupted; warehouse unchanged"
