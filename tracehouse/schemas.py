@@ -210,6 +210,8 @@ HISTORY_TABLES = _tables("history")
 # Tables computed across every source (never published to Iceberg) and the ones published.
 COMPUTED_TABLES = _tables("computed")
 PUBLISHED_TABLES = tuple(name for name in TABLES if name not in COMPUTED_TABLES)
+# Per-source tables whose rows are the dataset context's (definitions, solutions).
+CONTEXT_TABLES = _tables("from_context")
 # Tables whose rows come from no source: removing a source keeps their files.
 SOURCE_INDEPENDENT_TABLES = _tables("source_independent")
 # Tables the publish guard against shrinking leaves alone, and the benchmark results.

@@ -217,10 +217,10 @@ def finalize(
             write_generation_sources(generation, [this_source])
             _keep_history(generation, current, this_source)
 
-            def copy(table: str, query: str) -> None:
+            def copy(table: str, query: str, file_name: str = "data.parquet") -> None:
                 """One table's rows as one sorted file: the source's slice, or a global table."""
                 if table in PER_SOURCE_TABLES:
-                    target = generation / f"{table}.parquet" / key / "data.parquet"
+                    target = generation / f"{table}.parquet" / key / file_name
                     target.parent.mkdir(parents=True, exist_ok=True)
                     order = schemas.slice_order(table)
                 else:
@@ -229,19 +229,29 @@ def finalize(
                 relation = connection.sql(f"{query} ORDER BY {order}")
                 relation.write_parquet(str(target), compression="zstd")
 
-            with context_rows.open("rb") as handle:
-                definition_rows, implementation_rows = pickle.load(handle)  # this build's own file
-            for table, rows in (
-                ("definitions", definition_rows),
-                ("implementations", implementation_rows),
-                ("protocols", [_protocol_row()]),
-                ("baseline_map", baseline_map_rows(settings.baselines_file)),
+            context_files = _context_file_names(context_rows)
+            written = _link_context_tables(generation, current, key, context_files)
+            context_tables: list[tuple[str, list[dict[str, Any]], str | None]] = []
+            if len(written) < len(context_files):
+                with context_rows.open("rb") as handle:
+                    rows_of = pickle.load(handle)  # this build's own file
+                context_tables = [
+                    (table, rows_of.pop(table), name)
+                    for table, name in context_files.items()
+                    if table not in written
+                ]
+                del rows_of
+            for table, rows, file_name in (
+                *context_tables,
+                ("protocols", [_protocol_row()], None),  # tables of no source: one file
+                ("baseline_map", baseline_map_rows(settings.baselines_file), None),
             ):
                 staged = generation / f"_{table}.parquet"
                 pq.write_table(rows_to_arrow(table, rows), staged, compression="zstd")
-                copy(table, f"SELECT * FROM read_parquet({sql_literal(staged)}) s")  # noqa: S608
+                query = f"SELECT * FROM read_parquet({sql_literal(staged)}) s"  # noqa: S608
+                copy(table, query, file_name or "data.parquet")
                 staged.unlink()
-            del definition_rows, implementation_rows
+            del context_tables
             # History keeps its append order (two builds can share a millisecond).
             history.append(snapshot)
             pq.write_table(
@@ -317,6 +327,39 @@ def finalize(
     if progress:
         progress("finalize", 1, 1)
     return FinalizeOutcome(generation, counts, rejects_by_reason, snapshot["snapshot_id"], checks)
+
+
+def _context_file_names(context_rows: Path) -> dict[str, str]:
+    """The name of each context table's file of a source, by what its bytes follow from: the
+    context's rows (the bytes staged_context_rows wrote), the table's stored schema and order,
+    and the importer. A generation whose file has that name holds those very rows."""
+    rows_digest = hashlib.sha256(context_rows.read_bytes()).hexdigest()
+    names = {}
+    for table in schemas.CONTEXT_TABLES:
+        inputs = [IMPORTER_VERSION, table, str(stored_schema(table)), schemas.slice_order(table)]
+        digest = hashlib.sha256("\n".join([*inputs, rows_digest]).encode()).hexdigest()
+        names[table] = f"context-{digest[:32]}.parquet"
+    return names
+
+
+def _link_context_tables(
+    generation: Path, current: Path | None, key: str, names: dict[str, str]
+) -> set[str]:
+    """Link each context table's file of the source from ``current`` (checked before the build
+    relied on it) when it holds one of the same name: a build whose definitions and solutions
+    did not change writes neither table again (~0.15 s of a build after one changed file).
+    The tables linked."""
+    linked: set[str] = set()
+    if current is None:
+        return linked
+    for table, name in names.items():
+        held = current / f"{table}.parquet" / key / name
+        if held.is_file():
+            target = generation / f"{table}.parquet" / key / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            link_file(held, target)
+            linked.add(table)
+    return linked
 
 
 def _keep_history(generation: Path, current: Path | None, source: GenerationSource) -> None:
@@ -436,7 +479,10 @@ def staged_context_rows(loaded: Any, path: Path) -> Iterator[Path]:
     try:
         with path.open("wb") as handle:
             pickle.dump(
-                (loaded.definition_rows, loaded.implementation_rows),
+                {
+                    schemas.DEFINITIONS.name: loaded.definition_rows,
+                    schemas.IMPLEMENTATIONS.name: loaded.implementation_rows,
+                },
                 handle,
                 protocol=pickle.HIGHEST_PROTOCOL,
             )

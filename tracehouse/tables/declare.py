@@ -105,6 +105,9 @@ class Table:
     computed: bool = False
     # Published to Iceberg as a mart too, computed over every source of the latest publication.
     iceberg_mart: bool = False
+    # Its rows are the dataset context's (the definition and solution files), not the trace
+    # files': a build whose context did not change links the source's file from the base.
+    from_context: bool = False
     # Its rows come from no source (a constant, the build's settings): removing a source keeps
     # its file as it is.
     source_independent: bool = False

@@ -67,6 +67,7 @@ DEFINITIONS = Table(
     ),
     per_source=True,
     order="definition, source",
+    from_context=True,
     zstd_columns=("reference", "definition_json"),
 )
 
@@ -150,6 +151,7 @@ IMPLEMENTATIONS = Table(
     ),
     per_source=True,
     order="solution, source",
+    from_context=True,
 )
 
 WORKLOADS = Table(
