@@ -25,7 +25,7 @@ from tests.fixtures.hostile_corpus import (
 )
 from tracehouse.ingest.manifest import read_manifest
 from tracehouse.ingest.plan import file_group
-from tracehouse.schemas import TABLES
+from tracehouse.schemas import GROUP_PARTED_TABLES, TABLES
 from tracehouse.warehouse import Warehouse, read_table
 
 pytestmark = pytest.mark.slow
@@ -207,6 +207,20 @@ def group_parts(warehouse: Path) -> dict[str, list[str]]:
     return parts
 
 
+def resolved_files(warehouse: Path) -> dict[str, dict[str, tuple[int, int]]]:
+    """Each group-parted table's files in the current generation, with their inodes."""
+    generation = Warehouse(warehouse).require_current()
+    found = {}
+    for table in GROUP_PARTED_TABLES:
+        files = (generation / f"{table}.parquet").glob("*/*-*.parquet")
+        found[table] = {
+            path.name: (path.stat().st_dev, path.stat().st_ino)
+            for path in files
+            if len(path.name.split("-")[0]) == 32  # a part's (not before-ingest.parquet)
+        }
+    return found
+
+
 def test_appended_runs_add_a_part_and_the_group_keeps_its_old_ones(tmp_path: Path) -> None:
     """After an append, the group's previous parts stay as they are (their rows are not copied)
     and the new lines' rows are one more part; at KEPT_PARTS_MAX parts a table the rows are
@@ -234,6 +248,18 @@ def test_appended_runs_add_a_part_and_the_group_keeps_its_old_ones(tmp_path: Pat
     for table, names in before.items():  # the old parts first, then the new lines' rows
         assert after[table][: len(names)] == names, table
     assert len(after["runs"]) == len(before["runs"]) + 1
+
+    # So are the resolved parts the generation holds, when the new lines change nothing that
+    # resolution takes from outside the group (a re-run of a workload the dataset has): the
+    # older ones are the files of the generation before, linked, and the new rows more files.
+    resolved = resolved_files(warehouse)
+    rerun = trace_object("bob-1", latency=0.7, log="bob again\n")
+    rerun["evaluation"]["environment"]["hardware"] = "NVIDIA B200 (bob)"
+    append_and_build(json.dumps(rerun))
+    grown = resolved_files(warehouse)
+    for table, files in grown.items():
+        assert resolved[table].items() <= files.items(), table
+    assert len(grown["runs"]) == len(resolved["runs"]) + 1
 
     # A new file of the group beside the grown one: its rows go into the new part too.
     write_lines(source / f"traces/erin/gemm/{DEFINITION}.jsonl", trace_lines("erin", 3))

@@ -105,6 +105,14 @@ def resolution_digest(connection: duckdb.DuckDBPyConnection) -> str:
     return digest
 
 
+@dataclass(frozen=True)
+class _Piece:
+    """One staging part of a group, and the name of the resolved part written from it."""
+
+    staged: str  # the staging part's path
+    name: str
+
+
 def write_group_parts(
     connection: duckdb.DuckDBPyConnection,
     warehouse: Warehouse,
@@ -114,15 +122,21 @@ def write_group_parts(
     base: Path | None,
     key: str,
 ) -> dict[str, list[Path]]:
-    """The resolved part of every group for each parted table: reused when it exists, else
-    assembled by SQL — one statement per table for each batch of the groups that need it
-    (_write_batches), its rows split into one part folder per group as they stream out
-    (_write_partitioned).
+    """The resolved parts of every group for each parted table, one for each of the group's
+    staging parts: reused when it exists, else assembled by SQL — one statement per table for
+    each batch of the staging parts that need it (_write_batches), its rows split into one part
+    folder per staging part as they stream out (_write_partitioned).
+
+    One resolved part per staging part, not per group: a group whose file only grew keeps its
+    older staging parts and gains one for the new lines (plan.KEPT_PARTS_MAX), so it keeps its
+    older resolved parts too, and only the new lines' rows are resolved, placed and copied into
+    the published file.
 
     A part is a folder (cache/parts/<table>/<name>/), complete once renamed into place (one
     written by an older version, with DuckDB's partitioned write, may hold several files). Part
-    names are keyed by (source, group), so the parts of one source are never another's, and a
-    build of one source leaves every other source's parts as they are.
+    names are keyed by (source, staging part), so the parts of one source are never another's,
+    and a build of one source leaves every other source's parts as they are. A staging part's
+    name says what its rows follow from (its group's files and the dataset context).
 
     A part the base generation ``base`` already holds (in ``<table>.parquet/<key>/``; the
     build checked it byte for byte) is linked from there; any other is copied from the
@@ -133,54 +147,47 @@ def write_group_parts(
     def name(*terms: str) -> str:
         return hashlib.sha256("\n".join([source_name, *terms]).encode()).hexdigest()[:32]
 
-    names_of: dict[str, dict[str, str]] = {}
-    for group in groups:
-        # A runs part depends on the resolution too; the others on their group's files only.
-        names_of[group.key] = {
-            table: name(group.key, resolution) if table == schemas.RUNS.name else name(group.key)
-            for table in GROUP_PARTED_TABLES
-        }
+    written: dict[str, list[Path]] = {}
     for table in GROUP_PARTED_TABLES:
+        # A runs part depends on the resolution too; the others on their staging part only.
+        terms = (resolution,) if table == schemas.RUNS.name else ()
+        staged = dict.fromkeys(path for group in groups for path in group.parts.get(table, []))
+        pieces = [_Piece(path, name(Path(path).name, *terms)) for path in staged]
         held = held_parts(base_folder(base, table, key))
         missing = [
-            g
-            for g in groups
-            if names_of[g.key][table] not in held
-            and not _intact_part(warehouse.parts / table / names_of[g.key][table])
+            piece
+            for piece in pieces
+            if piece.name not in held and not _intact_part(warehouse.parts / table / piece.name)
         ]
-        for batch in _write_batches(table, missing):
-            _write_missing_parts(connection, warehouse, table, batch, names_of, source_name)
-    return {
-        table: [warehouse.parts / table / names_of[g.key][table] for g in groups]
-        for table in GROUP_PARTED_TABLES
-    }
+        for batch in _write_batches(missing):
+            _write_missing_parts(connection, warehouse, table, batch, source_name)
+        written[table] = [warehouse.parts / table / piece.name for piece in pieces]
+    return written
 
 
 # At most about this much staged data (uncompressed) per statement. One statement
 # over every group held the resolved rows' hash joins (the workload cache, comparison keys)
 # and the partitioned write's buffers at once, and at 1M runs that outgrew
-# FINALIZE_MEMORY_LIMIT with no operator left to spill (issue 16); a batch of groups bounds
-# all three, and the comparison keys of a batch are only its own.
+# FINALIZE_MEMORY_LIMIT with no operator left to spill (issue 16); a batch of staging parts
+# bounds all three, and the comparison keys of a batch are only its own.
 PARTED_WRITE_BATCH_BYTES = 256 * 1024 * 1024
 
 
-def _write_batches(table: str, groups: list[_Group]) -> list[list[_Group]]:
-    """``groups`` in order, cut into batches of about PARTED_WRITE_BATCH_BYTES of staged
-    ``table`` rows (by the parts' Parquet footers; a bigger group is a batch of its own)."""
-    batches: list[list[_Group]] = []
+def _write_batches(pieces: list[_Piece]) -> list[list[_Piece]]:
+    """``pieces`` in order, cut into batches of about PARTED_WRITE_BATCH_BYTES of staged rows
+    (by the parts' Parquet footers; a bigger staging part is a batch of its own)."""
+    batches: list[list[_Piece]] = []
     size = 0
-    for group in groups:
-        group_size = 0
-        for path in group.parts.get(table, []):
-            metadata = pq.read_metadata(path)
-            group_size += sum(
-                metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups)
-            )
-        if not batches or size + group_size > PARTED_WRITE_BATCH_BYTES:
+    for piece in pieces:
+        metadata = pq.read_metadata(piece.staged)
+        piece_size = sum(
+            metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups)
+        )
+        if not batches or size + piece_size > PARTED_WRITE_BATCH_BYTES:
             batches.append([])
             size = 0
-        batches[-1].append(group)
-        size += group_size
+        batches[-1].append(piece)
+        size += piece_size
     return batches
 
 
@@ -188,27 +195,26 @@ def _write_missing_parts(
     connection: duckdb.DuckDBPyConnection,
     warehouse: Warehouse,
     table: str,
-    groups: list[_Group],
-    names_of: dict[str, dict[str, str]],
+    pieces: list[_Piece],
     source_name: str,
 ) -> None:
     connection.execute(
         "CREATE OR REPLACE TEMP TABLE build_source AS SELECT $name::VARCHAR AS name",
         {"name": source_name},
     )
-    files = [(path, names_of[g.key][table]) for g in groups for path in g.parts.get(table, [])]
     connection.register(
         "part_of_file",
         pa.table(
             {
-                "filename": pa.array([f for f, _ in files], type=pa.string()),
-                "part": pa.array([n for _, n in files], type=pa.string()),
+                "filename": pa.array([p.staged for p in pieces], type=pa.string()),
+                "part": pa.array([p.name for p in pieces], type=pa.string()),
             }
         ),
     )
-    for name, declared in PART_TABLES.items():
-        paths = [p for g in groups for p in g.parts.get(name, [])]
-        staged_view(connection, name, declared, paths, with_filename=True)
+    # Each table's assembly reads its own staged rows only (sql/assemble/<table>.sql).
+    staged_view(
+        connection, table, PART_TABLES[table], [p.staged for p in pieces], with_filename=True
+    )
     if table == "runs":
         connection.execute(
             f"CREATE OR REPLACE TEMP VIEW resolved_runs AS {sql_text('assemble/resolved_runs')}"
@@ -230,13 +236,12 @@ def _write_missing_parts(
         "JOIN part_of_file p USING (filename)"
     ).to_arrow_reader(STREAMED_ROWS)
     _write_partitioned(rows, out, table)
-    for group in groups:
-        name = names_of[group.key][table]
-        written = out / f"part={name}"
-        if not written.is_dir():  # a group without rows of this table
+    for piece in pieces:
+        written = out / f"part={piece.name}"
+        if not written.is_dir():  # a staging part without rows
             written.mkdir(parents=True)
         _record_part_digests(written)
-        os.replace(written, warehouse.parts / table / name)
+        os.replace(written, warehouse.parts / table / piece.name)
     shutil.rmtree(out, ignore_errors=True)
     connection.unregister("part_of_file")
 
