@@ -23,6 +23,7 @@ from typing import Any
 
 from tracehouse import interrupts
 from tracehouse.assemble import invariants
+from tracehouse.assemble.invariants import CHECKS_FILE, read_checks
 from tracehouse.fetch.local import SourceFile, discover
 from tracehouse.fetch.resolve import (
     NO_SOURCE,
@@ -65,7 +66,6 @@ from tracehouse.warehouse import (
 
 # Written into each generation before it is published: the outcome of every invariant and
 # publish guard evaluated on it, which the Dagster asset checks report.
-CHECKS_FILE = "checks.json"
 
 
 @dataclass
@@ -466,15 +466,6 @@ def published_counts(generation: Path) -> dict[str, int]:
     ):
         return dict(counts)
     return table_counts(generation)
-
-
-def read_checks(generation: Path) -> dict[str, invariants.Outcome]:
-    """The invariant outcomes a build recorded in ``generation`` before publishing it."""
-    try:
-        stored = json.loads((generation / CHECKS_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
-    return {name: (entry["passed"], entry["metadata"]) for name, entry in stored.items()}
 
 
 GuardFn = Callable[[Path, dict[str, int], dict[str, Any]], None]

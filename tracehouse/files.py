@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import filecmp
 import hashlib
 import os
 import shutil
@@ -128,3 +129,13 @@ def read_bounded(path: Path, max_bytes: int) -> bytes:
     if len(data) > max_bytes:
         raise NotARegularFile(f"{path}: larger than the {max_bytes:,} bytes allowed")
     return data
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether two files hold the same bytes: one file (a link: a generation links what did
+    not change from its base), or two of the same size and content (a file written again by
+    every build, often with the same bytes)."""
+    first, second = a.stat(), b.stat()
+    if (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino):
+        return True
+    return first.st_size == second.st_size and filecmp.cmp(a, b, shallow=False)

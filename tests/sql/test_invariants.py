@@ -6,7 +6,9 @@ import duckdb
 import pytest
 
 from tracehouse.assemble.invariants import (
+    RANKING_INVARIANTS,
     RUN_INVARIANTS,
+    Checked,
     InvariantViolation,
     enforce,
     fact_tables_not_empty,
@@ -76,3 +78,73 @@ def test_empty_fact_tables_are_named() -> None:
     assert fact_tables_not_empty({"runs": 3, "run_rankings": 3})[0]
     passed, metadata = fact_tables_not_empty({"runs": 0, "run_rankings": 0, "workloads": 9})
     assert not passed and metadata["empty_fact_tables"] == ["runs", "run_rankings"]
+
+
+def _changed(connection: duckdb.DuckDBPyConnection, run_ids: list[str]) -> Checked:
+    """A scope of the runs ``run_ids`` (as the files a build wrote would hold them), with
+    their correctness rows and their rankings."""
+    connection.execute(
+        "CREATE OR REPLACE TEMP TABLE changed_ids AS SELECT unnest($ids) AS run_id",
+        {"ids": run_ids},
+    )
+    for name, table in (
+        ("changed_runs", "runs"),
+        ("changed_rankings", "run_rankings"),
+        ("changed_correctness", "correctness"),
+    ):
+        connection.execute(
+            f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM {table} "  # noqa: S608  (own names)
+            "WHERE run_id IN (SELECT run_id FROM changed_ids)"
+        )
+    return Checked(
+        runs="changed_runs",
+        correctness_run_ids="changed_correctness",
+        rankings="changed_rankings",
+        changed_runs=len(run_ids),
+    )
+
+
+def _ranked(connection: duckdb.DuckDBPyConnection) -> None:
+    """Every run eligible, ranked, in one cohort of all of them."""
+    connection.execute(
+        "CREATE TABLE run_rankings AS SELECT run_id, true AS eligible, 1 AS rank, "
+        "count(*) OVER () AS cohort_size FROM runs"
+    )
+
+
+def test_a_scoped_check_finds_what_the_changed_runs_break() -> None:
+    # the changed run "a" takes the id of a run the build did not change
+    connection = _warehouse(["a", "a", "c"])
+    _ranked(connection)
+    checked = _changed(connection, ["a"])
+    with pytest.raises(InvariantViolation, match="unique_run_ids"):
+        enforce(connection, RUN_INVARIANTS, checked=checked)
+    connection.execute("DELETE FROM runs WHERE run_id = 'a'")
+    connection.execute("INSERT INTO runs SELECT * REPLACE ('a' AS run_id) FROM runs LIMIT 1")
+    # a changed run without its correctness row, and a cohort of two sizes
+    connection.execute("DELETE FROM correctness WHERE run_id = 'a'")
+    with pytest.raises(InvariantViolation, match="run_status_matrix") as refused:
+        enforce(connection, RUN_INVARIANTS, checked=checked)
+    assert refused.value.outcomes["run_status_matrix"][1]["checked"] == (
+        "the rows this build changed (1 runs)"
+    )
+    connection.execute("INSERT INTO correctness VALUES ('a')")
+    enforce(connection, RUN_INVARIANTS, checked=checked)
+    # a bucket ranked again is ranked whole: its cohort of "a" and "c" with two sizes
+    connection.execute("UPDATE run_rankings SET cohort_size = 2 WHERE run_id = 'a'")
+    with pytest.raises(InvariantViolation, match="one_cohort_size_per_comparison_key"):
+        enforce(connection, RANKING_INVARIANTS, checked=_changed(connection, ["a", "c"]))
+
+
+def test_a_scoped_check_leaves_the_rows_the_build_did_not_change() -> None:
+    # "c" breaks the status rules, but it was published that way by rules that passed it: a
+    # build that changed only "a" checks "a"; a check of every row finds "c"
+    connection = _warehouse(["a", "c"])
+    _ranked(connection)
+    connection.execute("DELETE FROM correctness WHERE run_id = 'c'")
+    outcomes = enforce(
+        connection, (*RUN_INVARIANTS, *RANKING_INVARIANTS), checked=_changed(connection, ["a"])
+    )
+    assert outcomes["run_status_matrix"][1]["violating_runs"] == 0
+    with pytest.raises(InvariantViolation, match="run_status_matrix"):
+        enforce(connection, RUN_INVARIANTS)

@@ -23,6 +23,7 @@ from tests.fixtures.hostile_corpus import (
     trace_object,
     workload_record,
 )
+from tracehouse.assemble.invariants import read_checks
 from tracehouse.ingest.manifest import read_manifest
 from tracehouse.ingest.plan import file_group
 from tracehouse.schemas import GROUP_PARTED_TABLES, TABLES
@@ -230,6 +231,8 @@ def test_appended_runs_add_a_part_and_the_group_keeps_its_old_ones(tmp_path: Pat
     source, warehouse = tmp_path / "dataset", tmp_path / "warehouse"
     make_dataset(source, ["alice", "bob", "carol"])
     build(source, warehouse, revision=REVISION)
+    first = read_checks(Warehouse(warehouse).require_current())
+    assert first["unique_run_ids"][1]["checked"] == "every row"
     bob = source / f"traces/bob/gemm/{DEFINITION}.jsonl"
     step = 0
 
@@ -260,6 +263,11 @@ def test_appended_runs_add_a_part_and_the_group_keeps_its_old_ones(tmp_path: Pat
     for table, files in grown.items():
         assert resolved[table].items() <= files.items(), table
     assert len(grown["runs"]) == len(resolved["runs"]) + 1
+    # and the invariants check the one new run, the rest having passed when published
+    checks = read_checks(Warehouse(warehouse).require_current())
+    for name in ("unique_run_ids", "run_status_matrix", "one_cohort_size_per_comparison_key"):
+        assert checks[name][0], name
+        assert checks[name][1]["checked"] == "the rows this build changed (1 runs)", name
 
     # A new file of the group beside the grown one: its rows go into the new part too.
     write_lines(source / f"traces/erin/gemm/{DEFINITION}.jsonl", trace_lines("erin", 3))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import filecmp
 import hashlib
 import re
 import shutil
@@ -22,6 +21,7 @@ import pyarrow.parquet as pq
 
 from tracehouse import schemas
 from tracehouse.assemble.history import RegressionThresholds, store_regression_thresholds
+from tracehouse.files import same_file
 from tracehouse.schemas import IMPORTER_VERSION
 from tracehouse.settings import Settings
 from tracehouse.sql_files import create_views
@@ -589,15 +589,6 @@ def _slices(generation: Path, table: str) -> dict[str | None, _Slice]:
     }
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    """Parts are linked from the base when unchanged; other files are written again by every
-    build, often with the same bytes."""
-    first, second = a.stat(), b.stat()
-    if (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino):
-        return True
-    return first.st_size == second.st_size and filecmp.cmp(a, b, shallow=False)
-
-
 def _rows(files: Iterable[Path]) -> int:
     return sum(pq.read_metadata(path).num_rows for path in files)
 
@@ -662,7 +653,7 @@ def _update_published_table(
 
 
 def _kept(old: Path | None, new: Path | None) -> bool:
-    return old is not None and new is not None and _same_file(old, new)
+    return old is not None and new is not None and same_file(old, new)
 
 
 def _source_order(sliced: _Slice) -> str:

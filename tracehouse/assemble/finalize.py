@@ -47,7 +47,7 @@ from tracehouse.assemble.parts import (
     write_group_parts,
     write_ranking_parts,
 )
-from tracehouse.files import read_parquet_file
+from tracehouse.files import read_parquet_file, same_file
 from tracehouse.identify.context import baseline_map_rows
 from tracehouse.identify.dataset_context import DatasetContext
 from tracehouse.ingest.manifest import FileEntry
@@ -313,11 +313,14 @@ def finalize(
             create_table_views(connection, generation)
             if views is not None:  # every table but the rankings and history is final now
                 views.begin_tables(generation)
-            invariants.enforce(connection, invariants.RUN_INVARIANTS, checks)
+            checked = _changed_rows(connection, generation, current, key)
+            invariants.enforce(connection, invariants.RUN_INVARIANTS, checks, checked)
             _rank(connection, warehouse, generation, current)
             _write_history(connection, generation, current, this_source)
             create_table_views(connection, generation)
-            counts, rejects_by_reason = _checked_counts(connection, checks)
+            if not checked.everything:
+                checked = _changed_rankings(connection, generation, current, checked)
+            counts, rejects_by_reason = _checked_counts(connection, checks, checked)
         finally:
             connection.close()
 
@@ -360,6 +363,92 @@ def _link_context_tables(
             link_file(held, target)
             linked.add(table)
     return linked
+
+
+def _changed_rows(
+    connection: duckdb.DuckDBPyConnection, generation: Path, current: Path | None, key: str
+) -> invariants.Checked:
+    """The rows the invariants must check in a generation built on ``current`` for the source
+    ``key``: every row, unless ``current`` passed every invariant by these rules and the
+    source's tables a run refers to hold the rows they held there. Then only the runs of the
+    files this build wrote (every other run is a file of ``current``'s, linked: as it was when
+    it passed), and the correctness rows of the files it wrote or whose run's file it dropped.
+    ~0.15 s of a build after one changed file, which adds a few runs to 154,000."""
+    if current is None or not invariants.passed_by_these_rules(current):
+        return invariants.EVERYTHING
+    for table in PER_SOURCE_TABLES:
+        if not schemas.TABLES[table].parted and not schemas.TABLES[table].history:
+            before, after = (_source_files(g, table, key) for g in (current, generation))
+            if before.keys() != after.keys() or not all(
+                same_file(before[name], after[name]) for name in before
+            ):
+                return invariants.EVERYTHING
+    runs, correctness = schemas.RUNS.name, schemas.CORRECTNESS.name
+    written_runs, dropped_runs = _written_and_dropped(generation, current, runs, key)
+    written_correctness, _ = _written_and_dropped(generation, current, correctness, key)
+    _files_view(connection, "changed_runs", written_runs, runs)
+    _files_view(connection, "dropped_runs", dropped_runs, runs)
+    _files_view(connection, "changed_correctness", written_correctness, correctness)
+    ((changed,),) = connection.execute("SELECT count(*) FROM changed_runs").fetchall()
+    return invariants.Checked(
+        changed_runs=changed,
+        runs="changed_runs",
+        correctness_run_ids="(SELECT run_id FROM changed_correctness UNION ALL "
+        "SELECT run_id FROM correctness WHERE run_id IN (SELECT run_id FROM dropped_runs))",
+        rankings="changed_rankings",
+    )
+
+
+def _changed_rankings(
+    connection: duckdb.DuckDBPyConnection,
+    generation: Path,
+    current: Path | None,
+    checked: invariants.Checked,
+) -> invariants.Checked:
+    """``checked`` with the run_rankings files this build wrote (after ranking)."""
+    table = schemas.RUN_RANKINGS.name
+    written, _ = _written_and_dropped(generation, current, table, None)
+    _files_view(connection, checked.rankings, written, table)
+    return checked
+
+
+def _source_files(generation: Path, table: str, key: str) -> dict[str, Path]:
+    return {p.name: p for p in (generation / f"{table}.parquet" / key).glob("*.parquet")}
+
+
+def _written_and_dropped(
+    generation: Path, current: Path | None, table: str, key: str | None
+) -> tuple[list[Path], list[Path]]:
+    """The files of ``table`` (the source ``key``'s) that ``generation`` holds and ``current``
+    does not (by inode: an unchanged part is a link of the base's file), and the other way
+    round."""
+
+    def by_inode(folder: Path | None) -> dict[tuple[int, int], Path]:
+        if folder is None or not folder.is_dir():
+            return {}
+        found = {}
+        for path in sorted(folder.glob("*.parquet")):
+            status = path.stat()
+            found[(status.st_dev, status.st_ino)] = path
+        return found
+
+    new, old = (
+        by_inode(base_folder(generation, table, key)),
+        by_inode(base_folder(current, table, key)),
+    )
+    return [p for i, p in new.items() if i not in old], [p for i, p in old.items() if i not in new]
+
+
+def _files_view(
+    connection: duckdb.DuckDBPyConnection, name: str, files: list[Path], table: str
+) -> None:
+    """A temp view of the rows of ``files`` (none: no rows, with the view ``table``'s columns)."""
+    if files:
+        listed = ", ".join(sql_literal(path) for path in files)
+        relation = f"read_parquet([{listed}], union_by_name = true)"
+    else:
+        relation = f"(SELECT * FROM {table} LIMIT 0)"  # noqa: S608  (own names)
+    connection.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM {relation}")  # noqa: S608  (own names, literals)
 
 
 def _keep_history(generation: Path, current: Path | None, source: GenerationSource) -> None:
@@ -428,11 +517,13 @@ def _rank(
 
 
 def _checked_counts(
-    connection: duckdb.DuckDBPyConnection, checks: dict[str, invariants.Outcome]
+    connection: duckdb.DuckDBPyConnection,
+    checks: dict[str, invariants.Outcome],
+    checked: invariants.Checked = invariants.EVERYTHING,
 ) -> tuple[dict[str, int], dict[str, int]]:
     """The ranking invariants (refusing the generation when one fails), then every table's
     rows and the rejects by reason."""
-    invariants.enforce(connection, invariants.RANKING_INVARIANTS, checks)
+    invariants.enforce(connection, invariants.RANKING_INVARIANTS, checks, checked)
     return _table_counts(connection), invariants.rejects_by_reason(connection)
 
 
