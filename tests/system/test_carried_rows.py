@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
 from tests.conftest import build
@@ -27,7 +28,7 @@ from tracehouse.assemble.invariants import read_checks
 from tracehouse.ingest.manifest import read_manifest
 from tracehouse.ingest.plan import file_group
 from tracehouse.schemas import GROUP_PARTED_TABLES, TABLES
-from tracehouse.warehouse import Warehouse, read_table
+from tracehouse.warehouse import DUCKDB_FILE, Warehouse, read_table
 
 pytestmark = pytest.mark.slow
 
@@ -80,12 +81,33 @@ def tables(warehouse: Path) -> dict[str, list[dict]]:
     return found
 
 
+OPEN_RANGES_SQL = """
+SELECT run_id, comparison_key, eligible FROM run_appearances AS a
+WHERE NOT EXISTS (SELECT 1 FROM run_disappearances AS d
+                  WHERE d.source = a.source AND d.run_id = a.run_id
+                    AND d.first_snapshot_number = a.first_snapshot_number)
+ORDER BY ALL
+"""
+PRESENT_RUNS_SQL = """
+SELECT run_id, r.comparison_key, k.eligible FROM runs AS r JOIN run_rankings AS k USING (run_id)
+ORDER BY ALL
+"""
+
+
 def assert_same_as_from_scratch(source: Path, warehouse: Path, scratch: Path) -> None:
     build(source, scratch, revision=REVISION)
     ours, theirs = tables(warehouse), tables(scratch)
     assert ours.keys() == theirs.keys()
     for table in ours:
         assert ours[table] == theirs[table], table
+    # What a scratch build cannot say, run_history, is right when its open ranges are the runs
+    # present, each with its comparison key and eligibility (whatever the build compared).
+    connection = duckdb.connect(str(Warehouse(warehouse).require_current() / DUCKDB_FILE))
+    try:
+        ranges = connection.execute(OPEN_RANGES_SQL).fetchall()
+        assert ranges == connection.execute(PRESENT_RUNS_SQL).fetchall()
+    finally:
+        connection.close()
 
 
 def test_a_changed_file_is_parsed_alone_and_the_warehouse_equals_one_built_from_scratch(

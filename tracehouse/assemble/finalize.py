@@ -316,10 +316,10 @@ def finalize(
             checked = _changed_rows(connection, generation, current, key)
             invariants.enforce(connection, invariants.RUN_INVARIANTS, checks, checked)
             _rank(connection, warehouse, generation, current)
-            _write_history(connection, generation, current, this_source)
-            create_table_views(connection, generation)
             if not checked.everything:
                 checked = _changed_rankings(connection, generation, current, checked)
+            _write_history(connection, generation, current, this_source, checked)
+            create_table_views(connection, generation)
             counts, rejects_by_reason = _checked_counts(connection, checks, checked)
         finally:
             connection.close()
@@ -468,15 +468,43 @@ def _keep_history(generation: Path, current: Path | None, source: GenerationSour
             pq.write_table(schema.empty_table(), empty)
 
 
+# A generation's record of the rules its run_history files were written by.
+HISTORY_RULES_FILE = "history.rules"
+
+
+def _history_rules() -> str:
+    texts = [sql_text(f"assemble/{table}") for table in HISTORY_TABLES]
+    return hashlib.sha256("\0".join([IMPORTER_VERSION, *texts]).encode()).hexdigest()[:16]
+
+
 def _write_history(
     connection: duckdb.DuckDBPyConnection,
     generation: Path,
     current: Path | None,
     source: GenerationSource,
+    checked: invariants.Checked = invariants.EVERYTHING,
 ) -> None:
     """run_history, incrementally: beside the source's earlier files (_keep_history), one file
     each of what changed with this snapshot (runs that appeared, ranges that ended). An
-    unchanged run costs nothing."""
+    unchanged run costs nothing.
+
+    With ``checked`` (the rows the build changed: _changed_rows) only the runs the build
+    touched are compared: a run of a file and a ranking it linked from ``current`` is what it
+    was there, and there every open range was a run present (each build writes the ranges that
+    make it so), when ``current``'s ranges were written by these rules."""
+    rules = _history_rules()
+    (generation / HISTORY_RULES_FILE).write_text(rules + "\n")
+    touched = not checked.everything and _recorded_history_rules(current) == rules
+    if touched:
+        connection.execute(
+            "CREATE OR REPLACE TEMP TABLE touched_runs AS "  # noqa: S608  (own names)
+            f"SELECT run_id FROM {checked.runs} UNION SELECT run_id FROM dropped_runs "
+            f"UNION SELECT run_id FROM {checked.rankings}"
+        )
+        scope = "id IN (SELECT run_id FROM touched_runs)"
+    else:
+        scope = "true"
+    connection.execute(f"CREATE OR REPLACE TEMP MACRO history_in_scope(id) AS {scope}")
     parameters = {"source_name": source.source, "snapshot_number": source.snapshot_number}
     for table in HISTORY_TABLES:
         # A name no earlier delta of the source has: the snapshot number and the generation.
@@ -496,6 +524,13 @@ def _write_history(
         ).write_parquet(str(target), compression="zstd")
         if pq.read_metadata(target).num_rows == 0:
             target.unlink()
+
+
+def _recorded_history_rules(generation: Path | None) -> str | None:
+    try:
+        return (generation / HISTORY_RULES_FILE).read_text().strip() if generation else None
+    except OSError:
+        return None
 
 
 def _rank(
