@@ -139,9 +139,10 @@ class Side:
 
 def run_leg(leg: str, sides: list[Side], source: Path, pairs: int) -> None:
     for side in sides:
-        if leg == "cold":
-            shutil.rmtree(side.warehouse, ignore_errors=True)
-        else:
+        # A warehouse left by an earlier run may be another version's, which a build would
+        # rebuild whole (and refuse, its run_history shrinking): every leg starts afresh.
+        shutil.rmtree(side.warehouse, ignore_errors=True)
+        if leg != "cold":
             side.build(source)  # the starting warehouse, not timed
     for pair in range(pairs):
         order = sides if pair % 2 == 0 else list(reversed(sides))
