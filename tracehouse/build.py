@@ -64,9 +64,6 @@ from tracehouse.warehouse import (
     table_files,
 )
 
-# Written into each generation before it is published: the outcome of every invariant and
-# publish guard evaluated on it, which the Dagster asset checks report.
-
 
 @dataclass
 class BuildResult:

@@ -66,6 +66,7 @@ from tracehouse.warehouse import (
     generation_sources,
     holds_sources,
     sql_literal,
+    table_files,
     write_generation_sources,
 )
 
@@ -317,7 +318,7 @@ def finalize(
             invariants.enforce(connection, invariants.RUN_INVARIANTS, checks, checked)
             _rank(connection, warehouse, generation, current)
             if not checked.everything:
-                checked = _changed_rankings(connection, generation, current, checked)
+                _view_changed_rankings(connection, generation, current, checked)
             _write_history(connection, generation, current, this_source, checked)
             create_table_views(connection, generation)
             counts, rejects_by_reason = _checked_counts(connection, checks, checked)
@@ -378,7 +379,9 @@ def _changed_rows(
         return invariants.EVERYTHING
     for table in PER_SOURCE_TABLES:
         if not schemas.TABLES[table].parted and not schemas.TABLES[table].history:
-            before, after = (_source_files(g, table, key) for g in (current, generation))
+            before, after = (
+                {p.name: p for p in table_files(g, table, key)} for g in (current, generation)
+            )
             if before.keys() != after.keys() or not all(
                 same_file(before[name], after[name]) for name in before
             ):
@@ -399,21 +402,16 @@ def _changed_rows(
     )
 
 
-def _changed_rankings(
+def _view_changed_rankings(
     connection: duckdb.DuckDBPyConnection,
     generation: Path,
     current: Path | None,
     checked: invariants.Checked,
-) -> invariants.Checked:
-    """``checked`` with the run_rankings files this build wrote (after ranking)."""
+) -> None:
+    """The view ``checked.rankings``: the run_rankings files this build wrote (once ranked)."""
     table = schemas.RUN_RANKINGS.name
     written, _ = _written_and_dropped(generation, current, table, None)
     _files_view(connection, checked.rankings, written, table)
-    return checked
-
-
-def _source_files(generation: Path, table: str, key: str) -> dict[str, Path]:
-    return {p.name: p for p in (generation / f"{table}.parquet" / key).glob("*.parquet")}
 
 
 def _written_and_dropped(
@@ -424,18 +422,13 @@ def _written_and_dropped(
     round."""
 
     def by_inode(folder: Path | None) -> dict[tuple[int, int], Path]:
-        if folder is None or not folder.is_dir():
-            return {}
         found = {}
-        for path in sorted(folder.glob("*.parquet")):
+        for path in table_files(folder, table, key) if folder is not None else []:
             status = path.stat()
             found[(status.st_dev, status.st_ino)] = path
         return found
 
-    new, old = (
-        by_inode(base_folder(generation, table, key)),
-        by_inode(base_folder(current, table, key)),
-    )
+    new, old = by_inode(generation), by_inode(current)
     return [p for i, p in new.items() if i not in old], [p for i, p in old.items() if i not in new]
 
 

@@ -23,7 +23,8 @@ if TYPE_CHECKING:  # a build that finds its warehouse up to date never loads Duc
 # How many offending ids a check lists in its metadata.
 SAMPLE_IDS = 5
 
-# Where a build records the outcome of every invariant it evaluated, in the generation.
+# Written into each generation before it is published: the outcome of every invariant and
+# publish guard evaluated on it, which the Dagster asset checks report.
 CHECKS_FILE = "checks.json"
 
 Outcome = tuple[bool, dict[str, Any]]
