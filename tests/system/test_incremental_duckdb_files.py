@@ -60,14 +60,22 @@ class Spy:
             generation: Path,
             settings: Settings,
             base: Path | None = None,
-            views: duckdb_files.ViewsInAdvance | None = None,
+            views: duckdb_files.ViewsInAdvance | duckdb_files.UpdateInAdvance | None = None,
         ) -> DuckdbFilesWrite:
             written = write_duckdb_file(generation, settings, base, views)
             self.writes.append(written)
             return written
 
+        self.updates: list[duckdb_files.UpdateInAdvance] = []
+        begin_update = duckdb_files.UpdateInAdvance.begin_tables
+
+        def recording_begin_update(update: duckdb_files.UpdateInAdvance, generation: Path) -> None:
+            begin_update(update, generation)
+            self.updates.append(update)
+
         monkeypatch.setattr(duckdb_files, "create_sql_views", counting_create_sql_views)
         monkeypatch.setattr(finalize, "write_duckdb_file", recording_write)
+        monkeypatch.setattr(duckdb_files.UpdateInAdvance, "begin_tables", recording_begin_update)
 
     def build(self, source: Path, warehouse: Path, **settings: object) -> DuckdbFilesWrite:
         before = len(self.writes)
@@ -186,6 +194,12 @@ def test_a_build_after_a_change_updates_the_base_files_as_a_full_write_would(
         written = spy.build(source, warehouse)
         assert written.reused_base, what
         assert spy.views_created == 0, what  # the sql/ views were kept, not created again
+        # Begun beside the ranking (UpdateInAdvance), the rankings and history changed last.
+        assert spy.updates and spy.updates[-1].begun, what
+        assert set(written.changed_tables) - set(spy.updates[-1].names) <= {
+            "run_rankings",
+            *schemas.HISTORY_TABLES,
+        }, (what, written)
         assert written.changed_tables.get("runs") == "updated", (what, written)
         assert "definitions" not in written.changed_tables, (what, written)  # same file
         generation = _current(warehouse)
@@ -439,3 +453,58 @@ def test_a_failure_after_publishing_leaves_the_published_file_whole(
     finally:
         connection.close()
     assert runs > 0
+
+
+def test_a_build_after_a_change_writes_the_files_whole_when_the_update_in_advance_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The base's published file is updated in a thread while the build ranks (UpdateInAdvance):
+    should that update fail (out of its small memory budget, say), the files are written whole
+    at the end, as a full write writes them, and no thread is left."""
+    source, warehouse = tmp_path / "demo", tmp_path / "wh"
+    generate_dataset(source, seed=11, definitions=2, workloads_per_definition=3)
+    spy = Spy(monkeypatch)
+    spy.build(source, warehouse)
+    trace = sorted((source / "traces").rglob("*.jsonl"))[0]
+    trace.write_text("".join(trace.read_text().splitlines(keepends=True)[:-1]))
+
+    def out_of_memory(update: duckdb_files.UpdateInAdvance, *args: Any) -> None:
+        raise duckdb.OutOfMemoryException("failed to allocate data of size 64.0 MiB")
+
+    monkeypatch.setattr(duckdb_files.UpdateInAdvance, "_update", out_of_memory)
+    written = spy.build(source, warehouse)
+    assert spy.updates and spy.updates[-1].begun
+    assert not written.reused_base and spy.views_created == 1
+    generation = _current(warehouse)
+    _assert_same_files(generation, _full_write(generation, tmp_path / "full"))
+    assert not any(t.name.startswith("published-file") for t in threading.enumerate())
+
+
+def test_a_failure_while_the_base_update_is_begun_stops_it_and_keeps_the_base(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step failing while the base's published file is being updated in the thread stops the
+    update; the failed generation leaves nothing behind and the base stays current, whole."""
+    source, warehouse = tmp_path / "demo", tmp_path / "wh"
+    generate_dataset(source, seed=12, definitions=2, workloads_per_definition=3)
+    spy = Spy(monkeypatch)
+    spy.build(source, warehouse)
+    base = _current(warehouse)
+    trace = sorted((source / "traces").rglob("*.jsonl"))[0]
+    trace.write_text("".join(trace.read_text().splitlines(keepends=True)[:-1]))
+
+    def failing_rankings(*args: Any, **kwargs: Any) -> Any:
+        raise OSError("no space left on device")
+
+    monkeypatch.setattr(finalize, "write_ranking_parts", failing_rankings)
+    with pytest.raises(OSError, match="no space left"):
+        build(source, warehouse, revision=REVISION)
+    assert spy.updates and spy.updates[-1].begun
+    assert not any(t.name.startswith("published-file") for t in threading.enumerate())
+    assert _current(warehouse) == base
+    assert sorted((warehouse / "generations").iterdir()) == [base]
+    connection = duckdb.connect(str(base / DUCKDB_FILE), read_only=True)
+    try:
+        assert connection.execute("SELECT count(*) FROM runs").fetchone()[0] > 0  # type: ignore[index]
+    finally:
+        connection.close()

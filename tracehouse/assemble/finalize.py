@@ -28,6 +28,7 @@ from tracehouse import kernelindex, schemas
 from tracehouse.assemble import invariants
 from tracehouse.assemble.duckdb_files import (
     FINALIZE_MEMORY_LIMIT,
+    UpdateInAdvance,
     ViewsInAdvance,
     views_beside,
     write_duckdb_file,
@@ -571,7 +572,7 @@ def _complete_and_publish(
     checks: dict[str, invariants.Outcome],
     before_publish: Callable[[Path, dict[str, int], dict[str, invariants.Outcome]], None] | None,
     publish: Callable[[Warehouse, Path], None],
-    views: ViewsInAdvance | None = None,
+    views: ViewsInAdvance | UpdateInAdvance | None = None,
 ) -> None:
     """The last steps of every new generation: its DuckDB files (from the copies of ``base``'s
     where they can be; from ``views``, the sql/ views written beside the assembly, else), the
