@@ -508,3 +508,33 @@ def test_a_failure_while_the_base_update_is_begun_stops_it_and_keeps_the_base(
         assert connection.execute("SELECT count(*) FROM runs").fetchone()[0] > 0  # type: ignore[index]
     finally:
         connection.close()
+
+
+def test_a_base_file_held_open_and_written_is_not_begun_and_the_build_writes_it_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client holding the base's published file open read-write, having written to it, leaves
+    a write-ahead log beside it: the file alone is not whole, so no update is begun from it in
+    advance, and the build writes the new files whole, as a full write does."""
+    source, warehouse = tmp_path / "demo", tmp_path / "wh"
+    generate_dataset(source, seed=13, definitions=2, workloads_per_definition=3)
+    spy = Spy(monkeypatch)
+    spy.build(source, warehouse)
+    base = _current(warehouse)
+    trace = sorted((source / "traces").rglob("*.jsonl"))[0]
+    trace.write_text("".join(trace.read_text().splitlines(keepends=True)[:-1]))
+    published = base / DUCKDB_FILE
+    published.chmod(0o644)  # sealed read-only: a client with the rights may still open it so
+    holder = duckdb.connect(str(published))
+    try:
+        holder.execute("CREATE TABLE main.notes AS SELECT 1 AS note")
+        assert Path(f"{published}.wal").exists()
+        written = spy.build(source, warehouse)
+    finally:
+        holder.close()
+    assert spy.updates and not spy.updates[-1].begun
+    assert not written.reused_base
+    generation = _current(warehouse)
+    assert generation != base
+    _assert_same_files(generation, _full_write(generation, tmp_path / "full"))
+    assert not any(t.name.startswith("published-file") for t in threading.enumerate())

@@ -876,10 +876,18 @@ class UpdateInAdvance:
             return
         late = {*schemas.HISTORY_TABLES, schemas.RUN_RANKINGS.name}
         self.names = [name for name in generation_tables(generation) if name not in late]
-        self._generation = generation
         path = generation / DUCKDB_FILE
-        _copy_database(self.base / DUCKDB_FILE, path)  # writable, as a new file: sealed last
-        self._connection = _connect_published(path)
+        try:
+            # A client may hold the base's file open and written (a write-ahead log), or it may
+            # be damaged: then nothing is begun, and the end of the build meets the same case
+            # where it already falls back to a full write.
+            _copy_database(self.base / DUCKDB_FILE, path)  # writable, as a new file: sealed last
+            connection = _connect_published(path)
+        except (duckdb.Error, OSError, UnexpectedBase):
+            _remove_database(path)
+            return
+        self._generation = generation
+        self._connection = connection
         self._connection.execute(f"SET memory_limit = '{ADVANCE_MEMORY_LIMIT}'")
         self._cursor = self._connection.cursor()
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="published-file")
