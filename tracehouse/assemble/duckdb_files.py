@@ -874,8 +874,6 @@ class UpdateInAdvance:
         within the same bounds as the copy of a new published file (``_fits_in_advance``)."""
         if self.begun or not _fits_in_advance(generation):
             return
-        late = {*schemas.HISTORY_TABLES, schemas.RUN_RANKINGS.name}
-        self.names = [name for name in generation_tables(generation) if name not in late]
         path = generation / DUCKDB_FILE
         try:
             # A client may hold the base's file open and written (a write-ahead log), or it may
@@ -886,6 +884,8 @@ class UpdateInAdvance:
         except (duckdb.Error, OSError, UnexpectedBase):
             _remove_database(path)
             return
+        late = {*schemas.HISTORY_TABLES, schemas.RUN_RANKINGS.name}
+        self.names = [name for name in generation_tables(generation) if name not in late]
         self._generation = generation
         self._connection = connection
         self._connection.execute(f"SET memory_limit = '{ADVANCE_MEMORY_LIMIT}'")
