@@ -85,6 +85,25 @@ class Spy:
         return self.writes[-1]
 
 
+def _drop_last_line_of_first_trace(source: Path) -> None:
+    """The change most tests here make: a run goes from the source's first trace file."""
+    trace = sorted((source / "traces").rglob("*.jsonl"))[0]
+    trace.write_text("".join(trace.read_text().splitlines(keepends=True)[:-1]))
+
+
+def _built_then_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> tuple[Path, Path, Spy]:
+    """A demo source built once through a Spy, then changed (its first trace file's last line
+    dropped), so that the next build has a base to update."""
+    source, warehouse = tmp_path / "demo", tmp_path / "wh"
+    generate_dataset(source, seed=seed, definitions=2, workloads_per_definition=3)
+    spy = Spy(monkeypatch)
+    spy.build(source, warehouse)
+    _drop_last_line_of_first_trace(source)
+    return source, warehouse, spy
+
+
 def _full_write(generation: Path, into: Path, **settings: Any) -> Path:
     """Today's full write of ``generation``'s DuckDB files, in a copy of its folder (the Parquet
     files linked, nothing of the generation written to)."""
@@ -221,12 +240,7 @@ def test_a_build_after_a_change_updates_the_base_files_as_a_full_write_would(
 def test_another_regression_threshold_writes_the_files_afresh(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    source, warehouse = tmp_path / "demo", tmp_path / "wh"
-    generate_dataset(source, seed=6, definitions=2, workloads_per_definition=3)
-    spy = Spy(monkeypatch)
-    spy.build(source, warehouse)
-    trace = sorted((source / "traces").rglob("*.jsonl"))[0]
-    trace.write_text("".join(trace.read_text().splitlines(keepends=True)[:-1]))
+    source, warehouse, spy = _built_then_changed(tmp_path, monkeypatch, seed=6)
 
     written = spy.build(source, warehouse, regression_min_history=7)
     assert not written.reused_base
@@ -252,8 +266,7 @@ def test_a_failed_copy_beside_the_others_publishes_nothing(
     generate_dataset(source, seed=7, definitions=2, workloads_per_definition=3)
     runs = build(source, warehouse, revision=REVISION).table_counts["runs"]
     before = _current(warehouse)
-    trace = sorted((source / "traces").rglob("*.jsonl"))[0]
-    trace.write_text("".join(trace.read_text().splitlines(keepends=True)[:-1]))
+    _drop_last_line_of_first_trace(source)
     store_table = duckdb_files._store_table
     copied_beside: list[str] = []
 
@@ -461,12 +474,7 @@ def test_a_build_after_a_change_writes_the_files_whole_when_the_update_in_advanc
     """The base's published file is updated in a thread while the build ranks (UpdateInAdvance):
     should that update fail (out of its small memory budget, say), the files are written whole
     at the end, as a full write writes them, and no thread is left."""
-    source, warehouse = tmp_path / "demo", tmp_path / "wh"
-    generate_dataset(source, seed=11, definitions=2, workloads_per_definition=3)
-    spy = Spy(monkeypatch)
-    spy.build(source, warehouse)
-    trace = sorted((source / "traces").rglob("*.jsonl"))[0]
-    trace.write_text("".join(trace.read_text().splitlines(keepends=True)[:-1]))
+    source, warehouse, spy = _built_then_changed(tmp_path, monkeypatch, seed=11)
 
     def out_of_memory(update: duckdb_files.UpdateInAdvance, *args: Any) -> None:
         raise duckdb.OutOfMemoryException("failed to allocate data of size 64.0 MiB")
@@ -485,13 +493,8 @@ def test_a_failure_while_the_base_update_is_begun_stops_it_and_keeps_the_base(
 ) -> None:
     """A step failing while the base's published file is being updated in the thread stops the
     update; the failed generation leaves nothing behind and the base stays current, whole."""
-    source, warehouse = tmp_path / "demo", tmp_path / "wh"
-    generate_dataset(source, seed=12, definitions=2, workloads_per_definition=3)
-    spy = Spy(monkeypatch)
-    spy.build(source, warehouse)
+    source, warehouse, spy = _built_then_changed(tmp_path, monkeypatch, seed=12)
     base = _current(warehouse)
-    trace = sorted((source / "traces").rglob("*.jsonl"))[0]
-    trace.write_text("".join(trace.read_text().splitlines(keepends=True)[:-1]))
 
     def failing_rankings(*args: Any, **kwargs: Any) -> Any:
         raise OSError("no space left on device")
@@ -516,13 +519,8 @@ def test_a_base_file_held_open_and_written_is_not_begun_and_the_build_writes_it_
     """A client holding the base's published file open read-write, having written to it, leaves
     a write-ahead log beside it: the file alone is not whole, so no update is begun from it in
     advance, and the build writes the new files whole, as a full write does."""
-    source, warehouse = tmp_path / "demo", tmp_path / "wh"
-    generate_dataset(source, seed=13, definitions=2, workloads_per_definition=3)
-    spy = Spy(monkeypatch)
-    spy.build(source, warehouse)
+    source, warehouse, spy = _built_then_changed(tmp_path, monkeypatch, seed=13)
     base = _current(warehouse)
-    trace = sorted((source / "traces").rglob("*.jsonl"))[0]
-    trace.write_text("".join(trace.read_text().splitlines(keepends=True)[:-1]))
     published = base / DUCKDB_FILE
     published.chmod(0o644)  # sealed read-only: a client with the rights may still open it so
     holder = duckdb.connect(str(published))
