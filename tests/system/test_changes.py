@@ -171,8 +171,10 @@ def test_record_events_take_eligibility_from_run_rankings(demo_warehouse: Path) 
     assert ineligible_holders == [{"n": 0}]
     # The rule lives in run_rankings.sql; run_history keeps its verdict per range, and
     # record_events walks latency_history, which keeps only the eligible ranges.
+    present = sql_path("assemble/history_present_runs").read_text().lower()
+    assert "run_rankings" in present and "k.eligible" in present
     appearances = sql_path("assemble/run_appearances").read_text().lower()
-    assert "run_rankings" in appearances and "k.eligible" in appearances
+    assert "history_present_runs" in appearances and "p.eligible" in appearances
     history = sql_path("latency_history").read_text().lower()
     assert "where h.eligible" in history
     for name in ("record_events", "latency_history"):

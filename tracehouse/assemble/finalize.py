@@ -35,10 +35,12 @@ from tracehouse.assemble.duckdb_files import (
 )
 from tracehouse.assemble.parts import (
     GROUP_PARTED_TABLES,
+    RankingScope,
     base_folder,
     link_file,
     link_other_sources,
     place_parts,
+    ranking_rule,
     remove_unlinked_parts,
     resolution_digest,
     staged_groups,
@@ -317,11 +319,11 @@ def finalize(
                 views.begin_tables(generation)
             checked = _changed_rows(connection, generation, current, key)
             invariants.enforce(connection, invariants.RUN_INVARIANTS, checks, checked)
-            _rank(connection, warehouse, generation, current)
+            _rank(connection, warehouse, generation, current, checked)
             if not checked.everything:
                 _view_changed_rankings(connection, generation, current, checked)
             _write_history(connection, generation, current, this_source, checked)
-            create_table_views(connection, generation)
+            create_table_views(connection, generation, only=HISTORY_TABLES)
             counts, rejects_by_reason = _checked_counts(connection, checks, checked)
         finally:
             connection.close()
@@ -466,8 +468,13 @@ def _keep_history(generation: Path, current: Path | None, source: GenerationSour
 HISTORY_RULES_FILE = "history.rules"
 
 
+# What the history tables' SQL reads: the source's open ranges and its runs now, each read once
+# into a small table when a build compares only the runs it touched.
+HISTORY_INPUTS = ("history_open_ranges", "history_present_runs")
+
+
 def _history_rules() -> str:
-    texts = [sql_text(f"assemble/{table}") for table in HISTORY_TABLES]
+    texts = [sql_text(f"assemble/{name}") for name in (*HISTORY_INPUTS, *HISTORY_TABLES)]
     return hashlib.sha256("\0".join([IMPORTER_VERSION, *texts]).encode()).hexdigest()[:16]
 
 
@@ -499,7 +506,18 @@ def _write_history(
     else:
         scope = "true"
     connection.execute(f"CREATE OR REPLACE TEMP MACRO history_in_scope(id) AS {scope}")
-    parameters = {"source_name": source.source, "snapshot_number": source.snapshot_number}
+    connection.execute(
+        f"CREATE OR REPLACE TEMP MACRO history_source() AS {sql_literal(source.source)}"
+    )
+    # Compared in full (a cold build: every run, 1M at issue 16's scale) the inputs stay views,
+    # streamed by each query; a few touched runs are read out of the 154k once, not per query
+    # (~0.1 s of a build after one changed file).
+    kind = "TABLE" if touched else "VIEW"
+    for name in HISTORY_INPUTS:
+        connection.execute(
+            f"CREATE OR REPLACE TEMP {kind} {name} AS {sql_text(f'assemble/{name}')}"
+        )
+    parameters = {"snapshot_number": source.snapshot_number}
     for table in HISTORY_TABLES:
         # A name no earlier delta of the source has: the snapshot number and the generation.
         target = (
@@ -532,17 +550,49 @@ def _rank(
     warehouse: Warehouse,
     generation: Path,
     current: Path | None,
+    checked: invariants.Checked = invariants.EVERYTHING,
 ) -> None:
     """run_rankings of every source of the generation (a bucket ``current`` holds as it is is
-    linked from there), and the views over the generation's tables again."""
+    linked from there), and its view again. The part of each bucket is recorded
+    (RANKING_PARTS_FILE): a later build that only adds runs digests only their buckets."""
     rankings = base_folder(current, "run_rankings")
-    place_parts(
-        generation / "run_rankings.parquet",
-        write_ranking_parts(connection, warehouse, rankings),
-        rankings,
+    rule = ranking_rule()
+    parts = write_ranking_parts(
+        connection, warehouse, rankings, _ranking_scope(connection, current, rule, checked)
     )
+    place_parts(generation / "run_rankings.parquet", list(parts.values()), rankings)
+    record = {"rule": rule, "parts": {bucket: part.name for bucket, part in parts.items()}}
+    (generation / RANKING_PARTS_FILE).write_bytes(orjson.dumps(record, option=orjson.OPT_SORT_KEYS))
     write_empty_parts(generation)
-    create_table_views(connection, generation)
+    create_table_views(connection, generation, only=[schemas.RUN_RANKINGS.name])
+
+
+# A generation's record of the part each ranking bucket has in it, and by which rule.
+RANKING_PARTS_FILE = "ranking_parts.json"
+
+
+def _ranking_scope(
+    connection: duckdb.DuckDBPyConnection,
+    current: Path | None,
+    rule: str,
+    checked: invariants.Checked,
+) -> RankingScope | None:
+    """What the ranking may take from ``current``: when the build checks only the rows it
+    changed (``_changed_rows``: every other run is a file of ``current``, linked), dropped no
+    run file, and ``current`` recorded its buckets by the same rule, the runs are ``current``'s
+    plus those of ``checked.runs``."""
+    if current is None or checked.everything:
+        return None
+    ((dropped,),) = connection.execute("SELECT count(*) FROM dropped_runs").fetchall()
+    if dropped:
+        return None
+    try:
+        record = orjson.loads((current / RANKING_PARTS_FILE).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    if not isinstance(record, dict) or record.get("rule") != rule:
+        return None
+    return RankingScope(dict(record["parts"]), checked.runs)
 
 
 def _checked_counts(

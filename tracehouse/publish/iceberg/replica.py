@@ -348,7 +348,7 @@ def _compute_rankings(replica: Warehouse, generation: Path) -> None:
         parts = write_ranking_parts(connection, replica, None)
     finally:
         connection.close()
-    place_parts(generation / "run_rankings.parquet", parts, None)
+    place_parts(generation / "run_rankings.parquet", list(parts.values()), None)
     write_empty_parts(generation)
 
 
