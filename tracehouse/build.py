@@ -319,6 +319,8 @@ def _build_locked(
         )
     files, discovery_rejects = discover(resolved.root, resolved.links_within)
     if settings.revision_of is not None and current is not None and same_name is not None:
+        if base_check is not None:
+            base_check.wait()  # it reads the base's definitions
         _refuse_another_dataset(settings, warehouse, resolved, files, current, same_name)
     state = state_key(settings, resolved)
     manifest = read_manifest(warehouse.manifest_path)
