@@ -51,6 +51,7 @@ from tracehouse.ingest.plan import (
     state_key,
 )
 from tracehouse.publish import generations
+from tracehouse.schemas import HISTORY_TABLES
 from tracehouse.settings import Settings, SettingsError
 from tracehouse.storage import create_folder, empty_folder, remove_created_folder
 from tracehouse.warehouse import (
@@ -350,7 +351,7 @@ def _build_locked(
             resolved,
             generation=current.name if current is not None else None,
         )
-    guard = _publish_guard(settings, current, require_fact_rows)
+    guard = _publish_guard(settings, current, require_fact_rows, outdated)
     result = _full_build(
         settings,
         warehouse,
@@ -481,9 +482,13 @@ def published_counts(generation: Path) -> dict[str, int]:
 GuardFn = Callable[[Path, dict[str, int], dict[str, Any]], None]
 
 
-def _publish_guard(settings: Settings, current: Path | None, require_fact_rows: bool) -> GuardFn:
+def _publish_guard(
+    settings: Settings, current: Path | None, require_fact_rows: bool, outdated: str | None = None
+) -> GuardFn:
     """The last step before publishing: compare the new tables with the current generation's,
-    record every outcome in the generation, and refuse what must not be published."""
+    record every outcome in the generation, and refuse what must not be published.
+    ``outdated`` says the build rebuilds a generation of an older schema version: then run
+    history starts again, which the refusal says instead of blaming the source."""
     previous = published_counts(current) if current is not None else None
 
     def guard(generation: Path, counts: dict[str, int], outcomes: dict[str, Any]) -> None:
@@ -505,11 +510,20 @@ def _publish_guard(settings: Settings, current: Path | None, require_fact_rows: 
             changes = ", ".join(f"{t} {c}" for t, c in shrinking[:3])
             if len(shrinking) > 3:
                 changes += f" and {len(shrinking) - 3} more tables"
+            advice = (
+                "Check the source, or pass --allow-shrink (TRACEHOUSE_ALLOW_SHRINK=1) to "
+                "publish it anyway"
+            )
+            if outdated is not None and set(shrink["shrinking_tables"]) & set(HISTORY_TABLES):
+                advice = (
+                    f"{outdated}: rebuilt by this version, its run history starts again. "
+                    "Pass --allow-shrink (TRACEHOUSE_ALLOW_SHRINK=1) to rebuild it without "
+                    "its history, or keep building it with the tracehouse that wrote it"
+                )
             raise ShrinkRefused(
                 f"refused to publish: {changes} against the current generation "
                 f"({current.name if current else '-'}), more than max_shrink_share "
-                f"{settings.max_shrink_share:.0%}; the warehouse is unchanged. Check the source, "
-                "or pass --allow-shrink (TRACEHOUSE_ALLOW_SHRINK=1) to publish it anyway",
+                f"{settings.max_shrink_share:.0%}; the warehouse is unchanged. {advice}",
                 dict(outcomes),
             )
         if require_fact_rows and not outcomes["fact_tables_not_empty"][0]:

@@ -390,6 +390,34 @@ def test_an_older_schema_version_is_named_by_reads_and_rebuilt_by_build(
 
 
 @pytest.mark.slow
+def test_an_upgrade_that_would_restart_run_history_is_refused_saying_why(tmp_path: Path) -> None:
+    """Rebuilt by another schema version, a warehouse's run history starts again: the shrink
+    guard refuses to drop its ended ranges, and its line says that is why (not "check the
+    source"); --allow-shrink rebuilds it."""
+    source, warehouse = tmp_path / "dataset", tmp_path / "w"
+    for variant in ("A", "B"):  # B deletes a trace file: its runs' history ranges end
+        write_plain_dataset(source, variant, files=3, lines=6)
+        result = tracehouse("build", "--source", str(source), "--warehouse", str(warehouse))
+        assert result.returncode == 0, result.stderr
+    current = Warehouse(warehouse).require_current()
+    _record_another_schema_version(current)
+
+    refused = tracehouse("build", "--source", str(source), "--warehouse", str(warehouse))
+    line = one_error_line(refused)
+    assert "refused to publish: run_disappearances" in line, line
+    assert f"generation {current.name} was built by another version" in line, line
+    assert "run history starts again" in line and "--allow-shrink" in line, line
+    assert "Check the source" not in line, line
+    assert Warehouse(warehouse).current_generation() == current
+
+    upgraded = tracehouse(
+        "build", "--source", str(source), "--warehouse", str(warehouse), "--allow-shrink"
+    )
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert f"upgraded: generation {current.name}" in upgraded.stdout, upgraded.stdout
+
+
+@pytest.mark.slow
 def test_an_older_warehouse_of_several_sources_is_not_upgraded_by_dropping_one(
     tmp_path: Path,
 ) -> None:
