@@ -108,6 +108,22 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def sha256_files(paths: list[Path]) -> dict[Path, str | OSError]:
+    """``sha256_file`` of each path (or the error reading it), several at once, in the order
+    given (the caller's largest first keeps every thread busy to the end): hashlib and file
+    reads release the GIL."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def digest(path: Path) -> str | OSError:
+        try:
+            return sha256_file(path)
+        except OSError as error:
+            return error
+
+    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+        return dict(zip(paths, pool.map(digest, paths), strict=True))
+
+
 class NotARegularFile(ValueError):
     """A file the command reads is a FIFO, a device, a folder, or larger than its budget."""
 

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracehouse import interrupts, schemas
-from tracehouse.files import sha256_file
+from tracehouse.files import sha256_files
 from tracehouse.settings import Settings
 
 if TYPE_CHECKING:
@@ -388,10 +388,8 @@ def _content_digests(
     generation: Path, recorded: dict[str, dict[str, object]]
 ) -> dict[str, str | OSError]:
     """The SHA-256 of every recorded file that has one and still has its recorded size, by
-    relative path (or the error reading it). Several files are read at once, largest first:
-    hashlib and file reads release the GIL, and this is most of a warm build's time."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    relative path (or the error reading it). Several files are read at once, largest first
+    (``sha256_files``): this is most of a warm build's time."""
     sizes: dict[str, int] = {}
     for rel, entry in recorded.items():
         if "sha256" not in entry:
@@ -403,15 +401,9 @@ def _content_digests(
         if size == entry["size"]:
             sizes[rel] = size
 
-    def digest(rel: str) -> str | OSError:
-        try:
-            return sha256_file(generation / rel)
-        except OSError as error:
-            return error
-
     largest_first = sorted(sizes, key=sizes.__getitem__, reverse=True)
-    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
-        return dict(zip(largest_first, pool.map(digest, largest_first), strict=True))
+    digests = sha256_files([generation / rel for rel in largest_first])
+    return {rel: digests[generation / rel] for rel in largest_first}
 
 
 def generation_damage(generation: Path, *, content: bool = False) -> str | None:

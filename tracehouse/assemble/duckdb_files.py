@@ -9,7 +9,7 @@ import enum
 import hashlib
 import re
 import shutil
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -190,14 +190,12 @@ def _write_reader_file(generation: Path, settings: Settings, views: Path | None 
     _point_table_views(reader, generation)
 
 
-def _point_table_views(reader: Path, generation: Path, only: Iterable[str] | None = None) -> None:
+def _point_table_views(reader: Path, generation: Path, only: Collection[str] | None = None) -> None:
     """The reader file's view of each table (of ``only``), over the generation's Parquet files."""
     connection = duckdb.connect(str(reader), config=DUCKDB_FILE_CONFIG)
     try:
         connection.execute("BEGIN TRANSACTION")
-        create_table_views(
-            connection, generation.resolve(), only=None if only is None else set(only)
-        )
+        create_table_views(connection, generation.resolve(), only=only)
         connection.execute("COMMIT")
         connection.execute("CHECKPOINT")
     finally:

@@ -592,7 +592,8 @@ def _ranking_scope(
         return None
     if not isinstance(record, dict) or record.get("rule") != rule:
         return None
-    return RankingScope(dict(record["parts"]), checked.runs)
+    parts = record.get("parts")
+    return RankingScope(dict(parts), checked.runs) if isinstance(parts, dict) else None
 
 
 def _checked_counts(
