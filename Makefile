@@ -36,16 +36,20 @@ typecheck: install
 # The tests in tiers, as the data walks (docs/layout.md): tests/unit and tests/sql need no build
 # and no server; tests/system runs the real command end to end (crash, interrupt, browser, S3,
 # the Hub, Dagster); tests/contract holds the parity with KernelIndex and FlashInfer-Bench.
-# Every tier; the 20 slowest tests are listed at the end, to see where the time goes.
+# Every tier; the 20 slowest tests are listed at the end, to see where the time goes. Two test
+# processes (pytest-xdist), each given whole test files: a file's module fixtures (a built
+# warehouse, a server) are made once, and most tests wait on a build or a server a good part of
+# their time, so two keep a 2-core machine busier than one.
+PYTEST_PROCESSES ?= 2
 test-all: install
-	$(BIN)/pytest -q --durations=20
+	$(BIN)/pytest -q -n $(PYTEST_PROCESSES) --dist loadfile --durations=20
 
 test: lint typecheck test-all
 
 # The quick tier to run while working: every test not marked `slow` (over 10 s) or
 # `integration` (servers, a headless browser, Dagster end to end, big builds), in every folder.
 test-fast: install
-	$(BIN)/pytest -q -m "not slow and not integration" --durations=20
+	$(BIN)/pytest -q -n $(PYTEST_PROCESSES) --dist loadfile -m "not slow and not integration" --durations=20
 
 # One tier at a time, every test of it.
 test-unit: install
