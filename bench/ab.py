@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import io
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -130,6 +131,10 @@ class Side:
 
     def build(self, source: Path) -> Sample:
         sample = measure(build_command(source, self.warehouse), cwd=self.tree)
+        if sample.returncode in (130, -signal.SIGINT):
+            # Ctrl-C reaches the build and this process at once; on a busy machine the build may
+            # have ended on it before this process's own KeyboardInterrupt is raised.
+            raise KeyboardInterrupt
         if sample.returncode != 0:
             tail = (sample.stderr_tail or sample.stdout_tail).strip().splitlines()
             reason = tail[-1] if tail else f"exit {sample.returncode}"

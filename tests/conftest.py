@@ -17,6 +17,13 @@ from tracehouse.settings import load_settings
 
 GOLDEN_REVISION = "da915083d4c7c5e61aa3005e3d17ae488e0fc71c"
 
+# The width a command's prose is wrapped to is the reader's (COLUMNS), not the test runner's:
+# pytest-xdist gives its workers COLUMNS=80 and LINES=24, and a shell may export COLUMNS. A test
+# that reads a command's output sees it as a pipe gets it (whole lines), unless it sets the width
+# itself (tests/system/test_truthful_output.py runs every command at 80 columns).
+for _variable in ("COLUMNS", "LINES"):
+    os.environ.pop(_variable, None)
+
 # `TESTS_EXHAUSTIVE=1 pytest ...`: the kill and interrupt tests (tests/system/test_crash_safety.py,
 # tests/system/test_interrupts.py) try every moment of their plans, some thirty builds each, instead of
 # one moment per build phase.

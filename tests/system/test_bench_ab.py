@@ -110,6 +110,6 @@ def test_ctrl_c_during_the_builds_is_one_line_and_the_dataset_is_put_back(tmp_pa
     time.sleep(2)
     os.killpg(process.pid, signal.SIGINT)
     _, err = process.communicate(timeout=300)
-    assert process.returncode == 130
+    assert process.returncode == 130, err
     assert err.strip().splitlines() == ["bench.ab: interrupted; the dataset is as it was"]
     assert {path: path.read_bytes() for path in traces} == before
