@@ -38,28 +38,30 @@ typecheck: install
 # the Hub, Dagster); tests/contract holds the parity with KernelIndex and FlashInfer-Bench.
 # Every tier; the 20 slowest tests are listed at the end, to see where the time goes. Two test
 # processes (pytest-xdist), each given whole test files: a file's module fixtures (a built
-# warehouse, a server) are made once, and most tests wait on a build or a server a good part of
-# their time, so two keep a 2-core machine busier than one.
+# warehouse, a server) are made once, and a test waits on a build, a server or a browser much of
+# its time, so two keep a 2-core machine busy (the suite: 47 minutes in one process in CI, 31 in
+# two on a machine like it). PYTEST_PROCESSES=0 runs them one by one in pytest's own process.
 PYTEST_PROCESSES ?= 2
+PYTEST := $(BIN)/pytest -q -n $(PYTEST_PROCESSES) --dist loadfile
 test-all: install
-	$(BIN)/pytest -q -n $(PYTEST_PROCESSES) --dist loadfile --durations=20
+	$(PYTEST) --durations=20
 
 test: lint typecheck test-all
 
 # The quick tier to run while working: every test not marked `slow` (over 10 s) or
 # `integration` (servers, a headless browser, Dagster end to end, big builds), in every folder.
 test-fast: install
-	$(BIN)/pytest -q -n $(PYTEST_PROCESSES) --dist loadfile -m "not slow and not integration" --durations=20
+	$(PYTEST) -m "not slow and not integration" --durations=20
 
 # One tier at a time, every test of it.
 test-unit: install
-	$(BIN)/pytest -q tests/unit tests/sql
+	$(PYTEST) tests/unit tests/sql
 
 test-system: install
-	$(BIN)/pytest -q --durations=20 tests/system
+	$(PYTEST) --durations=20 tests/system
 
 test-contract: install
-	$(BIN)/pytest -q --durations=20 tests/contract
+	$(PYTEST) --durations=20 tests/contract
 
 # Benchmarks of issue 9 (bench/run.py). Each leg runs as its own process, side by side in one
 # run, medians of $(REPEAT); datasets are generated once into data/bench/<lines> and reused;
