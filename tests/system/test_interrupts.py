@@ -458,8 +458,13 @@ if __name__ == "__main__":
         os.kill(server, signal.SIGINT)
     time.sleep(0.5)
     assert signal.pthread_sigmask(signal.SIG_BLOCK, set()) == set(), "SIGINT left blocked here"
-    with context.Pool(1) as pool:  # the server survived and still starts workers
-        print(pool.apply(os.getpid) > 0)
+    # The server survived and still starts workers. A bare Process, not a Pool: a Pool's exit
+    # (terminate, its three handler threads) once hung this probe for a minute after it had
+    # printed its answer (stops 50 and 52), which is no part of what is tested here.
+    worker = context.Process(target=os.getpid)
+    worker.start()
+    worker.join(30)
+    print(worker.exitcode == 0)
 """
 
 
@@ -468,7 +473,7 @@ def test_a_fork_server_interrupted_while_it_starts_prints_nothing(tmp_path: Path
     modules, and its traceback followed our one line on the shared stderr."""
     done = run_probe(tmp_path, FORK_SERVER_PROBE)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "True"
+    assert done.stdout.strip() == "True", done.stdout
     assert done.stderr == ""
 
 
