@@ -8,10 +8,10 @@ one process, each leg in turn, ``--rounds`` times; CPU time, medians:
 - ``product``: the parse as a build runs it (``ingest.worker.ingest_group``): records, row dicts,
   Arrow, staging parts.
 - ``rules``: the same rule functions, called per line in a bare loop: the line's bytes, its
-  digest, orjson, the repeat branch's shape check, ``repeat_trace``, ``run_identity``, the run
+  digest, orjson, the repeat branch's shape check, the latencies, ``run_identity``, the run
   id, observed time, excerpt, kept log, correctness bounds and FlashInfer-Bench's row; values
-  appended to lists. No ``Record`` beyond the one FlashInfer-Bench's row takes, no row dict, no
-  Arrow.
+  appended to lists. No ``Record`` beyond the one FlashInfer-Bench's row takes, no runs row
+  beyond the identity columns' dict, no Arrow.
 - ``rules+parquet``: that, and the runs' columns written as a Parquet file per trace file.
 - ``floor``: ../shared/floor/lean_loop.py's per-file function, when that folder is beside the
   checkout (it is run from there, not copied).
@@ -100,9 +100,9 @@ class Probe:
             repeatable_shape,
             run_identity,
         )
-        from tracehouse.read.evaluation_rules import tolerance_bounds, was_evaluated
+        from tracehouse.read.evaluation_rules import read_latency, was_evaluated
         from tracehouse.read.fib_lines import fib_trace_line
-        from tracehouse.read.normalize import kept_log, log_excerpt, repeat_trace
+        from tracehouse.read.normalize import error_bound, kept_log, log_excerpt
         from tracehouse.read.records import Record
         from tracehouse.read.timestamps import observed_at
 
@@ -142,27 +142,37 @@ class Probe:
                 if combination is None:
                     self.left_out += 1
                     continue
-                trace = repeat_trace(value, combination.basis)
-                identity = run_identity(value if in_scope else trace.canonical, combination)
+                evaluation = value["evaluation"]
+                status = evaluation["status"]
+                log = evaluation.get("log") or ""
+                performance = evaluation.get("performance")
+                latency_ms = None
+                if performance is not None:
+                    latency_ms = read_latency(
+                        performance["latency_ms"], "latency_ms", required=True
+                    ).value
+                identity: dict[str, Any] = {}
+                run_identity(value, combination, identity)
                 columns["run_id"].append(worker._run_id(rel, number, 0, line_digest))
-                columns["status"].append(trace.status)
-                columns["latency_ms"].append(trace.latency_ms)
-                columns["observed_at"].append(observed_at(trace.timestamp))
-                columns["log_excerpt"].append(
-                    log_excerpt(trace.log) if trace.status != "PASSED" else None
-                )
-                columns["log"].append(kept_log(trace.log))
-                columns["log_bytes"].append(worker.log_bytes(trace.log))
-                columns["evaluated"].append(was_evaluated(trace.status, trace.log))
+                columns["status"].append(status)
+                columns["latency_ms"].append(latency_ms)
+                columns["observed_at"].append(observed_at(evaluation["timestamp"]))
+                columns["log_excerpt"].append(log_excerpt(log) if status != "PASSED" else None)
+                columns["log"].append(kept_log(log))
+                columns["log_bytes"].append(worker.log_bytes(log))
+                columns["evaluated"].append(was_evaluated(status, log))
                 columns["ki_status"].append(identity["ki_status"])
                 columns["latency_ns"].append(identity["latency_ns"])
                 columns["run_body_template"].append(identity.get("run_body_template"))
                 columns["log_digest"].append(identity["log_digest"])
-                if trace.correctness is not None:
-                    absolute, relative = trace.absolute_error, trace.relative_error
-                    assert absolute is not None and relative is not None
+                correctness_block = evaluation.get("correctness")
+                if correctness_block is not None:
                     correctness.append(
-                        (absolute.value, relative.value, *tolerance_bounds(trace.workload))
+                        (
+                            error_bound(correctness_block.get("max_absolute_error"), "a"),
+                            error_bound(correctness_block.get("max_relative_error"), "r"),
+                            combination.tolerance,
+                        )
                     )
                 fib_rows.append(fib_trace_line(rel, Record(number, 0, start, raw, value, True)))
             if write:

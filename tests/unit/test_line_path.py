@@ -3,7 +3,8 @@
 The first line of each (definition, workload, environment, scope) combination takes the full
 derivation (``normalize_trace``, ``kernelindex.identify_trace_line``); a later line of the same
 combination whose shape ``ingest.combinations.repeatable_shape`` takes reuses its entities and
-derives only its own run (``repeat_trace``, the envelope written in ``ingest.combinations``).
+derives only its own run (``FileIngester._repeat``, the envelope written in
+``ingest.combinations``).
 The property below writes every generated line twice into one file, so the second copy takes
 the repeat branch whenever its shape allows, and holds both copies' rows equal column by
 column: the repeat branch (the run envelope included) against the full derivation, over lines

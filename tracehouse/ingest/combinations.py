@@ -23,14 +23,14 @@ from tracehouse import kernelindex
 from tracehouse.kernelindex.cache import WORKLOAD_CACHE_ENTRIES, BoundedCache
 from tracehouse.kernelindex.run import plain_timestamp
 from tracehouse.read.evaluation_rules import latency_ns_problem
-from tracehouse.read.normalize import RepeatBasis
 from tracehouse.rejects import FORBIDS_CORRECTNESS
 
 # Members of a trace line, its evaluation, correctness and performance blocks the repeat branch
 # takes; any other member may change what KernelIndex accepts, so the line takes the full one.
 TRACE_MEMBERS = frozenset({"definition", "solution", "workload", "evaluation"})
+# (A line naming a `log_file` takes the full one: its variant and extra JSON are its own.)
 EVALUATION_MEMBERS = frozenset(
-    {"status", "environment", "timestamp", "log", "correctness", "performance", "log_file"}
+    {"status", "environment", "timestamp", "log", "correctness", "performance"}
 )
 CORRECTNESS_MEMBERS = frozenset({"max_absolute_error", "max_relative_error", "extra"})
 PERFORMANCE_MEMBERS = frozenset({"latency_ms", "reference_latency_ms", "speedup_factor"})
@@ -136,12 +136,28 @@ ENTITY_COLUMNS = (
 @dataclass(frozen=True, slots=True)
 class Combination:
     """The entity columns of a combination's first line, whether KernelIndex identified it
-    (then every repeat gets the per-run identity columns too), and its environments row."""
+    (then every repeat gets the per-run identity columns too), its environments row, and what a
+    repeat takes from the first line as it is: its workload as normalised, the runs columns
+    every repeat shares with it, and the workload's tolerance bounds."""
 
-    basis: RepeatBasis  # the first line's workload and environment: every repeat's
-    columns: dict[str, Any]
+    columns: dict[str, Any]  # ENTITY_COLUMNS of the first line's row
     identified: bool
     environment: dict[str, Any]  # the environments row of the combination's environment
+    workload: dict[str, Any]
+    shared: dict[str, Any]  # runs columns: ENTITY_COLUMNS and those listed in SHARED_COLUMNS
+    tolerance: tuple[float | None, float | None]
+
+
+# The runs columns a repeat takes from its combination's first line besides ENTITY_COLUMNS:
+# they follow from the definition, workload, environment and scope alone, given the repeatable
+# shape (no per-run variant, no member outside the known ones).
+SHARED_COLUMNS = (
+    "definition",
+    "workload_uuid",
+    "schema_variant",
+    "extra_json",
+    "kernelindex_scope",
+)
 
 
 # Combinations per process and dataset context: entities repeat across the files a worker
@@ -246,36 +262,31 @@ def _run_template(
     return kernelindex.RUN_ENVELOPE_PREFIX + ",".join(parts) + "}}", nanoseconds
 
 
-def run_identity(source: dict[str, Any], combination: Combination) -> dict[str, Any]:
-    """The per-run identity columns of a repeat line, as ``identify_trace_line`` derives them
-    for the combination's first line."""
+def run_identity(source: dict[str, Any], combination: Combination, row: dict[str, Any]) -> None:
+    """Set the per-run identity columns of a repeat line's ``row``, as ``identify_trace_line``
+    derives them for the combination's first line."""
     evaluation = source["evaluation"]
-    columns = combination.columns
-    ki_status = kernelindex.STATUS_MAP[evaluation["status"]]
     log = evaluation.get("log")
     log_digest = kernelindex.text_digest(log) if log else None
+    ki_status = row["ki_status"] = kernelindex.STATUS_MAP[evaluation["status"]]
+    row["log_digest"] = log_digest
     if not combination.identified:
         performance = evaluation.get("performance")
-        return {
-            "ki_status": ki_status,
-            "log_digest": log_digest,
-            "latency_ns": None
+        row["latency_ns"] = (
+            None
             if performance is None
-            else kernelindex.latency_ns(float(performance["latency_ms"])),
-        }
-    template, nanoseconds = _run_template(
+            else kernelindex.latency_ns(float(performance["latency_ms"]))
+        )
+        return
+    row["run_body_template"], row["latency_ns"] = _run_template(
         source,
         evaluation,
-        columns["environment_digest"],
+        combination.columns["environment_digest"],
         ki_status,
         log_digest,
         kernelindex.observed_at(evaluation["timestamp"]),
     )
-    return {
-        "ki_status": ki_status,
-        "latency_ns": nanoseconds,
-        "run_body_template": template,
-        "evidence_level": "reproducible" if log_digest is not None else "reported",
-        "external_id": kernelindex.run_external_id(source.get("solution"), columns["workload_key"]),
-        "log_digest": log_digest,
-    }
+    row["evidence_level"] = "reproducible" if log_digest is not None else "reported"
+    row["external_id"] = kernelindex.run_external_id(
+        source.get("solution"), combination.columns["workload_key"]
+    )

@@ -31,20 +31,24 @@ from tracehouse.ingest.combinations import (
 )
 from tracehouse.kernelindex import digest, manifest_digest, text_digest
 from tracehouse.kernelindex.cache import WORKLOAD_CACHE_ENTRIES, BoundedCache, own_size
-from tracehouse.read.evaluation_rules import tolerance_bounds, was_evaluated
+from tracehouse.read.evaluation_rules import read_latency, tolerance_bounds, was_evaluated
 from tracehouse.read.fib_lines import fib_trace_line, is_fib_trace_file
 from tracehouse.read.normalize import (
+    ENTITY_VARIANTS,
+    Bound,
     RecordError,
     Trace,
     classify,
+    error_bound,
     kept_log,
     log_excerpt,
+    log_truncated,
+    matched_ratio,
     normalize_hardware,
     normalize_trace,
     normalize_workload,
-    repeat_basis,
-    repeat_trace,
     to_json,
+    trace_extra_json,
 )
 from tracehouse.read.records import (
     FileEnd,
@@ -169,6 +173,11 @@ def log_bytes(log: str) -> int:
     """The UTF-8 size of a log (lone surrogates as three bytes each); an ASCII one (the flag
     CPython keeps on every string) is its length, without encoding kilobytes a line."""
     return len(log) if log.isascii() else len(log.encode("utf-8", "surrogatepass"))
+
+
+def schema_variant(variants: list[str]) -> str:
+    """``runs.schema_variant``: the legacy features a line needed, or ``current``."""
+    return ",".join(variants) or "current"
 
 
 def _run_id(rel: str, line: int, index: int, line_digest: str) -> str:
@@ -392,15 +401,12 @@ class FileIngester:
 
     def _trace(self, record: Record) -> None:
         combination_key = self._combination_key(record)
-        combination = (
-            self.combinations.get(combination_key) if combination_key is not None else None
-        )
-        # A repeat of a combination already derived reads only its per-run members.
-        trace = (
-            normalize_trace(record.value)
-            if combination is None
-            else repeat_trace(record.value, combination.basis)
-        )
+        if combination_key is not None:
+            combination = self.combinations.get(combination_key)
+            if combination is not None:
+                self._repeat(record, combination)
+                return
+        trace = normalize_trace(record.value)
         context = self.context
         definition_object = context.definitions.get(trace.definition)
         if definition_object is None:
@@ -423,31 +429,17 @@ class FileIngester:
             "reference_latency_ms": trace.reference_latency_ms,
             "speedup_factor": trace.speedup_factor,
             "timestamp_raw": trace.timestamp,
-            "observed_at": observed_at(trace.timestamp),
             "line_digest": line_digest,
             "kernelindex_scope": self.in_scope,
-            "log_bytes": log_bytes(trace.log),
             "log_truncated": trace.log_truncated,
-            # failures only: a passing build log's warnings are not what anyone looks for
-            "log_excerpt": log_excerpt(trace.log) if trace.status != "PASSED" else None,
-            "log": kept_log(trace.log),
-            "schema_variant": ",".join(trace.variants) or "current",
+            "schema_variant": schema_variant(trace.variants),
             "extra_json": trace.extra_json,
-            "path_author": self.path_author,
-            "source_file": self.rel,
-            "source_line": record.line,
-            "record_index": record.index,
-            "source_offset": record.offset,
-            "has_timing": trace.latency_ms is not None,
             "identity_complete": False,
         }
-        if combination is None:
-            environment = self._environment_of(trace)
-            row["hardware"] = normalize_hardware(trace.hardware)[1]
-            row["workload_key"] = kernelindex.workload_key(trace.workload)
-        else:  # a repeat: its combination's entity columns (environment, workload, digests)
-            environment = combination.environment
-            row.update(combination.columns)
+        self._per_run_columns(row, record, trace.status, trace.log, trace.latency_ms)
+        environment = self._environment_of(trace)
+        row["hardware"] = normalize_hardware(trace.hardware)[1]
+        row["workload_key"] = kernelindex.workload_key(trace.workload)
         row["environment_id"] = self._environment(environment)
         workload_row = self._workload_row(
             trace.definition, trace.workload, row["workload_key"], record
@@ -458,11 +450,6 @@ class FileIngester:
         # KernelIndex reads the raw line; files it never reads get the same derivation over
         # the normalised record, so legacy layouts still get comparable keys (README).
         source_object = record.value if self.in_scope else trace.canonical
-        if combination is not None:
-            # A repeat: this line's own run.
-            row.update(run_identity(source_object, combination))
-            self._add_run(row, trace)
-            return
         skip_reason = None if self.in_scope else "outside_kernelindex_layout"
         try:
             found = kernelindex.identify_trace_line(
@@ -497,17 +484,110 @@ class FileIngester:
                 # In range: normalize_trace rejected the line otherwise (latency_ns_problem).
                 row["latency_ns"] = kernelindex.latency_ns(trace.latency_ms)
         row["identity_error"] = skip_reason
+        tolerance = tolerance_bounds(trace.workload)
         if combination_key is not None:
+            columns = {name: row.get(name) for name in ENTITY_COLUMNS}
             self.combinations.put(
                 combination_key,
                 Combination(
-                    repeat_basis(trace),
-                    {name: row.get(name) for name in ENTITY_COLUMNS},
+                    columns,
                     found is not None,
                     environment,
+                    trace.workload,
+                    {
+                        **columns,
+                        "definition": trace.definition,
+                        "workload_uuid": row["workload_uuid"],
+                        # a repeatable line has no per-run variant and no member of its own
+                        "schema_variant": schema_variant(
+                            [v for v in trace.variants if v in ENTITY_VARIANTS]
+                        ),
+                        "extra_json": trace_extra_json({}, {}, trace.environment_extra),
+                        "kernelindex_scope": self.in_scope,
+                    },
+                    tolerance,
                 ),
             )
-        self._add_run(row, trace)
+        self._add_run(row)
+        if trace.correctness is not None:
+            assert trace.absolute_error is not None and trace.relative_error is not None
+            self._add_correctness(
+                row["run_id"],
+                trace.correctness,
+                trace.absolute_error,
+                trace.relative_error,
+                trace.matched_ratio,
+                tolerance,
+            )
+
+    def _repeat(self, record: Record, combination: Combination) -> None:
+        """A later line of a combination this process derived, of repeatable shape (so its
+        members are of the types and ranges ``repeatable_shape`` checked, and it cannot be
+        refused): its own run from its per-run members, the rest its combination's."""
+        value = record.value
+        evaluation = value["evaluation"]
+        status = evaluation["status"]
+        log = evaluation.get("log") or ""
+        performance = evaluation.get("performance")
+        latency_ms = reference_ms = speedup = None
+        if performance is not None:
+            latency_ms = read_latency(performance["latency_ms"], "latency_ms", required=True).value
+            reference_ms = read_latency(
+                performance.get("reference_latency_ms"), "reference_latency_ms", required=False
+            ).value
+            speedup = read_latency(
+                performance.get("speedup_factor"), "speedup_factor", required=False
+            ).value
+        line_digest = hashlib.sha256(record.raw).hexdigest()
+        row: dict[str, Any] = {
+            **combination.shared,
+            "run_id": _run_id(self.rel, record.line, record.index, line_digest),
+            "solution": value.get("solution"),
+            "status": status,
+            "status_raw": status,
+            "evaluated": was_evaluated(status, log),
+            "latency_ms": latency_ms,
+            "reference_latency_ms": reference_ms,
+            "speedup_factor": speedup,
+            "timestamp_raw": evaluation["timestamp"],
+            "line_digest": line_digest,
+            "log_truncated": log_truncated(log),
+        }
+        self._per_run_columns(row, record, status, log, latency_ms)
+        run_identity(value, combination, row)
+        self._environment(combination.environment)
+        workload_row = self._workload_row(
+            row["definition"], combination.workload, row["workload_key"], record
+        )
+        if workload_row is not None:
+            self.parts["workloads"].add(workload_row)
+        self._add_run(row)
+        correctness = evaluation.get("correctness")
+        if correctness is not None:
+            self._add_correctness(
+                row["run_id"],
+                correctness,
+                error_bound(correctness.get("max_absolute_error"), "max_absolute_error"),
+                error_bound(correctness.get("max_relative_error"), "max_relative_error"),
+                matched_ratio(correctness)[0],
+                combination.tolerance,
+            )
+
+    def _per_run_columns(
+        self, row: dict[str, Any], record: Record, status: str, log: str, latency_ms: float | None
+    ) -> None:
+        """The runs columns both branches derive the same way from the line and its run."""
+        row["observed_at"] = observed_at(row["timestamp_raw"])
+        row["log_bytes"] = log_bytes(log)
+        # failures only: a passing build log's warnings are not what anyone looks for
+        row["log_excerpt"] = log_excerpt(log) if status != "PASSED" else None
+        row["log"] = kept_log(log)
+        row["path_author"] = self.path_author
+        row["source_file"] = self.rel
+        row["source_line"] = record.line
+        row["record_index"] = record.index
+        row["source_offset"] = record.offset
+        row["has_timing"] = latency_ms is not None
 
     def _combination_key(self, record: Record) -> tuple[Any, ...] | None:
         """The key of the line's combination when its shape lets it reuse one, else None."""
@@ -526,33 +606,40 @@ class FileIngester:
             self.in_scope,
         )
 
-    def _add_run(self, row: dict[str, Any], trace: Trace) -> None:
-        """Write the run's row and its correctness row: the one place both are formed."""
+    def _add_run(self, row: dict[str, Any]) -> None:
         self.parts["runs"].add(row)
         self.result.runs += 1
-        if trace.correctness is not None:
-            absolute, relative = trace.absolute_error, trace.relative_error
-            assert absolute is not None and relative is not None
-            max_atol, max_rtol = tolerance_bounds(trace.workload)
-            correctness_extra = {
-                k: v
-                for k, v in trace.correctness.items()
-                if k not in ("max_absolute_error", "max_relative_error")
+
+    def _add_correctness(
+        self,
+        run_id: str,
+        correctness: dict[str, Any],
+        absolute: Bound,
+        relative: Bound,
+        ratio: float | None,
+        tolerance: tuple[float | None, float | None],
+    ) -> None:
+        """A run's correctness row: the one place it is formed."""
+        max_atol, max_rtol = tolerance
+        correctness_extra = {
+            k: v
+            for k, v in correctness.items()
+            if k not in ("max_absolute_error", "max_relative_error")
+        }
+        self.parts["correctness"].add(
+            {
+                "run_id": run_id,
+                "max_absolute_error": absolute.value,
+                "max_absolute_error_special": absolute.special,
+                "max_relative_error": relative.value,
+                "max_relative_error_special": relative.special,
+                "matched_ratio": ratio,
+                "comparator": kernelindex.RUN_COMPARATOR,
+                "tolerance_max_atol": max_atol,
+                "tolerance_max_rtol": max_rtol,
+                "extra_json": to_json(correctness_extra) if correctness_extra else None,
             }
-            self.parts["correctness"].add(
-                {
-                    "run_id": row["run_id"],
-                    "max_absolute_error": absolute.value,
-                    "max_absolute_error_special": absolute.special,
-                    "max_relative_error": relative.value,
-                    "max_relative_error_special": relative.special,
-                    "matched_ratio": trace.matched_ratio,
-                    "comparator": kernelindex.RUN_COMPARATOR,
-                    "tolerance_max_atol": max_atol,
-                    "tolerance_max_rtol": max_rtol,
-                    "extra_json": to_json(correctness_extra) if correctness_extra else None,
-                }
-            )
+        )
 
 
 class PartWriter:

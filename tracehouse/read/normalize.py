@@ -224,7 +224,7 @@ class Bound:
     special: str | None  # NaN, Infinity or absent when value is None
 
 
-def _bound(value: Any, field: str) -> Bound:
+def error_bound(value: Any, field: str) -> Bound:
     if type(value) is float and 0 <= value < math.inf:  # the usual case: the checks below pass
         return Bound(value, None)
     if value is None:
@@ -396,50 +396,8 @@ class _Entities:
 
 
 # The variants normalize_trace finds in a line's workload and environment (the others come from
-# its per-run members).
+# its per-run members): the ones a repeat of the line shares with it.
 ENTITY_VARIANTS = frozenset({"legacy_format_key", "no_uuid", "device_key", "numeric_lib_version"})
-
-
-@dataclass(slots=True, frozen=True)
-class RepeatBasis:
-    """What a repeat of a line reads of that first line: its workload and environment as
-    normalised, and the variants they carry. Kept per combination instead of the whole ``Trace``,
-    whose record and log are the first line's own (tens of KB a combination)."""
-
-    entities: _Entities
-    variants: tuple[str, ...]
-
-
-def repeat_basis(first: Trace) -> RepeatBasis:
-    return RepeatBasis(
-        _Entities(
-            first.workload,
-            first.hardware,
-            first.canonical["evaluation"]["environment"]["libs"],
-            first.libs,
-            first.environment_extra,
-        ),
-        tuple(variant for variant in first.variants if variant in ENTITY_VARIANTS),
-    )
-
-
-def repeat_trace(value: dict[str, Any], basis: RepeatBasis) -> Trace:
-    """normalize_trace of a line whose definition, workload and environment are byte for byte
-    those of the line ``basis`` was taken from, and whose shape
-    ``ingest.combinations.repeatable_shape`` took: only its per-run members are read, by the
-    same rules."""
-    evaluation = value["evaluation"]
-    status = evaluation["status"]
-    return _read_run(
-        value,
-        evaluation,
-        value["definition"],
-        value.get("solution"),
-        status,
-        status,
-        basis.entities,
-        list(basis.variants),
-    )
 
 
 def _read_run(
@@ -506,17 +464,13 @@ def _read_run(
         speedup, _ = _latency(performance.get("speedup_factor"), "speedup_factor", required=False)
 
     absolute = relative = None
-    matched_ratio = None
+    ratio = None
     if correctness is not None:
-        absolute = _bound(correctness.get("max_absolute_error"), "max_absolute_error")
-        relative = _bound(correctness.get("max_relative_error"), "max_relative_error")
-        extra = correctness.get("extra")
-        ratio = correctness.get("matched_ratio")
-        if isinstance(extra, dict) and is_number(extra.get("matched_ratio")):
-            ratio = extra["matched_ratio"]
-        elif ratio is not None:
+        absolute = error_bound(correctness.get("max_absolute_error"), "max_absolute_error")
+        relative = error_bound(correctness.get("max_relative_error"), "max_relative_error")
+        ratio, legacy_key = matched_ratio(correctness)
+        if legacy_key:
             variants.append("matched_ratio_key")
-        matched_ratio = float(ratio) if is_number(ratio) else None
 
     canonical_evaluation: dict[str, Any] = {
         "status": status,
@@ -534,6 +488,36 @@ def _read_run(
         "solution": solution or None,
         "evaluation": canonical_evaluation,
     }
+    return Trace(
+        canonical=canonical,
+        definition=definition,
+        solution=solution or None,
+        workload=workload,
+        status=status,
+        status_raw=status_raw,
+        hardware=hardware,
+        libs=libs,
+        environment_extra=environment_extra,
+        timestamp=timestamp,
+        log=log,
+        log_truncated=log_truncated(log),
+        latency_ms=latency_ms,
+        reference_latency_ms=reference_ms,
+        speedup_factor=speedup,
+        correctness=correctness,
+        absolute_error=absolute,
+        relative_error=relative,
+        matched_ratio=ratio,
+        variants=variants,
+        extra_json=trace_extra_json(value, evaluation, environment_extra),
+        latency_special=latency_special,
+    )
+
+
+def trace_extra_json(
+    value: dict[str, Any], evaluation: dict[str, Any], environment_extra: dict[str, Any]
+) -> str | None:
+    """``runs.extra_json``: what a trace line holds beyond the members the warehouse reads."""
     # Most lines have no member beyond the known ones: one set comparison, no comprehension.
     record_extra: dict[str, Any] = (
         {}
@@ -551,30 +535,25 @@ def _read_run(
         record_extra["environment"] = environment_extra
     if "log_file" in evaluation:
         record_extra["log_file"] = evaluation["log_file"]
-    return Trace(
-        canonical=canonical,
-        definition=definition,
-        solution=solution or None,
-        workload=workload,
-        status=status,
-        status_raw=status_raw,
-        hardware=hardware,
-        libs=libs,
-        environment_extra=environment_extra,
-        timestamp=timestamp,
-        log=log,
-        log_truncated=log[-64:].rstrip().endswith(LOG_TRUNCATED_SUFFIX),
-        latency_ms=latency_ms,
-        reference_latency_ms=reference_ms,
-        speedup_factor=speedup,
-        correctness=correctness,
-        absolute_error=absolute,
-        relative_error=relative,
-        matched_ratio=matched_ratio,
-        variants=variants,
-        extra_json=to_json(record_extra) if record_extra else None,
-        latency_special=latency_special,
-    )
+    return to_json(record_extra) if record_extra else None
+
+
+def matched_ratio(correctness: dict[str, Any]) -> tuple[float | None, bool]:
+    """A correctness block's matched ratio, and whether it was written under the legacy
+    top-level ``matched_ratio`` key rather than in ``extra``."""
+    extra = correctness.get("extra")
+    ratio = correctness.get("matched_ratio")
+    legacy_key = False
+    if isinstance(extra, dict) and is_number(extra.get("matched_ratio")):
+        ratio = extra["matched_ratio"]
+    elif ratio is not None:
+        legacy_key = True
+    return (float(ratio) if is_number(ratio) else None), legacy_key
+
+
+def log_truncated(log: str) -> bool:
+    """Whether the harness cut the log (it ends with its truncation marker)."""
+    return log[-64:].rstrip().endswith(LOG_TRUNCATED_SUFFIX)
 
 
 def kept_log(log: str | None) -> str | None:
