@@ -96,6 +96,26 @@ def export_tree(sha: str, work_dir: Path) -> Path:
     return tree
 
 
+def compile_tree(tree: Path) -> None:
+    """Write the bytecode of the tree's packages, as an install does. With
+    PYTHONDONTWRITEBYTECODE set (this machine and CI set it), an exported tree would otherwise
+    compile its modules afresh in every process of every build, and lose ~2 s of CPU a cold
+    build to the side whose tree is compiled."""
+    folders = [str(tree / name) for name in ("tracehouse", "pipelines") if (tree / name).is_dir()]
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", "-j0", *folders],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise AbError(f"{tree}: could not compile it ({error})") from error
+    if done.returncode != 0:
+        raise AbError(f"{tree}: could not compile it ({done.stdout.strip()[-200:]})")
+
+
 def imported_package(tree: Path) -> Path:
     """Where ``tracehouse`` comes from for a process started in ``tree`` as the builds are."""
     try:
@@ -221,6 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             Side("head", REPO_ROOT, work_dir / "warehouse-head"),
         ]
         for side in sides:
+            compile_tree(side.tree)
             found = imported_package(side.tree)
             if found != (side.tree / "tracehouse").resolve():
                 raise AbError(f"{side.name}: a build started in {side.tree} imports {found}")

@@ -69,6 +69,13 @@ def test_alternated_changed_builds_are_timed_on_both_sides(tmp_path: Path) -> No
     # Each side built its own warehouse; the dataset is back as it was (bench.run's check).
     for side in ("base", "head"):
         assert (tmp_path / "ab" / f"warehouse-{side}" / "current").exists()
+    # The exported tree was compiled as an install compiles (PYTHONDONTWRITEBYTECODE or not):
+    # else its every process would compile it afresh, a cost the head side does not pay.
+    (tree,) = (tmp_path / "ab").glob("tree-*")
+    for module in ("tracehouse/__init__", "tracehouse/ingest/worker"):
+        source = tree / f"{module}.py"
+        cached = source.parent / "__pycache__" / f"{source.stem}.{sys.implementation.cache_tag}.pyc"
+        assert cached.is_file(), cached
 
 
 def test_an_unknown_revision_is_one_line(tmp_path: Path) -> None:
