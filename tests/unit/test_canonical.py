@@ -193,3 +193,62 @@ def test_rejects_what_rfc8785_rejects(value):
 @given(st.floats(allow_nan=False, allow_infinity=False))
 def test_floats_round_trip(value):
     assert float(canonical_json(value)) == (0.0 if value == 0 else value)
+
+
+# -- the orjson path (canonical._orjson_canonical) ------------------------------------------
+# canonical_json takes orjson's text when it is the canonical text. These hold that text equal
+# to the reference wherever it is taken, over the values it is meant for (ASCII text) and the
+# doubles whose layout differs between orjson and ECMAScript, and check it is taken at all.
+
+ascii_text = st.text(alphabet=st.characters(max_codepoint=127), max_size=12)
+# Every double, and the ranges around the layouts orjson writes otherwise (1e-7..1e-5,
+# 1e15..1e22, integral values).
+doubles = (
+    st.floats(allow_nan=False, allow_infinity=False)
+    | st.integers(min_value=-(2**60), max_value=2**60).map(float)
+    | st.builds(
+        lambda mantissa, exponent: mantissa * 10.0**exponent,
+        st.floats(min_value=-10, max_value=10, allow_nan=False),
+        st.integers(min_value=-8, max_value=23),
+    )
+)
+ascii_values = st.recursive(
+    st.booleans()
+    | st.integers(min_value=-MAX_SAFE, max_value=MAX_SAFE)
+    | doubles
+    | ascii_text
+    | st.sampled_from(["v1.0", "e-6", "1e+16", "x.0", "0.0"]),
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(ascii_text, children, max_size=6)
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(ascii_values)
+@example([1.0, -0.0, 0.0, 1e-6, 1.5e-6, 1e16, 1e20, 1.5e20, 1e21, 9007199254740991])
+@example({"a": "v1.0", "b": 0.5})
+def test_the_orjson_path_writes_the_reference_text_or_nothing(value):
+    from tracehouse.kernelindex.canonical import _orjson_canonical
+
+    fast = _orjson_canonical(value)
+    assert fast is None or fast == rfc8785.dumps(value)
+    assert canonical_json(value) == rfc8785.dumps(value)
+
+
+def test_the_orjson_path_is_taken_for_identity_bodies_and_left_where_it_would_differ():
+    from tracehouse.kernelindex.canonical import _orjson_canonical
+
+    body = {
+        "apiVersion": "kernelindex.dev/v1alpha1",
+        "kind": "WorkloadCase",
+        "spec": {
+            "axes": {"batch_size": 64, "num_pages": 989669},
+            "correctness": {"comparator": "allclose", "maxAbsoluteError": 0.01},
+            "tensors": {"q": {"dtype": "bfloat16", "shape": [64, 128]}},
+        },
+    }
+    assert _orjson_canonical(body) == rfc8785.dumps(body)
+    for differs in (1.0, -0.0, 1e-6, 1e16, None, "é", {"\U0001f600": 1}, 2**53, math.nan):
+        assert _orjson_canonical([differs]) is None, differs

@@ -1,8 +1,10 @@
 """RFC 8785 (JSON Canonicalization Scheme) text and the digests KernelIndex builds on it (§1.1, §1.2).
 
 `canonical_json` is a hand-written serializer because it runs once per trace line (150k+ lines
-per build) and the reference package `rfc8785` is several times slower. It is property-tested
-against `rfc8785.dumps` (tests/unit/test_canonical.py) and must stay byte-identical to it:
+per build) and the reference package `rfc8785` is several times slower; most values take a
+faster path still, orjson's output checked to be the canonical text (`_orjson_canonical`). Both
+are property-tested against `rfc8785.dumps` (tests/unit/test_canonical.py) and must stay
+byte-identical to it:
 
 - object members sorted by key, comparing UTF-16 code units;
 - no insignificant whitespace;
@@ -19,6 +21,8 @@ import json.encoder
 import re
 from collections.abc import Callable
 from typing import Any
+
+import orjson
 
 from tracehouse.kernelindex.errors import CanonicalizationError
 from tracehouse.kernelindex.numbers import MAX_SAFE_INTEGER, format_float
@@ -108,8 +112,53 @@ def canonical_string(text: str) -> str:
     return encode_string(text)
 
 
+# orjson writes what RFC 8785 writes for ASCII text (the same escapes), integers within the
+# safe range (OPT_STRICT_INTEGER refuses the rest) and keys sorted by code point (UTF-16 order
+# for ASCII), and the same shortest digits for every double; its layout of a double differs from
+# ECMAScript's in three cases only, each of which the text then shows: an integral value keeps
+# `.0` (`1.0`, `-0.0`), `e-6` where ECMAScript writes `0.00000d`, and `e+16` to `e+20` where it
+# writes every digit. NaN and the infinities become `null`. Subclasses of the JSON types,
+# dataclasses and dates are refused by the options (they take the exact path, which refuses what
+# JSON cannot say). Values come from parsed JSON or are built from it: enums and UUIDs, which
+# orjson would write, never reach here.
+_ORJSON_OPTIONS = (
+    orjson.OPT_SORT_KEYS
+    | orjson.OPT_STRICT_INTEGER
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+)
+_NOT_ECMASCRIPT_EXPONENT = re.compile(rb"e-6(?![0-9])|e\+(?:1[6-9]|20)(?![0-9])")
+
+
+def _orjson_canonical(value: Any) -> bytes | None:
+    """orjson's text of ``value`` when it is the canonical text, else None (then the exact
+    path decides). ~8x faster than ``_serialize`` on a workload's identity body."""
+    try:
+        text = orjson.dumps(value, option=_ORJSON_OPTIONS)
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+    # Non-ASCII text (astral keys sort otherwise, lone surrogates) and null (NaN is written as
+    # null) go the exact way, as does any text that only looks like a case above (`"v1.0"`).
+    if not text.isascii() or b"null" in text:
+        return None
+    if (b"e-6" in text or b"e+1" in text or b"e+20" in text) and _NOT_ECMASCRIPT_EXPONENT.search(
+        text
+    ) is not None:
+        return None
+    start = text.find(b".0")
+    while start >= 0:
+        if not text[start + 2 : start + 3].isdigit():
+            return None
+        start = text.find(b".0", start + 2)
+    return text
+
+
 def canonical_json(value: Any) -> bytes:
     """The RFC 8785 canonical UTF-8 bytes of a JSON value (dict/list/tuple/str/int/float/bool/None)."""
+    fast = _orjson_canonical(value)
+    if fast is not None:
+        return fast
     try:
         return _serialize(value).encode("utf-8")
     except UnicodeEncodeError as error:
