@@ -96,42 +96,43 @@ def export_tree(sha: str, work_dir: Path) -> Path:
     return tree
 
 
+def _python_in(tree: Path, arguments: list[str], what: str, timeout_s: float) -> str:
+    """stdout of ``python <arguments>`` run in ``tree``; AbError saying ``what`` failed."""
+    try:
+        done = subprocess.run(
+            [sys.executable, *arguments],
+            cwd=tree,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise AbError(f"{tree}: could not {what} ({error})") from error
+    if done.returncode != 0:
+        tail = (done.stderr.strip() or done.stdout.strip())[-200:]
+        raise AbError(f"{tree}: could not {what} ({tail})")
+    return done.stdout
+
+
 def compile_tree(tree: Path) -> None:
     """Write the bytecode of the tree's packages, as an install does. With
     PYTHONDONTWRITEBYTECODE set (this machine and CI set it), an exported tree would otherwise
     compile its modules afresh in every process of every build, and lose ~2 s of CPU a cold
     build to the side whose tree is compiled."""
-    folders = [str(tree / name) for name in ("tracehouse", "pipelines") if (tree / name).is_dir()]
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "compileall", "-q", "-j0", *folders],
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise AbError(f"{tree}: could not compile it ({error})") from error
-    if done.returncode != 0:
-        raise AbError(f"{tree}: could not compile it ({done.stdout.strip()[-200:]})")
+    folders = [name for name in ("tracehouse", "pipelines") if (tree / name).is_dir()]
+    _python_in(tree, ["-m", "compileall", "-q", "-j0", *folders], "compile it", GIT_TIMEOUT_S)
 
 
 def imported_package(tree: Path) -> Path:
     """Where ``tracehouse`` comes from for a process started in ``tree`` as the builds are."""
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", "import tracehouse; print(tracehouse.__file__)"],
-            cwd=tree,
-            capture_output=True,
-            text=True,
-            timeout=IMPORT_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise AbError(f"{tree}: could not ask which tracehouse it imports ({error})") from error
-    if done.returncode != 0:
-        raise AbError(f"{tree}: tracehouse does not import there ({done.stderr.strip()[-200:]})")
-    return Path(done.stdout.strip()).resolve().parent
+    out = _python_in(
+        tree,
+        ["-c", "import tracehouse; print(tracehouse.__file__)"],
+        "ask which tracehouse it imports",
+        IMPORT_TIMEOUT_S,
+    )
+    return Path(out.strip()).resolve().parent
 
 
 def build_command(source: Path, warehouse: Path) -> list[str]:
