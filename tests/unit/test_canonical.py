@@ -225,7 +225,8 @@ ascii_values = st.recursive(
 )
 
 
-@settings(max_examples=3000, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=1500, deadline=None)
 @given(ascii_values)
 @example([1.0, -0.0, 0.0, 1e-6, 1.5e-6, 1e16, 1e20, 1.5e20, 1e21, 9007199254740991])
 @example({"a": "v1.0", "b": 0.5})
