@@ -144,20 +144,11 @@ class Combination:
     identified: bool
     environment: dict[str, Any]  # the environments row of the combination's environment
     workload: dict[str, Any]
-    shared: dict[str, Any]  # runs columns: ENTITY_COLUMNS and those listed in SHARED_COLUMNS
+    # The runs columns every repeat has as the first line has them: ENTITY_COLUMNS, and those that
+    # follow from the definition, workload, environment and scope alone given the repeatable
+    # shape (no per-run variant, no member outside the known ones).
+    shared: dict[str, Any]
     tolerance: tuple[float | None, float | None]
-
-
-# The runs columns a repeat takes from its combination's first line besides ENTITY_COLUMNS:
-# they follow from the definition, workload, environment and scope alone, given the repeatable
-# shape (no per-run variant, no member outside the known ones).
-SHARED_COLUMNS = (
-    "definition",
-    "workload_uuid",
-    "schema_variant",
-    "extra_json",
-    "kernelindex_scope",
-)
 
 
 # Combinations per process and dataset context: entities repeat across the files a worker
