@@ -153,13 +153,20 @@ json_scalars = (
 json_keys = st.text() | st.sampled_from(
     ["a", "A", "_", "b_1", "B", "\ufb01", "\U0001f600", "é", "\x00"]
 )
-json_values = st.recursive(
-    json_scalars,
-    lambda children: (
-        st.lists(children, max_size=5) | st.dictionaries(json_keys, children, max_size=6)
-    ),
-    max_leaves=40,
-)
+
+
+def json_trees(scalars, keys, max_leaves):
+    """JSON values: ``scalars`` nested in lists and objects keyed by ``keys``."""
+    return st.recursive(
+        scalars,
+        lambda children: (
+            st.lists(children, max_size=5) | st.dictionaries(keys, children, max_size=6)
+        ),
+        max_leaves=max_leaves,
+    )
+
+
+json_values = json_trees(json_scalars, json_keys, max_leaves=40)
 
 
 @pytest.mark.slow
@@ -212,15 +219,13 @@ doubles = (
         st.integers(min_value=-8, max_value=23),
     )
 )
-ascii_values = st.recursive(
+ascii_values = json_trees(
     st.booleans()
     | st.integers(min_value=-MAX_SAFE, max_value=MAX_SAFE)
     | doubles
     | ascii_text
     | st.sampled_from(["v1.0", "e-6", "1e+16", "x.0", "0.0"]),
-    lambda children: (
-        st.lists(children, max_size=5) | st.dictionaries(ascii_text, children, max_size=6)
-    ),
+    ascii_text,
     max_leaves=30,
 )
 

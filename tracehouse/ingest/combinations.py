@@ -135,12 +135,11 @@ ENTITY_COLUMNS = (
 
 @dataclass(frozen=True, slots=True)
 class Combination:
-    """The entity columns of a combination's first line, whether KernelIndex identified it
-    (then every repeat gets the per-run identity columns too), its environments row, and what a
-    repeat takes from the first line as it is: its workload as normalised, the runs columns
-    every repeat shares with it, and the workload's tolerance bounds."""
+    """What a repeat takes from its combination's first line as it is: the runs columns every
+    repeat shares with it (its entity columns among them), whether KernelIndex identified it
+    (then every repeat gets the per-run identity columns too), its environments row, its
+    workload as normalised, and the workload's tolerance bounds."""
 
-    columns: dict[str, Any]  # ENTITY_COLUMNS of the first line's row
     identified: bool
     environment: dict[str, Any]  # the environments row of the combination's environment
     workload: dict[str, Any]
@@ -272,12 +271,12 @@ def run_identity(source: dict[str, Any], combination: Combination, row: dict[str
     row["run_body_template"], row["latency_ns"] = _run_template(
         source,
         evaluation,
-        combination.columns["environment_digest"],
+        combination.shared["environment_digest"],
         ki_status,
         log_digest,
         kernelindex.observed_at(evaluation["timestamp"]),
     )
     row["evidence_level"] = "reproducible" if log_digest is not None else "reported"
     row["external_id"] = kernelindex.run_external_id(
-        source.get("solution"), combination.columns["workload_key"]
+        source.get("solution"), combination.shared["workload_key"]
     )

@@ -486,16 +486,14 @@ class FileIngester:
         row["identity_error"] = skip_reason
         tolerance = tolerance_bounds(trace.workload)
         if combination_key is not None:
-            columns = {name: row.get(name) for name in ENTITY_COLUMNS}
             self.combinations.put(
                 combination_key,
                 Combination(
-                    columns,
                     found is not None,
                     environment,
                     trace.workload,
                     {
-                        **columns,
+                        **{name: row.get(name) for name in ENTITY_COLUMNS},
                         "definition": trace.definition,
                         "workload_uuid": row["workload_uuid"],
                         # a repeatable line has no per-run variant and no member of its own
