@@ -10,7 +10,17 @@
 --   score (any failure)          S has a non-PASSED line anywhere: every rate is 0.0
 --   score                        the mean of baseline/S minimum latencies, win rate (ratio > 1)
 -- Runs are matched by solution name across definition files and GPUs, as FlashInfer-Bench does.
-WITH baselines AS (
+-- Each distinct set of lines is scored once: `all` takes its GPU's figures when it holds only
+-- that GPU's lines (fib_hardware_scopes.same_lines_as).
+WITH computed_scopes AS (
+    SELECT source, hardware FROM fib_hardware_scopes WHERE same_lines_as = hardware
+),
+scoped_traces AS (
+    SELECT t.*
+    FROM fib_scoped_traces AS t
+    SEMI JOIN computed_scopes AS c ON c.source = t.source AND c.hardware = t.scope_hardware
+),
+baselines AS (
     SELECT
         source,
         definition,
@@ -28,7 +38,7 @@ per_workload AS (
         solution,
         workload_uuid,
         min(latency_ms) FILTER (WHERE passed) AS best_ms
-    FROM fib_scoped_traces
+    FROM scoped_traces
     GROUP BY ALL
 ),
 per_solution AS (
@@ -38,7 +48,7 @@ per_solution AS (
         solution,
         bool_or(NOT passed) AS has_failure,
         min(workload_uuid) FILTER (WHERE invalid_performance) AS invalid_workload
-    FROM fib_scoped_traces
+    FROM scoped_traces
     GROUP BY ALL
 ),
 candidates AS (
@@ -52,7 +62,7 @@ candidates AS (
         b.baseline_count,
         CASE WHEN b.baseline_count = 1 THEN b.baseline_solution END AS baseline_solution,
         b.baseline_names
-    FROM fib_hardware_scopes AS h
+    FROM computed_scopes AS h
     JOIN fib_solutions AS s ON s.source = h.source
     LEFT JOIN baselines AS b ON b.source = s.source AND b.definition = s.definition
 ),
@@ -119,6 +129,12 @@ decided AS (
         AND bs.solution = c.baseline_solution
     LEFT JOIN compared AS m
         ON m.source = c.source AND m.hardware = c.hardware AND m.solution = c.solution
+),
+-- every scope, with the figures of the scope whose lines it holds
+scoped AS (
+    SELECT d.* REPLACE (h.hardware AS hardware)
+    FROM decided AS d
+    JOIN fib_hardware_scopes AS h ON h.source = d.source AND h.same_lines_as = d.hardware
 )
 SELECT
     source,
@@ -158,4 +174,4 @@ SELECT
     CASE WHEN reason IS NULL THEN 1 END AS definitions,
     baseline_solution,
     load_order
-FROM decided
+FROM scoped

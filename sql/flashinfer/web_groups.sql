@@ -4,8 +4,14 @@
 -- default. fast_p uses the latency of the baseline's FIRST line in the group, whatever its
 -- status, and skips the group (usable = false) unless it is a number > 0; the score uses the
 -- baseline's minimum PASSED latency > 0 in the group instead.
+-- Computed once per distinct set of evaluated lines (web_hardware_scopes.same_lines_as), then
+-- given to every scope that holds that set.
 WITH evaluated AS (
-    SELECT * FROM web_scoped_traces WHERE has_evaluation
+    SELECT t.*
+    FROM web_scoped_traces AS t
+    SEMI JOIN web_hardware_scopes AS h
+        ON h.source = t.source AND h.hardware = t.hardware AND h.same_lines_as = h.hardware
+    WHERE t.has_evaluation
 ),
 groups AS (
     SELECT
@@ -52,11 +58,16 @@ baseline_runs AS (
         ON t.source = n.source AND t.hardware = n.hardware AND t.definition = n.definition
         AND t.workload_group = n.workload_group AND t.solution = n.baseline_solution
     GROUP BY ALL
+),
+computed AS (
+    SELECT
+        n.*,
+        b.first_latency_ms AS baseline_first_latency_ms,
+        b.min_latency_ms AS baseline_min_latency_ms,
+        coalesce(b.first_latency_ms > 0, false) AS usable
+    FROM named AS n
+    LEFT JOIN baseline_runs AS b USING (source, baseline_map, hardware, definition, workload_group)
 )
-SELECT
-    n.*,
-    b.first_latency_ms AS baseline_first_latency_ms,
-    b.min_latency_ms AS baseline_min_latency_ms,
-    coalesce(b.first_latency_ms > 0, false) AS usable
-FROM named AS n
-LEFT JOIN baseline_runs AS b USING (source, baseline_map, hardware, definition, workload_group)
+SELECT c.* REPLACE (h.hardware AS hardware)
+FROM computed AS c
+JOIN web_hardware_scopes AS h ON h.source = c.source AND h.same_lines_as = c.hardware

@@ -2,18 +2,27 @@
 -- hardware scope, definition, group and solution: web_ratio_entries and web_solution_scores
 -- both start from it, before the baseline maps multiply the groups. "Passing" is a PASSED line
 -- with a latency > 0 (fib-metrics.md §6.2).
-SELECT
-    source,
-    hardware,
-    definition,
-    workload_group,
-    solution,
-    arg_max(latency_ms, trace_order) FILTER (WHERE status = 'PASSED' AND latency_ms > 0)
-        AS last_passing_latency_ms,
-    min(latency_ms) FILTER (WHERE status = 'PASSED' AND latency_ms > 0)
-        AS min_passing_latency_ms,
-    bool_or(status = 'PASSED' AND latency_ms > 0) AS passed,
-    bool_or(status IS DISTINCT FROM 'PASSED') AS failed
-FROM web_scoped_traces
-WHERE has_evaluation
-GROUP BY ALL
+-- Computed once per distinct set of evaluated lines (web_hardware_scopes.same_lines_as), then
+-- given to every scope that holds that set.
+WITH computed AS (
+    SELECT
+        t.source,
+        t.hardware,
+        t.definition,
+        t.workload_group,
+        t.solution,
+        arg_max(t.latency_ms, t.trace_order) FILTER (WHERE t.status = 'PASSED' AND t.latency_ms > 0)
+            AS last_passing_latency_ms,
+        min(t.latency_ms) FILTER (WHERE t.status = 'PASSED' AND t.latency_ms > 0)
+            AS min_passing_latency_ms,
+        bool_or(t.status = 'PASSED' AND t.latency_ms > 0) AS passed,
+        bool_or(t.status IS DISTINCT FROM 'PASSED') AS failed
+    FROM web_scoped_traces AS t
+    SEMI JOIN web_hardware_scopes AS h
+        ON h.source = t.source AND h.hardware = t.hardware AND h.same_lines_as = h.hardware
+    WHERE t.has_evaluation
+    GROUP BY ALL
+)
+SELECT c.* REPLACE (h.hardware AS hardware)
+FROM computed AS c
+JOIN web_hardware_scopes AS h ON h.source = c.source AND h.same_lines_as = c.hardware

@@ -18,6 +18,9 @@ WITH per_group AS (
     ) AS c
     JOIN web_solution_groups AS t
         ON t.source = c.source AND t.definition = c.definition AND t.solution = c.solution
+    -- scored once per distinct set of evaluated lines (web_hardware_scopes.same_lines_as)
+    SEMI JOIN web_hardware_scopes AS h
+        ON h.source = t.source AND h.hardware = t.hardware AND h.same_lines_as = h.hardware
 ),
 -- per solution at once: its score over the groups with a baseline latency, and whether any
 -- of its groups failed (one pass over per_group, not one per use)
@@ -75,4 +78,6 @@ SELECT
     CASE WHEN NOT c.is_baseline THEN s.workloads END AS workloads
 FROM web_candidates AS c
 JOIN web_hardware_scopes AS h USING (source)
-LEFT JOIN scored AS s USING (source, baseline_map, hardware, definition, solution)
+LEFT JOIN scored AS s
+    ON s.source = c.source AND s.baseline_map = c.baseline_map AND s.hardware = h.same_lines_as
+    AND s.definition = c.definition AND s.solution = c.solution

@@ -8,47 +8,46 @@
 -- earlier revision brings back results it had already seen, first seen where they were.
 -- Results are ordered by first_seen_at (when that snapshot was built), then observed_at.
 WITH ranges AS (
-    SELECT h.*, s.built_at
+    SELECT h.solution, h.comparison_key, h.observed_at, h.latency_ns, h.source, h.run_id,
+           h.first_snapshot_number, s.built_at
     FROM run_history AS h
     JOIN source_snapshots AS s
         ON s.source = h.source AND s.snapshot_number = h.first_snapshot_number
     WHERE h.eligible
 ),
--- The first range's columns come from one arg_min of a struct: an arg_min per column compared
--- the key once per column (3.3x slower at 1,000,000 runs).
+-- The first range is found by its key alone, (built_at, source, run_id) with the snapshot
+-- number that makes it one range, and its other columns are read back from run_history: an
+-- arg_min carrying every column as its value took 2.5 s of 3.1 at 1,000,000 runs, this 1.6.
 firsts AS (
     SELECT
         solution,
         comparison_key,
         observed_at,
         latency_ns,
-        arg_min(
-            {
-                'run_id': run_id,
-                'definition': definition,
-                'workload_uuid': workload_uuid,
-                'hardware': hardware,
-                'source': source,
-                'first_snapshot_number': first_snapshot_number,
-                'first_snapshot_id': first_snapshot_id
-            },
-            (built_at, source, run_id)
-        ) AS first_range,
+        min({
+            'built_at': built_at,
+            'source': source,
+            'run_id': run_id,
+            'first_snapshot_number': first_snapshot_number
+        }) AS first_range,
         min(built_at) AS first_seen_at
     FROM ranges
     GROUP BY solution, comparison_key, observed_at, latency_ns
 )
 SELECT
-    solution,
-    comparison_key,
-    first_range.run_id,
-    first_range.definition,
-    first_range.workload_uuid,
-    first_range.hardware,
-    observed_at,
-    latency_ns,
-    first_range.source,
-    first_range.first_snapshot_number,
-    first_range.first_snapshot_id,
-    first_seen_at
-FROM firsts
+    f.solution,
+    f.comparison_key,
+    h.run_id,
+    h.definition,
+    h.workload_uuid,
+    h.hardware,
+    f.observed_at,
+    f.latency_ns,
+    h.source,
+    h.first_snapshot_number,
+    h.first_snapshot_id,
+    f.first_seen_at
+FROM firsts AS f
+JOIN run_history AS h
+    ON h.source = f.first_range.source AND h.run_id = f.first_range.run_id
+    AND h.first_snapshot_number = f.first_range.first_snapshot_number

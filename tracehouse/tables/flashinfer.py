@@ -159,7 +159,16 @@ FIB_HARDWARE_SCOPES_VIEW = View(
     "fib_hardware_scopes",
     "The hardware scopes of FlashInfer-Bench's figures, per source scope: `all` and each exact "
     "hardware string.",
-    (SCOPE_SOURCE, FIB_HARDWARE),
+    (
+        SCOPE_SOURCE,
+        FIB_HARDWARE,
+        _v(
+            "same_lines_as",
+            "The scope whose trace lines this one holds: for `all`, the source's one GPU when "
+            "every evaluated line names it (its figures are computed once and given to both); "
+            "otherwise the scope itself.",
+        ),
+    ),
     key=("source", "hardware"),
 )
 

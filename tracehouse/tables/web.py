@@ -68,7 +68,16 @@ WEB_TRACES_VIEW = View(
 WEB_HARDWARE_SCOPES_VIEW = View(
     "web_hardware_scopes",
     "Hardware scopes of the web figures, per source scope: `all` and each device string.",
-    (SCOPE_SOURCE, WEB_HARDWARE),
+    (
+        SCOPE_SOURCE,
+        WEB_HARDWARE,
+        _v(
+            "same_lines_as",
+            "The scope whose evaluated lines this one holds: for `all`, the source's one device "
+            "when every evaluated line ran on it (figures over evaluated lines are computed once "
+            "and given to both); otherwise the scope itself.",
+        ),
+    ),
     key=("source", "hardware"),
 )
 
