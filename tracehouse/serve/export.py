@@ -176,7 +176,10 @@ SELECT e.comparison_key, e.record_number, e.run_id, r.run_digest, e.solution, e.
            AS previous_observed_at_text
 FROM record_events AS e
 JOIN runs AS r USING (run_id)
-WHERE e.comparison_key IN (SELECT unnest($keys))
+-- a filter DuckDB takes below record_events' windows (their partition is the key), where the
+-- semi join of `IN (SELECT unnest($keys))` walked every key's history first (1.1 s against
+-- 0.6 at 1,000,000 runs)
+WHERE list_contains($keys, e.comparison_key)
 ORDER BY e.comparison_key, e.record_number
 """
 
