@@ -272,32 +272,15 @@ def solution_colours(solutions: Iterable[str]) -> dict[str, str]:
 def workload_order(axes_json: str | None, workload_key: str) -> tuple[Any, ...]:
     """A sort key that orders workloads by their axis values as numbers (``M=1, M=128,
     M=11006``, not text order), axis by axis; text values after numbers; the key breaks ties."""
-    axes = _json_value(axes_json) if axes_json else None
+    axes = changes.parse_axes(axes_json)
     values: list[tuple[int, float, str]] = []
-    if isinstance(axes, dict):
+    if axes is not None:
         for value in axes.values():
             if isinstance(value, int | float) and not isinstance(value, bool):
                 values.append((0, float(value), ""))
             else:
                 values.append((1, 0.0, str(value)))
     return (len(values) == 0, tuple(values), workload_key)
-
-
-def _json_value(text: str) -> Any:
-    """``text`` parsed as JSON, None when it is not: orjson (a third of json's time, once per
-    record holder), and json where orjson refuses what json reads (NaN, integers past 64 bits)."""
-    import json
-
-    import orjson
-
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        pass
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
 
 
 def definition_page(
