@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import shutil
 import signal
 import statistics
@@ -96,12 +97,26 @@ def export_tree(sha: str, work_dir: Path) -> Path:
     return tree
 
 
+def tree_environment(tree: Path) -> dict[str, str]:
+    """The environment of every process of a side: ``tree`` first on the import path. The
+    working directory is not enough: a build's parser workers come from multiprocessing's
+    fork server, which starts without it (``interrupts.safe_import_path``) and so imported the
+    installed tracehouse, the head's, for the base's builds too (every A/B of a parse change
+    before this compared the head's parse with itself)."""
+    environment = dict(os.environ)
+    environment["PYTHONPATH"] = os.pathsep.join(
+        [str(tree), *filter(None, [environment.get("PYTHONPATH")])]
+    )
+    return environment
+
+
 def _python_in(tree: Path, arguments: list[str], what: str, timeout_s: float) -> str:
     """stdout of ``python <arguments>`` run in ``tree``; AbError saying ``what`` failed."""
     try:
         done = subprocess.run(
             [sys.executable, *arguments],
             cwd=tree,
+            env=tree_environment(tree),
             capture_output=True,
             text=True,
             timeout=timeout_s,
@@ -124,13 +139,27 @@ def compile_tree(tree: Path) -> None:
     _python_in(tree, ["-m", "compileall", "-q", "-j0", *folders], "compile it", GIT_TIMEOUT_S)
 
 
+# Asked of a parser worker started as a build starts them: `python -m` puts the working
+# directory first on the path, and the fork server preloads the worker module.
+WORKER_IMPORT_CHECK = """
+import os, sys
+sys.path[0] = os.getcwd()
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from tracehouse import interrupts
+context = multiprocessing.get_context("forkserver")
+context.set_forkserver_preload(["tracehouse.ingest.worker"])
+with interrupts.fork_server():
+    with ProcessPoolExecutor(1, mp_context=context) as pool:
+        print(pool.submit(eval, "__import__('tracehouse').__file__").result())
+"""
+
+
 def imported_package(tree: Path) -> Path:
-    """Where ``tracehouse`` comes from for a process started in ``tree`` as the builds are."""
+    """Where ``tracehouse`` comes from for a parser worker of a build started in ``tree`` as
+    the builds are."""
     out = _python_in(
-        tree,
-        ["-c", "import tracehouse; print(tracehouse.__file__)"],
-        "ask which tracehouse it imports",
-        IMPORT_TIMEOUT_S,
+        tree, ["-c", WORKER_IMPORT_CHECK], "ask which tracehouse it imports", IMPORT_TIMEOUT_S
     )
     return Path(out.strip()).resolve().parent
 
@@ -151,7 +180,9 @@ class Side:
         self.samples: list[Sample] = []
 
     def build(self, source: Path) -> Sample:
-        sample = measure(build_command(source, self.warehouse), cwd=self.tree)
+        sample = measure(
+            build_command(source, self.warehouse), cwd=self.tree, env=tree_environment(self.tree)
+        )
         if sample.returncode in (130, -signal.SIGINT):
             # Ctrl-C reaches the build and this process at once; on a busy machine the build may
             # have ended on it before this process's own KeyboardInterrupt is raised.

@@ -83,7 +83,7 @@ class Probe:
         from tracehouse.ingest.worker import ingest_group
 
         files = [(path, path.relative_to(self.source).as_posix()) for path in self.files]
-        return ingest_group(files, self.context, self._fresh_out(), "probe")
+        return ingest_group(files, self.context, self._fresh_out(), "probe", source="probe")
 
     def product_runs(self) -> dict[str, dict[str, Any]]:
         result = self.product()

@@ -50,7 +50,11 @@ from tracehouse.tables.ingested import (
     TRACE_LINES,
     WORKLOADS,
 )
-from tracehouse.tables.staging import STAGING_ENVIRONMENTS, STAGING_RUNS, STAGING_WORKLOADS
+from tracehouse.tables.staging import (
+    STAGING_ENVIRONMENTS,
+    STAGING_RUN_KEYS,
+    STAGING_WORKLOADS,
+)
 from tracehouse.tables.views import (
     BASELINE_SOLUTIONS_VIEW,
     LATENCY_HISTORY_VIEW,
@@ -100,7 +104,7 @@ __all__ = [
     "REJECTS",
     "RUN_RANKINGS",
     "SOURCE_SNAPSHOTS",
-    "STAGING_RUNS",
+    "STAGING_RUN_KEYS",
     "STAGING_ENVIRONMENTS",
     "STAGING_WORKLOADS",
     "VIEW_ADDED_COLUMNS",
@@ -226,15 +230,21 @@ ZSTD_COLUMNS: dict[str, tuple[str, ...]] = {
 
 # Every table as its files hold it (without the columns the views of per-source tables add).
 STORED: dict[str, Table] = {name: stored_table(table) for name, table in TABLES.items()}
-# The tables a worker writes as staging parts, one set per group of files (runs and workloads
-# with the columns only staging has).
+# The tables a worker writes as staging parts, one set per group of files: each parted table as
+# its files store it (a worker's part of one is the table's part, unless finalize must resolve
+# it), workloads and environments with a column only staging has, and the run keys that
+# finalize resolves runs by (tracehouse/tables/staging.py).
 _STAGING_SHAPES = {
-    RUNS.name: STAGING_RUNS,
     WORKLOADS.name: STAGING_WORKLOADS,
     ENVIRONMENTS.name: STAGING_ENVIRONMENTS,
 }
 STAGING_TABLES: dict[str, Table] = {
-    name: _STAGING_SHAPES.get(name, STORED[name]) for name, table in TABLES.items() if table.staged
+    **{
+        name: _STAGING_SHAPES.get(name, STORED[name])
+        for name, table in TABLES.items()
+        if table.staged
+    },
+    STAGING_RUN_KEYS.name: STAGING_RUN_KEYS,
 }
 # The shape of every staging part: parts cached under another shape are parsed again (it keys
 # the parts and the build state, ingest/plan.py). A staging shape is the cache's own business,
@@ -249,7 +259,9 @@ STAGING_FORMAT = hashlib.sha256(
     ).encode()
 ).hexdigest()[:16]
 # Staged tables assembled from all of a source's staging parts at once (not parted by group).
-WHOLE_SOURCE_STAGED_TABLES = tuple(n for n in STAGING_TABLES if not TABLES[n].parted)
+WHOLE_SOURCE_STAGED_TABLES = tuple(
+    n for n in STAGING_TABLES if n in TABLES and not TABLES[n].parted
+)
 
 # The key of each view: the columns that name one row (tests/system/test_many_sources.py checks that
 # no view returns two rows with the same key). FlashInfer-Bench's figures are keyed by their

@@ -218,7 +218,7 @@ def staged_tables(files: list[tuple[Path, str]], context: Any) -> dict[str, pl.D
     forgotten first, so each file's first line of a combination takes the full derivation."""
     combination_cache(context.fingerprint).clear()
     with tempfile.TemporaryDirectory() as staging:
-        result = ingest_group(files, context, Path(staging), "k")
+        result = ingest_group(files, context, Path(staging), "k", source="test")
         tables = {}
         for name, table in PART_TABLES.items():
             parts = [pq.read_table(Path(staging) / part) for part in result.parts.get(name, [])]
@@ -233,13 +233,16 @@ def staged_tables(files: list[tuple[Path, str]], context: Any) -> dict[str, pl.D
 
 
 # Columns that name where a row came from (or derive from it): the copies differ there only.
-PLACE_COLUMNS = frozenset({"run_id", "source_line", "source_offset", "record_index"})
+PLACE_COLUMNS = frozenset({"run_id", "source_line", "record_index"})
 
 
-def copies_agree(first: pl.DataFrame, second: pl.DataFrame, name: str) -> None:
+def copies_agree(
+    first: pl.DataFrame, second: pl.DataFrame, name: str, also: frozenset[str] = frozenset()
+) -> None:
+    """Equal but in PLACE_COLUMNS and ``also``."""
     assert first.height == second.height, name
     for column in first.columns:
-        if column not in PLACE_COLUMNS:
+        if column not in PLACE_COLUMNS | also:
             assert first[column].to_list() == second[column].to_list(), f"{name}.{column}"
 
 
@@ -334,9 +337,14 @@ def test_lenient_and_joined_lines_take_the_full_derivation(context_dir: Path) ->
         tables = staged_tables([(path, rel)], context)
     runs = tables["runs"]
     assert runs.height == 5
-    copies_agree(
-        runs.filter(pl.col("source_line") == 1), runs.filter(pl.col("source_line") == 4), "runs"
-    )
+    # Only the file's strictness differs: the worker learns at line 2 that KernelIndex cannot
+    # read the file, so it completed line 1 as readable (finalize resolves it again).
+    first, last = runs.filter(pl.col("source_line") == 1), runs.filter(pl.col("source_line") == 4)
+    assert first["identity_error"].to_list() == [None]
+    assert last["identity_error"].to_list() == ["file_not_strict_json"]
+    copies_agree(first, last, "runs", also=frozenset({"identity_error"}))
+    keys = tables["run_keys"]
+    assert keys["file_unreadable"].to_list() == [False, True, True, True, True]
 
 
 def test_bounded_entity_caches_forget_and_derive_the_same_rows(
@@ -408,8 +416,10 @@ def test_a_group_streams_its_chunks_into_one_part_per_table(
     path = tmp_path / "t.jsonl"
     path.write_text("".join(_passed_line(f"u-{i}") + "\n" for i in range(7)) + "{broken\n")
     rel = f"traces/{AUTHOR}/gemm/{DEFINITION}.jsonl"
-    chunked = ingest_group([(path, rel)], context, tmp_path / "chunked", "k", chunk_rows=2)
-    whole = ingest_group([(path, rel)], context, tmp_path / "whole", "k")
+    chunked = ingest_group(
+        [(path, rel)], context, tmp_path / "chunked", "k", chunk_rows=2, source="test"
+    )
+    whole = ingest_group([(path, rel)], context, tmp_path / "whole", "k", source="test")
     assert chunked.parts == whole.parts
     assert chunked.parts["runs"] == ["k.runs.0.parquet"] and "rejects" in chunked.parts
     runs = pq.ParquetFile(tmp_path / "chunked" / chunked.parts["runs"][0])
@@ -439,8 +449,10 @@ def test_rejected_lines_stream_like_runs_and_entity_rows_wait_for_a_chunk(
         + "".join(_passed_line(f"u-{i % 2}") + "\n" for i in range(9))
     )
     rel = f"traces/{AUTHOR}/gemm/{DEFINITION}.jsonl"
-    chunked = ingest_group([(path, rel)], context, tmp_path / "chunked", "k", chunk_rows=2)
-    ingest_group([(path, rel)], context, tmp_path / "whole", "k")
+    chunked = ingest_group(
+        [(path, rel)], context, tmp_path / "chunked", "k", chunk_rows=2, source="test"
+    )
+    ingest_group([(path, rel)], context, tmp_path / "whole", "k", source="test")
     groups = {
         name: pq.ParquetFile(tmp_path / "chunked" / part).metadata.num_row_groups
         for name, [part] in chunked.parts.items()
@@ -459,7 +471,9 @@ def test_a_group_that_fails_leaves_no_part(context_dir: Path, tmp_path: Path) ->
     files, _ = discover(context_dir)
     context = load_context(files, revision=None, baseline_map={}).context
     writer = PartWriter(tmp_path / "staging", "k")
-    ingester = FileIngester(f"traces/{AUTHOR}/gemm/{DEFINITION}.jsonl", context, writer.rows)
+    ingester = FileIngester(
+        f"traces/{AUTHOR}/gemm/{DEFINITION}.jsonl", context, writer.rows, source="test"
+    )
     for number in range(1, 4):
         raw = _passed_line(f"u-{number}").encode()
         ingester.record(Record(number, 0, 0, raw, json.loads(raw), True))
@@ -506,8 +520,10 @@ def test_carried_rows_are_the_rows_a_parse_gives_and_an_unreadable_part_is_parse
     other.write_text("".join(_passed_line(f"o-{i}") + "\n" for i in range(3)))
     kept_rel = f"traces/{AUTHOR}/gemm/{DEFINITION}.jsonl"
     other_rel = f"traces/other/gemm/{DEFINITION}.jsonl"
-    both = ingest_group([(kept, kept_rel), (other, other_rel)], context, tmp_path / "s", "old")
-    alone = ingest_group([(kept, kept_rel)], context, tmp_path / "s", "alone")
+    both = ingest_group(
+        [(kept, kept_rel), (other, other_rel)], context, tmp_path / "s", "old", source="test"
+    )
+    alone = ingest_group([(kept, kept_rel)], context, tmp_path / "s", "alone", source="test")
     counts = both.files[kept_rel]
     carried = CarriedFile(
         str(kept),
@@ -530,7 +546,13 @@ def test_carried_rows_are_the_rows_a_parse_gives_and_an_unreadable_part_is_parse
     expected = rows(alone, tmp_path / "s")
     assert expected["runs"].num_rows == 5 and expected["rejects"].num_rows == 1
     result = ingest_group(
-        [], context, tmp_path / "s", "new", carried=[carried], carried_parts=old_parts
+        [],
+        context,
+        tmp_path / "s",
+        "new",
+        carried=[carried],
+        carried_parts=old_parts,
+        source="test",
     )
     assert result.files == {kept_rel: alone.files[kept_rel]}
     assert result.parts.keys() == alone.parts.keys()
@@ -542,9 +564,15 @@ def test_carried_rows_are_the_rows_a_parse_gives_and_an_unreadable_part_is_parse
         carried_grown = dataclasses.replace(carried, grown=True)
         staging = tmp_path / "s"
         grown = ingest_group(
-            [], context, staging, name, carried=[carried_grown], carried_parts=old_parts
+            [],
+            context,
+            staging,
+            name,
+            carried=[carried_grown],
+            carried_parts=old_parts,
+            source="test",
         )
-        whole = ingest_group([(kept, kept_rel)], context, staging, f"{name}-whole")
+        whole = ingest_group([(kept, kept_rel)], context, staging, f"{name}-whole", source="test")
         assert rows(grown, staging) == rows(whole, staging)
         return grown.files[kept_rel], whole.files[kept_rel]
 
@@ -559,7 +587,13 @@ def test_carried_rows_are_the_rows_a_parse_gives_and_an_unreadable_part_is_parse
     # A part that is not a staging part of this importer: the file is parsed instead.
     (tmp_path / "s" / both.parts["runs"][0]).write_bytes(b"not parquet")
     parsed = ingest_group(
-        [], context, tmp_path / "s", "parsed", carried=[carried], carried_parts=old_parts
+        [],
+        context,
+        tmp_path / "s",
+        "parsed",
+        carried=[carried],
+        carried_parts=old_parts,
+        source="test",
     )
     assert parsed.files[kept_rel] == alone.files[kept_rel]
     assert rows(parsed, tmp_path / "s") == expected

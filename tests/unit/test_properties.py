@@ -278,7 +278,7 @@ def _normalize_all(value: Any) -> None:
 def _ingest(context: DatasetContext, raws: list[bytes]) -> None:
     """Feed lines to one FileIngester and write its parts: nothing may raise."""
     rel = f"traces/{AUTHOR}/gemm/{DEFINITION}.jsonl"
-    ingester = FileIngester(rel, context)
+    ingester = FileIngester(rel, context, source="test")
     expected_records = 0
     for number, raw in enumerate(raws, start=1):
         values, problem = parse_line(raw)
@@ -300,7 +300,9 @@ def _ingest(context: DatasetContext, raws: list[bytes]) -> None:
         # The same lines as a file, through the one per-line path.
         path = Path(staging) / "lines.jsonl"
         path.write_bytes(b"\n".join(raws) + b"\n")
-        group = ingest_group([(path, rel)], context, Path(staging) / "group", "group")
+        group = ingest_group(
+            [(path, rel)], context, Path(staging) / "group", "group", source="test"
+        )
         counts = group.files[rel]
         refused_whole = (counts.records, counts.rejected) == (0, 1)
         nul_in_head = b"\x00" in path.read_bytes()[:8192]
@@ -378,7 +380,7 @@ def test_ingester_never_raises_on_trace_shaped_lines(
 def test_valid_trace_still_imports(context: DatasetContext) -> None:
     """The strategies' base record is valid, so the properties exercise the import path too."""
     rel = f"traces/{AUTHOR}/gemm/{DEFINITION}.jsonl"
-    ingester = FileIngester(rel, context)
+    ingester = FileIngester(rel, context, source="test")
     raw = _encode(trace_object("u-valid"))
     values, problem = parse_line(raw)
     assert problem is None

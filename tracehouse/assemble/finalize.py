@@ -36,13 +36,13 @@ from tracehouse.assemble.duckdb_files import (
 from tracehouse.assemble.parts import (
     GROUP_PARTED_TABLES,
     RankingScope,
+    SourceResolution,
     base_folder,
     link_file,
     link_other_sources,
     place_parts,
     ranking_rule,
     remove_unlinked_parts,
-    resolution_digest,
     staged_groups,
     staged_view,
     stored_schema,
@@ -57,7 +57,13 @@ from tracehouse.ingest.manifest import FileEntry
 from tracehouse.ingest.worker import PART_TABLES
 from tracehouse.memory import return_freed_memory
 from tracehouse.rejects import Reject
-from tracehouse.schemas import HISTORY_TABLES, IMPORTER_VERSION, PER_SOURCE_TABLES, TABLE_ORDER
+from tracehouse.schemas import (
+    HISTORY_TABLES,
+    IMPORTER_VERSION,
+    PER_SOURCE_TABLES,
+    STAGING_RUN_KEYS,
+    TABLE_ORDER,
+)
 from tracehouse.settings import Settings
 from tracehouse.sql_files import sql_text
 from tracehouse.warehouse import (
@@ -137,8 +143,8 @@ def _snapshot_row(
 
 
 # Temp tables built once per build over every file, in dependency order, each the SELECT in
-# sql/assemble/<name>.sql; resolved_runs and comparison_keys are then built per group.
-GLOBAL_RELATIONS = ("known_solutions", "first_case")
+# sql/assemble/<name>.sql.
+GLOBAL_RELATIONS = ("first_case",)
 
 
 def _projection(table: str) -> str:
@@ -203,7 +209,9 @@ def finalize(
         )
         try:
             for name, table in PART_TABLES.items():
-                staged_view(connection, name, table, all_parts[name])
+                # (which part a run's keys came from: parts.write_group_parts)
+                with_filename = name == STAGING_RUN_KEYS.name
+                staged_view(connection, name, table, all_parts[name], with_filename=with_filename)
             history = _snapshot_history(current)
             snapshot = _snapshot_row(resolved, files, file_entries, loaded.context)
             snapshot["snapshot_number"] = _snapshot_number(history, resolved.name, snapshot)
@@ -272,6 +280,20 @@ def finalize(
                 "kernelindex_unreadable_files",
                 pa.table({"source_file": pa.array(unreadable, type=pa.string())}),
             )
+            # The solutions the workers completed runs with: the one list of them.
+            solutions = loaded.context.solutions
+            connection.register(
+                "known_solutions",
+                pa.table(
+                    {
+                        "solution": pa.array(list(solutions), type=pa.string()),
+                        "author": pa.array([a for a, _ in solutions.values()], type=pa.string()),
+                        "implementation_digest": pa.array(
+                            [d for _, d in solutions.values()], type=pa.string()
+                        ),
+                    }
+                ),
+            )
             # The workload cache spans every file, so it is computed over all staging parts (only
             # its few columns are read); then every group is resolved on its own.
             for relation in GLOBAL_RELATIONS:
@@ -288,7 +310,7 @@ def finalize(
                 connection,
                 warehouse,
                 groups,
-                resolution_digest(connection),
+                SourceResolution(solutions, frozenset(unreadable)),
                 resolved.name,
                 current,
                 key,

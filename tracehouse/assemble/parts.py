@@ -17,11 +17,22 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tracehouse import kernelindex, schemas
+from tracehouse import schemas
 from tracehouse.files import sha256_file
 from tracehouse.ingest.manifest import FileEntry
-from tracehouse.ingest.worker import PART_TABLES
-from tracehouse.schemas import GROUP_PARTED_TABLES, PARTED_TABLES, PER_SOURCE_TABLES
+from tracehouse.ingest.resolution import (
+    RESOLVED_COLUMNS,
+    FirstCase,
+    KnownSolution,
+    resolve_run,
+)
+from tracehouse.ingest.worker import parquet_writer
+from tracehouse.schemas import (
+    GROUP_PARTED_TABLES,
+    PARTED_TABLES,
+    PER_SOURCE_TABLES,
+    STAGING_RUN_KEYS,
+)
 from tracehouse.sql_files import sql_text
 from tracehouse.warehouse import (
     GenerationSource,
@@ -90,16 +101,9 @@ def staged_groups(warehouse: Warehouse, file_entries: dict[str, FileEntry]) -> l
 PART_COLUMNS = {name: schemas.stored_columns(name) for name in PARTED_TABLES}
 
 
-# run_id in the assembled parts is qualified by the source's name, so the same trace line read
-# from two sources (a dataset and its fork) is two runs with two ids; the staged id is the
-# path, line and bytes of the record.
-# (COPY takes no bound parameters, so the name comes from a one-row temp table.)
-QUALIFIED_RUN_ID = "substr(sha256((SELECT name FROM build_source) || chr(10) || s.run_id), 1, 32)"
-
-
 def resolution_digest(connection: duckdb.DuckDBPyConnection) -> str:
     """A digest of everything resolution takes from outside a group: solutions, the workload
-    cache and the files KernelIndex cannot read. A group's resolved runs part is reused while
+    cache and the files KernelIndex cannot read. A runs part resolved again is reused while
     its own content and this digest are unchanged."""
     ((digest,),) = connection.execute(sql_text("assemble/resolution_digest")).fetchall()
     return digest
@@ -107,36 +111,57 @@ def resolution_digest(connection: duckdb.DuckDBPyConnection) -> str:
 
 @dataclass(frozen=True)
 class _Piece:
-    """One staging part of a group, and the name of the resolved part written from it."""
+    """One staging part of a group, and the name of the part of its table written from it."""
 
     staged: str  # the staging part's path
     name: str
+    resolved: bool = False  # a runs part whose runs finalize resolves again
+
+
+@dataclass(frozen=True)
+class SourceResolution:
+    """What only the whole source fixes, as resolution.resolve_run takes it: the solutions
+    (``DatasetContext.solutions``) and the files KernelIndex cannot read. The workload cache is
+    read from the connection's ``first_case``."""
+
+    solutions: dict[str, KnownSolution]
+    unreadable_files: frozenset[str]
+
+
+def run_keys_part(runs_part: str) -> str:
+    """The run keys staging part written beside a runs staging part (the same writer writes
+    both, row for row: worker.PartWriter)."""
+    folder, _, file_name = runs_part.rpartition("/")
+    part_key, table, rest = file_name.split(".", 2)
+    assert table == schemas.RUNS.name, runs_part
+    return f"{folder}/{part_key}.{STAGING_RUN_KEYS.name}.{rest}"
 
 
 def write_group_parts(
     connection: duckdb.DuckDBPyConnection,
     warehouse: Warehouse,
     groups: list[_Group],
-    resolution: str,
+    resolution: SourceResolution,
     source_name: str,
     base: Path | None,
     key: str,
 ) -> dict[str, list[Path]]:
-    """The resolved parts of every group for each parted table, one for each of the group's
-    staging parts: reused when it exists, else assembled by SQL — one statement per table for
-    each batch of the staging parts that need it (_write_batches), its rows split into one part
-    folder per staging part as they stream out (_write_partitioned).
+    """The part of every group's staging part for each parted table: reused when it exists,
+    else the staging part as its worker wrote it (a worker writes the parted tables as they
+    are stored, its runs completed: ingest/resolution.py), or, for a runs part whose worker
+    assumed something of the whole source that does not hold (sql/assemble/unresolved_parts),
+    its runs resolved again (``_resolve_runs_part``).
 
-    One resolved part per staging part, not per group: a group whose file only grew keeps its
-    older staging parts and gains one for the new lines (plan.KEPT_PARTS_MAX), so it keeps its
-    older resolved parts too, and only the new lines' rows are resolved, placed and copied into
-    the published file.
+    One part per staging part, not per group: a group whose file only grew keeps its older
+    staging parts and gains one for the new lines (plan.KEPT_PARTS_MAX), so it keeps its older
+    parts too, and only the new lines' rows are placed and copied into the published file.
 
     A part is a folder (cache/parts/<table>/<name>/), complete once renamed into place (one
-    written by an older version, with DuckDB's partitioned write, may hold several files). Part
-    names are keyed by (source, staging part), so the parts of one source are never another's,
-    and a build of one source leaves every other source's parts as they are. A staging part's
-    name says what its rows follow from (its group's files and the dataset context).
+    written by an older version may hold several files). Part names are keyed by (source,
+    staging part), so the parts of one source are never another's, and a build of one source
+    leaves every other source's parts as they are. A staging part's name says what its rows
+    follow from (its group's files, the dataset context and the source's name); a runs part
+    resolved again is named by what resolved it too (``resolution_digest``).
 
     A part the base generation ``base`` already holds (in ``<table>.parquet/<key>/``; the
     build checked it byte for byte) is linked from there; any other is copied from the
@@ -147,176 +172,112 @@ def write_group_parts(
     def name(*terms: str) -> str:
         return hashlib.sha256("\n".join([source_name, *terms]).encode()).hexdigest()[:32]
 
+    unresolved = {
+        filename
+        for (filename,) in connection.execute(sql_text("assemble/unresolved_parts")).fetchall()
+    }
+    digest = resolution_digest(connection) if unresolved else ""
     written: dict[str, list[Path]] = {}
     for table in GROUP_PARTED_TABLES:
-        # A runs part depends on the resolution too; the others on their staging part only.
-        terms = (resolution,) if table == schemas.RUNS.name else ()
         staged = dict.fromkeys(path for group in groups for path in group.parts.get(table, []))
-        pieces = [_Piece(path, name(Path(path).name, *terms)) for path in staged]
+        pieces = []
+        for path in staged:
+            if table == schemas.RUNS.name and run_keys_part(path) in unresolved:
+                pieces.append(_Piece(path, name(Path(path).name, digest), resolved=True))
+            else:
+                pieces.append(_Piece(path, name(Path(path).name)))
         held = held_parts(base_folder(base, table, key))
         missing = [
             piece
             for piece in pieces
             if piece.name not in held and not _intact_part(warehouse.parts / table / piece.name)
         ]
-        for batch in _write_batches(missing):
-            _write_missing_parts(connection, warehouse, table, batch, source_name)
+        first_cases = _first_cases(connection, [p for p in missing if p.resolved])
+        for piece in missing:
+            _write_part(warehouse, table, piece, resolution, first_cases)
         written[table] = [warehouse.parts / table / piece.name for piece in pieces]
     return written
 
 
-# At most about this much staged data (uncompressed) per statement. One statement
-# over every group held the resolved rows' hash joins (the workload cache, comparison keys)
-# and the partitioned write's buffers at once, and at 1M runs that outgrew
-# FINALIZE_MEMORY_LIMIT with no operator left to spill (issue 16); a batch of staging parts
-# bounds all three, and the comparison keys of a batch are only its own.
-PARTED_WRITE_BATCH_BYTES = 256 * 1024 * 1024
+def _first_cases(
+    connection: duckdb.DuckDBPyConnection, pieces: list[_Piece]
+) -> dict[str, FirstCase]:
+    """The workload cache's case of every workload key the runs of ``pieces`` name."""
+    if not pieces:
+        return {}
+    connection.register(
+        "resolved_run_keys_parts",
+        pa.table({"filename": pa.array([run_keys_part(p.staged) for p in pieces], pa.string())}),
+    )
+    try:
+        rows = connection.execute(
+            "SELECT workload_key, first.wd, first.op, first.ck FROM first_case "
+            "WHERE workload_key IN (SELECT workload_key FROM staged_run_keys "
+            "WHERE filename IN (SELECT filename FROM resolved_run_keys_parts))"
+        ).fetchall()
+    finally:
+        connection.unregister("resolved_run_keys_parts")
+    return {workload_key: (wd, op, ck) for workload_key, wd, op, ck in rows}
 
 
-def _write_batches(pieces: list[_Piece]) -> list[list[_Piece]]:
-    """``pieces`` in order, cut into batches of about PARTED_WRITE_BATCH_BYTES of staged rows
-    (by the parts' Parquet footers; a bigger staging part is a batch of its own)."""
-    batches: list[list[_Piece]] = []
-    size = 0
-    for piece in pieces:
-        metadata = pq.read_metadata(piece.staged)
-        piece_size = sum(
-            metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups)
-        )
-        if not batches or size + piece_size > PARTED_WRITE_BATCH_BYTES:
-            batches.append([])
-            size = 0
-        batches[-1].append(piece)
-        size += piece_size
-    return batches
-
-
-def _write_missing_parts(
-    connection: duckdb.DuckDBPyConnection,
+def _write_part(
     warehouse: Warehouse,
     table: str,
-    pieces: list[_Piece],
-    source_name: str,
+    piece: _Piece,
+    resolution: SourceResolution,
+    first_cases: dict[str, FirstCase],
 ) -> None:
-    connection.execute(
-        "CREATE OR REPLACE TEMP TABLE build_source AS SELECT $name::VARCHAR AS name",
-        {"name": source_name},
-    )
-    connection.register(
-        "part_of_file",
-        pa.table(
-            {
-                "filename": pa.array([p.staged for p in pieces], type=pa.string()),
-                "part": pa.array([p.name for p in pieces], type=pa.string()),
-            }
-        ),
-    )
-    # Each table's assembly reads its own staged rows only (sql/assemble/<table>.sql).
-    staged_view(
-        connection, table, PART_TABLES[table], [p.staged for p in pieces], with_filename=True
-    )
-    if table == "runs":
-        connection.execute(
-            f"CREATE OR REPLACE TEMP VIEW resolved_runs AS {sql_text('assemble/resolved_runs')}"
-        )
-        connection.execute(
-            "CREATE OR REPLACE TEMP TABLE comparison_keys AS "
-            + sql_text("assemble/comparison_keys"),
-            {"protocol_digest": kernelindex.PROTOCOL_DIGEST},
-        )
+    """The part of ``piece`` into the cache: written beside, its digests recorded, then renamed
+    into place."""
     out = warehouse.parts / table / f".write.{os.getpid()}.tmp"
     shutil.rmtree(out, ignore_errors=True)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    columns = ", ".join(
-        f'{QUALIFIED_RUN_ID} AS "run_id"' if c == "run_id" else f's."{c}"'
-        for c in PART_COLUMNS[table]  # own names
-    )
-    rows = connection.sql(
-        f"SELECT {columns}, p.part FROM ({sql_text(f'assemble/{table}')}) s "  # noqa: S608
-        "JOIN part_of_file p USING (filename)"
-    ).to_arrow_reader(STREAMED_ROWS)
-    _write_partitioned(rows, out, table)
-    for piece in pieces:
-        written = out / f"part={piece.name}"
-        if not written.is_dir():  # a staging part without rows
-            written.mkdir(parents=True)
-        _record_part_digests(written)
-        os.replace(written, warehouse.parts / table / piece.name)
-    shutil.rmtree(out, ignore_errors=True)
-    connection.unregister("part_of_file")
-
-
-# Rows DuckDB hands over at a time (one of its chunks: the rows of one staging file, so of one
-# part, nearly always), and the bytes gathered for one part before they are one row group.
-STREAMED_ROWS = 2048
-PART_ROW_GROUP_BYTES = 16 * 1024 * 1024
-# What every part's gathered rows may hold together before the largest is written out.
-PARTED_BUFFER_BYTES = 64 * 1024 * 1024
-
-
-def _write_partitioned(rows: pa.RecordBatchReader, out: Path, table: str) -> None:
-    """The rows of ``rows`` into ``out/part=<part>/data_0.parquet``, one file for each value of
-    their ``part`` column, in the table's stored schema.
-
-    Not DuckDB's partitioned COPY: it wrote each part as one row group (whatever the row-group
-    options said) and took ~2.4 s for the bench corpus's runs, where the same rows go into one
-    file in ~0.7 s; pyarrow writes them as they come, a part's rows gathered into row groups of
-    about PART_ROW_GROUP_BYTES. Long text columns (``schemas.ZSTD_COLUMNS``) get neither a
-    dictionary nor statistics (a dictionary of logs is dropped anyway, and a log as the min or max
-    of a row group would only make the footer large); level 1 zstd, as before."""
-    schema = stored_schema(table)
-    long_text = set(schemas.ZSTD_COLUMNS.get(table, ()))
-    short = [name for name in schema.names if name not in long_text]
-    # (pyarrow takes a list of columns for both; its stubs say a bool)
-    per_column: dict[str, Any] = {"use_dictionary": short, "write_statistics": short}
-    writers: dict[str, pq.ParquetWriter] = {}
-    gathered: dict[str, list[pa.RecordBatch]] = {}
-    sizes: dict[str, int] = {}
-
-    def write(part: str) -> None:
-        batches = gathered.pop(part)
-        sizes.pop(part)
-        if part not in writers:
-            folder = out / f"part={part}"
-            folder.mkdir(parents=True, exist_ok=True)
-            writers[part] = pq.ParquetWriter(
-                folder / "data_0.parquet",
-                schema,
-                compression="zstd",
-                compression_level=1,
-                **per_column,
-            )
-        writers[part].write_table(pa.Table.from_batches(batches, schema=schema))
-
+    out.mkdir(parents=True)
     try:
-        for batch in rows:
-            parts = batch.column(batch.num_columns - 1)
-            stored = pa.RecordBatch.from_arrays(
-                batch.columns[:-1], names=batch.schema.names[:-1]
-            ).cast(schema)
-            values = parts.unique().to_pylist()
-            for part in values:
-                one = stored if len(values) == 1 else _rows_of_part(stored, parts, part)
-                gathered.setdefault(part, []).append(one)
-                sizes[part] = sizes.get(part, 0) + one.nbytes
-                if sizes[part] >= PART_ROW_GROUP_BYTES:
-                    write(part)
-            while sum(sizes.values()) > PARTED_BUFFER_BYTES:
-                write(max(sizes, key=lambda part: sizes[part]))
-        for part in list(gathered):
-            write(part)
+        if piece.resolved:
+            _resolve_runs_part(Path(piece.staged), out / "data_0.parquet", resolution, first_cases)
+        else:
+            # A copy, not a link: damage to a staging part must not reach the cache's.
+            shutil.copyfile(piece.staged, out / "data_0.parquet")
+        _record_part_digests(out)
+        os.replace(out, warehouse.parts / table / piece.name)
     finally:
-        for writer in writers.values():
-            writer.close()
-        pa.default_memory_pool().release_unused()
+        shutil.rmtree(out, ignore_errors=True)
 
 
-def _rows_of_part(batch: pa.RecordBatch, parts: pa.Array, part: str) -> pa.RecordBatch:
-    # Imported here only: pyarrow.compute costs ~45 ms to import, and a build after one
-    # changed file writes batches of one part each.
-    import pyarrow.compute as pc
-
-    return batch.filter(pc.call_function("equal", [parts, pa.scalar(part)]))
+def _resolve_runs_part(
+    staged: Path,
+    target: Path,
+    resolution: SourceResolution,
+    first_cases: dict[str, FirstCase],
+) -> None:
+    """A runs staging part with every run's resolved columns set again by
+    resolution.resolve_run from its run keys and the whole source's inputs. A row group at a
+    time: memory is one row group's, and the resolved columns of the part's runs."""
+    schema = stored_schema(schemas.RUNS.name)
+    solutions, unreadable = resolution.solutions, resolution.unreadable_files
+    resolved: dict[str, tuple[Any, ...]] = {}
+    with pq.ParquetFile(run_keys_part(str(staged))) as keys_file:
+        for batch in keys_file.iter_batches(columns=list(STAGING_RUN_KEYS.column_names)):
+            for keys in batch.to_pylist():
+                resolved[keys["run_id"]] = resolve_run(
+                    keys,
+                    solutions.get(keys["solution"]),
+                    keys["source_file"] in unreadable,
+                    first_cases.get(keys["workload_key"]),
+                )
+    fields = [(schema.get_field_index(c), schema.field(c)) for c in RESOLVED_COLUMNS]
+    with (
+        pq.ParquetFile(staged) as runs_file,
+        parquet_writer(target, schema, schemas.RUNS.name) as writer,
+    ):
+        for index in range(runs_file.num_row_groups):
+            rows = runs_file.read_row_group(index).cast(schema)
+            values = [resolved[run_id] for run_id in rows.column("run_id").to_pylist()]
+            for position, (column, field) in enumerate(fields):
+                rows = rows.set_column(
+                    column, field, pa.array([v[position] for v in values], type=field.type)
+                )
+            writer.write_table(rows)
 
 
 def ranking_rule() -> str:

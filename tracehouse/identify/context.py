@@ -167,6 +167,12 @@ def load_context(
         operation_digests=operation_digests,
         definition_stems=frozenset(stems),
         fingerprint=fingerprint.hexdigest(),
+        # KernelIndex skips a solution of a definition the import does not hold.
+        solutions={
+            row["solution"]: (row["author"], row.get("implementation_digest"))
+            for row in loaded.implementation_rows
+            if row["definition"] in definitions
+        },
     )
     return loaded
 

@@ -6,7 +6,7 @@ importing each other.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -18,3 +18,8 @@ class DatasetContext:
     operation_digests: dict[str, str | None]
     definition_stems: frozenset[str]
     fingerprint: str  # changes whenever anything above changes
+    # Each solution whose definition is the source's: (author, implementation digest or None).
+    # Outside the fingerprint on purpose: a worker completes its runs with these, and finalize
+    # resolves again the parts whose runs took a solution otherwise (ingest/resolution.py), so
+    # staging parts stay valid when only the solutions or the revision change.
+    solutions: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)

@@ -128,7 +128,7 @@ ENTITY_COLUMNS = (
     "environment_digest",
     "protocol_digest",
     "correctness_key",
-    "identity_error",
+    "line_identity_error",
     "identity_complete",
 )
 

@@ -175,6 +175,8 @@ class IngestTask:
     # Those parts hold the carried files' rows and nothing else: they are kept as they are,
     # and the task's own parts hold only what it parses (_carried_files).
     keep_parts: bool = False
+    # The source's name: a run's id is qualified by it (worker.run_id).
+    source: str = ""
 
     @property
     def grown_files(self) -> int:
@@ -200,6 +202,7 @@ def _ingest_task(task: IngestTask) -> Any:
         carried=task.carried,
         carried_parts=[(table, Path(part)) for table, part in task.carried_parts],
         keep_parts=task.keep_parts,
+        source=task.source,
     )
 
 
@@ -272,8 +275,9 @@ def plan_files(
     groups: dict[int, list[SourceFile]] = {}
     for source_file in line_files:
         groups.setdefault(file_group(source_file.rel), []).append(source_file)
-    # Parts depend on the dataset context and on their own shape.
-    group_mode = f"{context.fingerprint}:{STAGING_FORMAT}"
+    # Parts depend on the dataset context, on their own shape and on the source's name (the
+    # runs' ids are qualified by it).
+    group_mode = json.dumps([context.fingerprint, STAGING_FORMAT, resolved.name])
     # A group is one or a few definitions' files: where one definition holds much of the
     # source, its group is cut into tasks so that every worker has a share of the parse.
     task_bytes = max(MIN_TASK_BYTES, sum(f.size for f in line_files) // (2 * settings.workers))
@@ -315,6 +319,7 @@ def plan_files(
                     carry,
                     carried_parts if carry else (),
                     keep_parts and bool(carry),
+                    resolved.name,
                 )
             )
     tasks.sort(key=lambda t: -t.size)  # biggest first keeps both cores busy to the end

@@ -29,6 +29,7 @@ from tracehouse.ingest.combinations import (
     repeatable_shape,
     run_identity,
 )
+from tracehouse.ingest.resolution import RESOLVED_COLUMNS, resolve_run
 from tracehouse.kernelindex import digest, manifest_digest, text_digest
 from tracehouse.kernelindex.cache import WORKLOAD_CACHE_ENTRIES, BoundedCache, own_size
 from tracehouse.read.evaluation_rules import read_latency, tolerance_bounds, was_evaluated
@@ -180,8 +181,11 @@ def schema_variant(variants: list[str]) -> str:
     return ",".join(variants) or "current"
 
 
-def _run_id(rel: str, line: int, index: int, line_digest: str) -> str:
-    return hashlib.sha256(f"{rel}\n{line}\n{index}\n{line_digest}".encode()).hexdigest()[:32]
+def run_id(source: str, rel: str, line: int, index: int, line_digest: str) -> str:
+    """A run's id: its file, line, position and bytes, qualified by the source's name, so the
+    same trace line read from two sources (a dataset and its fork) is two runs."""
+    record = hashlib.sha256(f"{rel}\n{line}\n{index}\n{line_digest}".encode()).hexdigest()[:32]
+    return hashlib.sha256(f"{source}\n{record}".encode()).hexdigest()[:32]
 
 
 # Per-process caches: an environment's row is a pure function of its raw content, and a
@@ -240,9 +244,15 @@ class FileIngester:
     group share."""
 
     def __init__(
-        self, rel: str, context: DatasetContext, parts: dict[str, _Rows] | None = None
+        self,
+        rel: str,
+        context: DatasetContext,
+        parts: dict[str, _Rows] | None = None,
+        *,
+        source: str,
     ) -> None:
         self.rel = rel
+        self.source = source
         self.context = context
         self.in_scope = kernelindex_reads(rel, context.definition_stems)
         self.fib_reads = is_fib_trace_file(rel)
@@ -417,7 +427,7 @@ class FileIngester:
 
         line_digest = hashlib.sha256(record.raw).hexdigest()
         row: dict[str, Any] = {
-            "run_id": _run_id(self.rel, record.line, record.index, line_digest),
+            "run_id": run_id(self.source, self.rel, record.line, record.index, line_digest),
             "definition": trace.definition,
             "solution": trace.solution,
             "workload_uuid": trace.workload.get("uuid"),
@@ -483,7 +493,7 @@ class FileIngester:
             if trace.latency_ms is not None:
                 # In range: normalize_trace rejected the line otherwise (latency_ns_problem).
                 row["latency_ns"] = kernelindex.latency_ns(trace.latency_ms)
-        row["identity_error"] = skip_reason
+        row["line_identity_error"] = skip_reason
         tolerance = tolerance_bounds(trace.workload)
         if combination_key is not None:
             self.combinations.put(
@@ -539,7 +549,7 @@ class FileIngester:
         line_digest = hashlib.sha256(record.raw).hexdigest()
         row: dict[str, Any] = {
             **combination.shared,
-            "run_id": _run_id(self.rel, record.line, record.index, line_digest),
+            "run_id": run_id(self.source, self.rel, record.line, record.index, line_digest),
             "solution": value.get("solution"),
             "status": status,
             "status_raw": status,
@@ -584,7 +594,6 @@ class FileIngester:
         row["source_file"] = self.rel
         row["source_line"] = record.line
         row["record_index"] = record.index
-        row["source_offset"] = record.offset
         row["has_timing"] = latency_ms is not None
 
     def _combination_key(self, record: Record) -> tuple[Any, ...] | None:
@@ -605,7 +614,15 @@ class FileIngester:
         )
 
     def _add_run(self, row: dict[str, Any]) -> None:
+        """The run complete (resolution.resolve_run with what this worker knows: the
+        source's solutions, the file so far, the line's own workload case), and its keys."""
+        known = self.context.solutions.get(row["solution"])
+        unreadable = self.in_scope and not self.strict_file
+        row["solution_known"] = known is not None
+        row["file_unreadable"] = unreadable
+        row.update(zip(RESOLVED_COLUMNS, resolve_run(row, known, unreadable, None), strict=True))
         self.parts["runs"].add(row)
+        self.parts["run_keys"].add(row)
         self.result.runs += 1
 
     def _add_correctness(
@@ -640,6 +657,26 @@ class FileIngester:
         )
 
 
+def parquet_writer(path: Path, schema: pa.Schema, table: str) -> pq.ParquetWriter:
+    """The writer of a staging part of ``table``: one place for both kinds.
+
+    A parted table's part is written as the table stores it, since it becomes the table's part
+    as it is (unless finalize resolves it again): level 1 zstd, and long text columns
+    (``schemas.ZSTD_COLUMNS``) without a dictionary or statistics (a dictionary of logs is
+    dropped anyway, and a log as the min or max of a row group would only make the footer
+    large). Any other staging part is read whole, once, by finalize: lz4, no statistics, no
+    dictionary (most of its columns are digests, unique per row)."""
+    if table not in schemas.GROUP_PARTED_TABLES:
+        return pq.ParquetWriter(
+            path, schema, compression="lz4", write_statistics=False, use_dictionary=False
+        )
+    long_text = set(schemas.ZSTD_COLUMNS.get(table, ()))
+    short = [name for name in schema.names if name not in long_text]
+    # (pyarrow takes a list of columns for both; its stubs say a bool)
+    per_column: dict[str, Any] = {"use_dictionary": short, "write_statistics": short}
+    return pq.ParquetWriter(path, schema, compression="zstd", compression_level=1, **per_column)
+
+
 class PartWriter:
     """Buffers the rows of a group of files and streams them into one Parquet part per table:
     each flush appends a row group, so a worker holds at most ``chunk_rows`` rows whatever the
@@ -658,11 +695,7 @@ class PartWriter:
             filling = self._parts.enter_context(
                 replacing_atomically(self.staging_dir / self._file_name(name))
             )
-            # Staging parts are read whole, once, by the finalize step: no statistics to prune
-            # by, and no dictionary pages (most columns are digests, unique per row).
-            self._writers[name] = pq.ParquetWriter(
-                filling, schema, compression="lz4", write_statistics=False, use_dictionary=False
-            )
+            self._writers[name] = parquet_writer(filling, schema, name)
         return self._writers[name]
 
     def _file_name(self, name: str) -> str:
@@ -714,6 +747,7 @@ def ingest_group(
     carried: Sequence[CarriedFile] = (),
     carried_parts: Sequence[tuple[str, Path]] = (),
     keep_parts: bool = False,
+    source: str,
 ) -> GroupResult:
     """Parse a group of JSONL files into one set of staging parts. Never raises for bad content.
 
@@ -742,14 +776,14 @@ def ingest_group(
                 result.files[kept.rel] = (
                     kept.result()
                     if resume is None
-                    else _read_on(kept, resume, context, writer, carried_parts, chunk_rows)
+                    else _read_on(kept, resume, context, writer, carried_parts, chunk_rows, source)
                 )
         elif carried:
             writer.abort()
             writer = PartWriter(staging_dir, part_key)
             files = [*files, *((Path(c.location), c.rel) for c in carried)]
         for path, rel in files:
-            ingester = FileIngester(rel, context, writer.rows)
+            ingester = FileIngester(rel, context, writer.rows, source=source)
             _ingest_lines(path, ingester, writer, chunk_rows)
             ingester.result.kernelindex_unreadable = ingester.in_scope and not ingester.strict_file
             result.files[rel] = ingester.result
@@ -808,12 +842,13 @@ def _read_on(
     writer: PartWriter,
     parts: Sequence[tuple[str, Path]],
     chunk_rows: int,
+    source: str,
 ) -> FileResult:
     """Parse the lines a grown file gained, as its whole parse would have (its rows up to its
     old end are carried): the counts go on from its old ones, the environments and workloads
     its carried rows hold are not given again, and one line KernelIndex cannot read before
     still makes the whole file unreadable for it."""
-    ingester = FileIngester(grown.rel, context, writer.rows)
+    ingester = FileIngester(grown.rel, context, writer.rows, source=source)
     ingester.result = FileResult(
         grown.rel, records=grown.records, runs=grown.runs, rejected=grown.rejected, read_on=True
     )

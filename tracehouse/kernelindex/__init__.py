@@ -100,6 +100,7 @@ from tracehouse.kernelindex.run import (
     observed_at,
     run_body_template,
     run_digest,
+    run_digest_from_template,
     run_spec,
 )
 from tracehouse.kernelindex.trace_line import TraceIdentity, identify_trace_line
@@ -189,6 +190,7 @@ __all__ = [
     "rank_line",
     "record_manifest",
     "run_body_template",
+    "run_digest_from_template",
     "run_digest",
     "run_external_id",
     "run_metadata",

@@ -251,6 +251,16 @@ def run_body_template(spec: Mapping[str, Any]) -> str:
     return run_canonical_text(spec, template=True)
 
 
+def run_digest_from_template(
+    template: str, implementation_digest: str, workload_digest: str
+) -> str:
+    """The run digest of a run body template (``run_body_template``) once its two digests are
+    known: the SHA-256 of the template with each slot filled."""
+    head, middle, tail = template.split(RUN_TEMPLATE_SLOT)
+    text = head + implementation_digest + middle + workload_digest + tail
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def run_canonical_text(spec: Mapping[str, Any], *, template: bool = False) -> str:
     q = encode_string  # = canonical_string, without the wrapper call
     if template:
