@@ -41,6 +41,8 @@ import pyarrow.parquet as pq
 
 from bench.run import BENCH_REVISION, FLOOR_PROBE, REPO_ROOT, ensure_dataset
 
+# The source name the probe's runs are qualified by (worker.run_id).
+SOURCE = "probe"
 # The runs columns the rules leg computes, as the product's runs rows name them.
 RUN_COLUMNS = (
     "run_id",
@@ -53,8 +55,9 @@ RUN_COLUMNS = (
     "evaluated",
     "ki_status",
     "latency_ns",
-    "run_body_template",
     "log_digest",
+    "run_digest",
+    "comparison_key",
 )
 
 
@@ -83,7 +86,7 @@ class Probe:
         from tracehouse.ingest.worker import ingest_group
 
         files = [(path, path.relative_to(self.source).as_posix()) for path in self.files]
-        return ingest_group(files, self.context, self._fresh_out(), "probe", source="probe")
+        return ingest_group(files, self.context, self._fresh_out(), "probe", source=SOURCE)
 
     def product_runs(self) -> dict[str, dict[str, Any]]:
         result = self.product()
@@ -100,6 +103,7 @@ class Probe:
             repeatable_shape,
             run_identity,
         )
+        from tracehouse.ingest.resolution import RESOLVED_COLUMNS, resolve_run
         from tracehouse.read.evaluation_rules import read_latency, was_evaluated
         from tracehouse.read.fib_lines import fib_trace_line
         from tracehouse.read.normalize import error_bound, kept_log, log_excerpt
@@ -153,7 +157,7 @@ class Probe:
                     ).value
                 identity: dict[str, Any] = {}
                 run_identity(value, combination, identity)
-                columns["run_id"].append(worker._run_id(rel, number, 0, line_digest))
+                columns["run_id"].append(worker.run_id(SOURCE, rel, number, 0, line_digest))
                 columns["status"].append(status)
                 columns["latency_ms"].append(latency_ms)
                 columns["observed_at"].append(observed_at(evaluation["timestamp"]))
@@ -163,8 +167,15 @@ class Probe:
                 columns["evaluated"].append(was_evaluated(status, log))
                 columns["ki_status"].append(identity["ki_status"])
                 columns["latency_ns"].append(identity["latency_ns"])
-                columns["run_body_template"].append(identity.get("run_body_template"))
                 columns["log_digest"].append(identity["log_digest"])
+                # the run completed as a worker completes it (a strict line: a readable file)
+                keys = {**combination.shared, **identity, "has_timing": latency_ms is not None}
+                known = context.solutions.get(value.get("solution"))
+                resolved = dict(
+                    zip(RESOLVED_COLUMNS, resolve_run(keys, known, False, None), strict=True)
+                )
+                columns["run_digest"].append(resolved["run_digest"])
+                columns["comparison_key"].append(resolved["comparison_key"])
                 correctness_block = evaluation.get("correctness")
                 if correctness_block is not None:
                     correctness.append(
