@@ -5,23 +5,34 @@ assembles into the tables (tracehouse/tables/ingested.py).
 from __future__ import annotations
 
 from tracehouse.tables.declare import I64, B, Column, S, Table, stored_table
-from tracehouse.tables.ingested import ENVIRONMENTS, WORKLOADS
+from tracehouse.tables.ingested import ENVIRONMENTS, RUNS, WORKLOADS
 
 # What a worker knew when it completed a run, beside the run's row (ingest/resolution.py): the
 # resolution inputs only the whole source fixes (the workload cache's first line, the files
 # KernelIndex cannot read, the solutions) as it assumed them, and what recomputes the resolved
 # columns when one of them turns out otherwise. Finalize reads these, not the runs' rows.
+# The runs columns a run's keys repeat: where it came from, what it names, and the digests as
+# its worker completed them (the line's own case, not yet the workload cache's).
+_RUN_KEY_COLUMNS = (
+    "run_id",
+    "solution",
+    "workload_key",
+    "operation_digest",
+    "workload_digest",
+    "environment_digest",
+    "correctness_key",
+    "author",
+    "implementation_digest",
+    "source_file",
+    "source_line",
+)
 STAGING_RUN_KEYS = Table(
     "run_keys",
     "what completed each run of one file, and what it assumed of the whole source",
     ("run_id",),
     (
-        Column("run_id", S, "The run's id, as in runs.", False),
-        Column("source_file", S, "Dataset-relative path of the run's file.", False),
-        Column("source_line", I64, "1-based line of the run in its file.", False),
+        *(c for c in stored_table(RUNS).columns if c.name in _RUN_KEY_COLUMNS),
         Column("record_index", I64, "Position of the object inside its line.", False),
-        Column("solution", S, "Solution name as written."),
-        Column("workload_key", S, "Workload key of the run.", False),
         Column(
             "identity_complete",
             B,
@@ -30,18 +41,12 @@ STAGING_RUN_KEYS = Table(
         ),
         Column("line_identity_error", S, "Why KernelIndex refuses the line itself, else null."),
         Column("has_timing", B, "The run has a performance block.", False),
-        Column("environment_digest", S, "KernelIndex environment key of the line."),
-        Column("workload_digest", S, "The line's own workload digest (before the cache)."),
-        Column("operation_digest", S, "The line's own operation digest (before the cache)."),
-        Column("correctness_key", S, "The line's own correctness key (before the cache)."),
         Column(
             "run_body_template",
             S,
             "Canonical BenchmarkRun envelope with slots for the implementation and workload digests.",
         ),
         Column("solution_known", B, "The worker found the solution among the source's.", False),
-        Column("author", S, "The solution's author the worker took."),
-        Column("implementation_digest", S, "The implementation digest the worker took."),
         Column(
             "file_unreadable",
             B,
