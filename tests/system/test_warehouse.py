@@ -6,7 +6,6 @@ import csv
 import json
 import shutil
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import pyarrow.parquet as pq
@@ -14,7 +13,6 @@ import pytest
 
 from tests.conftest import GOLDEN_REVISION, build, run_cli
 from tests.fixtures.shared_data import GOLDEN_DIR, SAMPLES_DIR, requires_shared
-from tracehouse.assemble import parts
 from tracehouse.ingest.plan import file_group
 from tracehouse.schemas import TABLES
 from tracehouse.serve.export import SNAPSHOT_FOLDER
@@ -263,32 +261,6 @@ def test_building_twice_gives_identical_tables_and_exports(
         assert (tmp_path / "e1" / name).read_bytes() == (tmp_path / "e2" / name).read_bytes(), name
     manifest = json.loads((tmp_path / "e1" / "manifest.json").read_text())
     assert manifest["tables"]["runs"]["rows"] == 1490
-
-
-@pytest.mark.slow
-@requires_shared
-def test_parted_tables_written_in_batches_of_groups_equal_one_write(
-    golden_warehouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Finalize writes the groups' parts in batches bounded by staged size (issue 16: one
-    write over 1M runs outgrew its memory limit); a batch per group gives the same tables
-    as the golden warehouse, built by default."""
-    source = GOLDEN_DIR / "dataset"
-    batches: list[tuple[str, int]] = []
-    write = parts._write_missing_parts
-
-    def counted(*args: Any) -> None:  # (connection, warehouse, table, groups, ...)
-        batches.append((args[2], len(args[3])))
-        write(*args)
-
-    monkeypatch.setattr(parts, "PARTED_WRITE_BATCH_BYTES", 1)
-    monkeypatch.setattr(parts, "_write_missing_parts", counted)
-    build(source, tmp_path / "many", revision=GOLDEN_REVISION)
-    runs_batches = [size for table, size in batches if table == "runs"]
-    # One write per group with staged runs (groups without any may share a write).
-    assert len(runs_batches) > 10 and max(runs_batches) < 10
-    for table in TABLES:
-        assert table_rows(golden_warehouse, table) == table_rows(tmp_path / "many", table), table
 
 
 def ranking_parts(warehouse: Path) -> set[str]:
