@@ -166,23 +166,31 @@ def test_a_changed_solution_or_revision_resolves_the_parts_it_touches(
 def test_a_file_found_not_strict_after_its_first_lines(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A bare NaN on a file's last line: KernelIndex reads none of the file, so its first
-    lines, which the worker completed as readable, are resolved again."""
+    """A bare NaN on a file's last line: KernelIndex reads none of the file. A worker completes
+    the file's runs it has not written yet again; runs it wrote before (here: the file's old
+    lines, kept from the build before, as the file only grew) are resolved again by finalize."""
     source, warehouse = tmp_path / "dataset", tmp_path / "warehouse"
     make_dataset(source)
+    build(source, warehouse, revision=REVISION)
     bob = source / f"traces/bob/gemm/{DEFINITION}.jsonl"
+    rel = f"traces/bob/gemm/{DEFINITION}.jsonl"
     lenient = json.dumps(trace_object("late", solution=f"alice_{DEFINITION}_v1", latency=0.3))
     lenient = lenient.replace('"latency_ms": 0.3', '"latency_ms": NaN')
     assert "NaN" in lenient
     write_lines(bob, [*bob.read_text().splitlines(), lenient])
     with unresolved_parts_seen(monkeypatch) as seen:
-        build(source, warehouse, revision=REVISION)
-    assert len(seen[0]) == 1
-    rel = f"traces/bob/gemm/{DEFINITION}.jsonl"
+        grown = build(source, warehouse, revision=REVISION)
+    assert grown.files_grown == 1 and len(seen[0]) == 1
     errors = {run["identity_error"] for run in runs_of(warehouse) if run["source_file"] == rel}
     assert "file_not_strict_json" in errors and None not in errors
+    assert_same_as_from_scratch(source, warehouse, tmp_path / "scratch")
+
+    # Parsed whole, the file's first lines are still gathered when the NaN comes.
+    with unresolved_parts_seen(monkeypatch) as seen:
+        build(source, tmp_path / "fresh", revision=REVISION)
+    assert seen == [set()]
     build_resolving_everything(source, tmp_path / "resolved", monkeypatch, revision=REVISION)
-    assert_same_tables(warehouse, tmp_path / "resolved")
+    assert_same_tables(tmp_path / "fresh", tmp_path / "resolved")
 
 
 def test_a_workload_key_whose_first_line_is_in_another_file(

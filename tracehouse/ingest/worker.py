@@ -286,8 +286,10 @@ class FileIngester:
 
     def record(self, record: Record) -> None:
         self.result.records += 1
-        if not record.strict:
+        if not record.strict and self.strict_file:
             self.strict_file = False
+            if self.in_scope:
+                self._complete_again_as_unreadable()
         kind = classify(record.value)
         if kind is None:
             if isinstance(record.value, dict):
@@ -612,6 +614,19 @@ class FileIngester:
             orjson.dumps(evaluation["environment"]),
             self.in_scope,
         )
+
+    def _complete_again_as_unreadable(self) -> None:
+        """The file's runs not written yet, completed again now that KernelIndex cannot read
+        the file (a line was not strict JSON): those already written are resolved again by
+        finalize, which is slower (ingest/resolution.py). A run's row and its keys are one
+        dict, and the file's rows are the last ones gathered."""
+        rows = self.parts["runs"].rows
+        for row in reversed(rows):
+            if row["source_file"] != self.rel:
+                break
+            row["file_unreadable"] = True
+            known = self.context.solutions.get(row["solution"])
+            row.update(zip(RESOLVED_COLUMNS, resolve_run(row, known, True, None), strict=True))
 
     def _add_run(self, row: dict[str, Any]) -> None:
         """The run complete (resolution.resolve_run with what this worker knows: the
