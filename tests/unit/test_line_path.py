@@ -38,6 +38,7 @@ from tests.fixtures.hostile_corpus import (
 )
 from tracehouse.fetch.local import discover
 from tracehouse.identify.context import load_context
+from tracehouse.ingest import worker
 from tracehouse.ingest.combinations import combination_cache, repeatable_shape
 from tracehouse.ingest.worker import (
     PART_TABLES,
@@ -405,10 +406,12 @@ def test_bounded_entity_caches_forget_and_derive_the_same_rows(
 
 
 def test_a_group_streams_its_chunks_into_one_part_per_table(
-    context_dir: Path, tmp_path: Path
+    context_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each chunk of rows is a row group of the group's one part per table: a worker holds at
-    most a chunk, and the group's parts are the same files whatever the chunk size."""
+    """Each chunk of rows is written as it fills (here, with row groups of a byte, each is a
+    row group of the group's one part per table): a worker holds at most a chunk and a row
+    group, and the group's parts hold the same rows whatever the chunk size."""
+    monkeypatch.setattr(worker, "PART_ROW_GROUP_BYTES", 1)
     files, _ = discover(context_dir)
     context = load_context(files, revision=None, baseline_map={}).context
     path = tmp_path / "t.jsonl"
@@ -433,12 +436,13 @@ def test_a_group_streams_its_chunks_into_one_part_per_table(
 
 
 def test_rejected_lines_stream_like_runs_and_entity_rows_wait_for_a_chunk(
-    context_dir: Path, tmp_path: Path
+    context_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A file of broken lines is held a chunk at a time too (its rejects, each with the line's
     first characters, were all held until the file ended); the entity tables, a row per file
     and workload, are written when they fill a chunk or the part closes, not beside every
-    chunk of runs."""
+    chunk of runs. (Row groups of a byte: each chunk written is a row group.)"""
+    monkeypatch.setattr(worker, "PART_ROW_GROUP_BYTES", 1)
     files, _ = discover(context_dir)
     context = load_context(files, revision=None, baseline_map={}).context
     path = tmp_path / "t.jsonl"

@@ -760,8 +760,8 @@ def _fits_in_advance(generation: Path) -> bool:
     return runs <= ADVANCE_MAX_RUNS
 
 
-# The largest runs row group (uncompressed) the copy in advance takes (a worker writes a row
-# group per ingest.worker.CHUNK_ROWS runs: ~4 MB on the bench corpus), and the most runs.
+# The largest runs row group (uncompressed) the copy in advance takes (workers write row groups
+# of ~16 MB: ingest.worker.PART_ROW_GROUP_BYTES), and the most runs.
 ADVANCE_ROW_GROUP_BYTES = 24 * 1024 * 1024
 ADVANCE_MAX_RUNS = 400_000
 
