@@ -26,7 +26,7 @@ from tracehouse.ingest.resolution import (
     KnownSolution,
     resolve_run,
 )
-from tracehouse.ingest.worker import parquet_writer
+from tracehouse.ingest.worker import parquet_writer, part_file_name
 from tracehouse.schemas import (
     GROUP_PARTED_TABLES,
     PARTED_TABLES,
@@ -132,9 +132,9 @@ def run_keys_part(runs_part: str) -> str:
     """The run keys staging part written beside a runs staging part (the same writer writes
     both, row for row: worker.PartWriter)."""
     folder, _, file_name = runs_part.rpartition("/")
-    part_key, table, rest = file_name.split(".", 2)
-    assert table == schemas.RUNS.name, runs_part
-    return f"{folder}/{part_key}.{STAGING_RUN_KEYS.name}.{rest}"
+    part_key = file_name.split(".", 1)[0]
+    assert file_name == part_file_name(part_key, schemas.RUNS.name), runs_part
+    return f"{folder}/{part_file_name(part_key, STAGING_RUN_KEYS.name)}"
 
 
 def write_group_parts(

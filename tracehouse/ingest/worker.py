@@ -624,18 +624,19 @@ class FileIngester:
         for row in reversed(rows):
             if row["source_file"] != self.rel:
                 break
-            row["file_unreadable"] = True
-            known = self.context.solutions.get(row["solution"])
-            row.update(zip(RESOLVED_COLUMNS, resolve_run(row, known, True, None), strict=True))
+            self._complete(row, unreadable=True)
 
-    def _add_run(self, row: dict[str, Any]) -> None:
-        """The run complete (resolution.resolve_run with what this worker knows: the
-        source's solutions, the file so far, the line's own workload case), and its keys."""
+    def _complete(self, row: dict[str, Any], *, unreadable: bool) -> None:
+        """A run's row completed (resolution.resolve_run with what this worker knows: the
+        source's solutions, whether KernelIndex reads the file, the line's own workload case),
+        with what it assumed in its keys."""
         known = self.context.solutions.get(row["solution"])
-        unreadable = self.in_scope and not self.strict_file
         row["solution_known"] = known is not None
         row["file_unreadable"] = unreadable
         row.update(zip(RESOLVED_COLUMNS, resolve_run(row, known, unreadable, None), strict=True))
+
+    def _add_run(self, row: dict[str, Any]) -> None:
+        self._complete(row, unreadable=self.in_scope and not self.strict_file)
         self.parts["runs"].add(row)
         self.parts["run_keys"].add(row)
         self.result.runs += 1
@@ -670,6 +671,11 @@ class FileIngester:
                 "extra_json": to_json(correctness_extra) if correctness_extra else None,
             }
         )
+
+
+def part_file_name(part_key: str, table: str) -> str:
+    """The file name of a group's staging part of ``table``: one for each table, the same key."""
+    return f"{part_key}.{table}.0.parquet"
 
 
 def parquet_writer(path: Path, schema: pa.Schema, table: str) -> pq.ParquetWriter:
@@ -724,7 +730,7 @@ class PartWriter:
         return self._writers[name]
 
     def _file_name(self, name: str) -> str:
-        return f"{self.part_key}.{name}.0.parquet"
+        return part_file_name(self.part_key, name)
 
     def append(self, name: str, table: pa.Table) -> None:
         """Append rows that are already columns (a part's own schema) to the part ``name``."""
