@@ -292,10 +292,12 @@ def test_a_repeat_line_gives_the_rows_of_its_full_derivation(
 
 
 def test_the_property_exercised_the_repeat_branch() -> None:
-    """The property above must not pass by deriving every line in full."""
+    """The property above must not pass by deriving every line in full. About one generated
+    line in ten has the repeatable shape; the bound is a quarter of that, since Hypothesis
+    draws differently each run (a tenth failed at 43 of 474)."""
     if SEEN["lines"] == 0:
         pytest.skip("run together with test_a_repeat_line_gives_the_rows_of_its_full_derivation")
-    assert SEEN["repeats"] >= SEEN["lines"] // 10, SEEN
+    assert SEEN["repeats"] >= max(1, SEEN["lines"] // 40), SEEN
 
 
 def _passed_record(
@@ -484,6 +486,26 @@ def test_a_group_that_fails_leaves_no_part(context_dir: Path, tmp_path: Path) ->
     writer.abort()
     assert list((tmp_path / "staging").iterdir()) == []
     assert writer.written == {}
+
+
+def test_a_full_cache_forgets_its_oldest_key_and_a_key_put_again_keeps_its_place() -> None:
+    from tracehouse.kernelindex.cache import BoundedCache
+
+    cache = BoundedCache(3)
+    for key in (b"a", b"b", b"c"):
+        cache.put(key, key.upper())
+    cache.put(b"a", b"A2")  # already held: replaced, nothing forgotten
+    assert [cache.get(k) for k in (b"a", b"b", b"c")] == [b"A2", b"B", b"C"]
+    for key in (b"d", b"e"):
+        cache.put(key, key.upper())
+    # the oldest two (a, b, in the order first put) went; the bound holds
+    assert [cache.get(k) for k in (b"a", b"b", b"c", b"d", b"e")] == [None, None, b"C", b"D", b"E"]
+    for number in range(10_000):  # a long run of puts through a full cache stays bounded
+        cache.put(("k", str(number).encode()), number)
+    assert len(cache.data) == 3 and cache.get(("k", b"9999")) == 9999
+    cache.clear()
+    cache.put(b"x", 1)
+    assert cache.data == {b"x": 1}
 
 
 def test_a_cache_keyed_by_orjson_bytes_keeps_each_key_at_its_own_size() -> None:

@@ -148,26 +148,40 @@ def kernelindex_reads(rel: str, stems: frozenset[str]) -> bool:
 
 
 class _Rows:
-    """The rows one file produced for one table; columns are built once, at the end."""
+    """The rows one file produced for one or more tables; columns are built once, at the end.
 
-    def __init__(self, table: schemas.Table) -> None:
-        self.table = table
-        self.row_type = pa.struct(list(table.arrow_schema))
+    Tables that take their columns from the same rows (``runs`` and its ``run_keys``: one dict
+    a run) share one ``_Rows``, converted once for both."""
+
+    def __init__(self, *names: str) -> None:
+        self.tables = {name: PART_TABLES[name] for name in names}
+        fields: dict[str, pa.Field] = {}
+        for table in self.tables.values():
+            for column in table.arrow_schema:
+                fields.setdefault(column.name, column)
+        self.row_type = pa.struct(list(fields.values()))
         self.rows: list[dict[str, Any]] = []
         self.add = self.rows.append
 
     def __len__(self) -> int:
         return len(self.rows)
 
-    def to_arrow(self) -> pa.Table:
+    def to_arrow(self) -> dict[str, pa.Table]:
+        """Each table's rows, by name."""
         # Rows are dicts without their null members. Arrow reads them as one struct column in
         # C++ (a missing member is null, a member outside the schema is not read) and the
-        # struct's children are the table's columns: no Python loop over rows or cells.
-        schema = self.table.arrow_schema
+        # struct's children are the tables' columns: no Python loop over rows or cells.
         if not self.rows:
-            return schema.empty_table()
-        rows = pa.array(self.rows, type=self.row_type)
-        return pa.Table.from_arrays(rows.flatten(), schema=schema)
+            return {name: table.arrow_schema.empty_table() for name, table in self.tables.items()}
+        struct = pa.array(self.rows, type=self.row_type)
+        columns = dict(zip(self.row_type.names, struct.flatten(), strict=True))
+        return {
+            name: pa.Table.from_arrays(
+                [columns[column] for column in table.arrow_schema.names],
+                schema=table.arrow_schema,
+            )
+            for name, table in self.tables.items()
+        }
 
 
 def log_bytes(log: str) -> int:
@@ -236,7 +250,11 @@ def _environment_row(trace: Trace) -> dict[str, Any]:
 
 
 def new_part_rows() -> dict[str, _Rows]:
-    return {name: _Rows(table) for name, table in PART_TABLES.items()}
+    """A group's rows by table; the run keys are the runs' own rows (``_Rows``)."""
+    run_keys = schemas.STAGING_RUN_KEYS.name
+    parts = {name: _Rows(name) for name in PART_TABLES if name != run_keys}
+    parts[run_keys] = parts["runs"] = _Rows("runs", run_keys)
+    return parts
 
 
 class FileIngester:
@@ -637,8 +655,7 @@ class FileIngester:
 
     def _add_run(self, row: dict[str, Any]) -> None:
         self._complete(row, unreadable=self.in_scope and not self.strict_file)
-        self.parts["runs"].add(row)
-        self.parts["run_keys"].add(row)
+        self.parts["runs"].add(row)  # and its run keys: the same rows (new_part_rows)
         self.result.runs += 1
 
     def _add_correctness(
@@ -757,9 +774,10 @@ class PartWriter:
         (a chunk is full), a table holding fewer than ``min(chunk_rows, FEW_ROWS)`` rows waits:
         row groups of a few rows beside every chunk of runs cost ~1 µs a line."""
         least = 1 if chunk_rows is None else min(chunk_rows, FEW_ROWS)
-        for name, rows in self.rows.items():
+        for rows in {id(rows): rows for rows in self.rows.values()}.values():
             if len(rows) >= least:
-                self._write(name, rows.to_arrow())
+                for name, table in rows.to_arrow().items():
+                    self._write(name, table)
                 rows.rows.clear()
 
     def close(self) -> None:

@@ -199,11 +199,15 @@ class _ExpressionParser:
         raise IdentityError("invalid_expression", f"axis {self.axis!r}: unexpected {text!r}")
 
 
-@dataclass(frozen=True, slots=True)
+# Compared and hashed by identity: it keys the per-workload cache beside each workload's bytes,
+# and ``_prepared`` hands out one object per definition, so hashing its every field on each
+# lookup bought nothing (a second object for the same definition only misses the cache).
+@dataclass(frozen=True, slots=True, eq=False)
 class _PreparedDefinition:
     """What a WorkloadCase needs from a definition, computed once per definition."""
 
     name: str
+    name_kebab: str  # the start of each workload's metadata name (§4.2)
     operation_digest: str
     consts: tuple[tuple[str, int], ...]
     exprs: tuple[tuple[str, str], ...]
@@ -237,7 +241,12 @@ def _prepare_definition(
             (input_name, argument_key(input_name), dtype_token(argument["dtype"]), entries)
         )
     return _PreparedDefinition(
-        definition["name"], operation_digest, tuple(consts), tuple(exprs), tuple(inputs)
+        definition["name"],
+        kebab(definition["name"]),
+        operation_digest,
+        tuple(consts),
+        tuple(exprs),
+        tuple(inputs),
     )
 
 
@@ -279,7 +288,7 @@ def _build_workload_case(
 ) -> dict[str, Any]:
     """§4.2-4.4 on an already field-checked workload."""
     key = workload_key(workload)
-    check_metadata_name(f"{kebab(prepared.name)}-{key[:8]}", "workload")
+    check_metadata_name(f"{prepared.name_kebab}-{key[:8]}", "workload")
 
     raw_axes: dict[str, Any] = workload["axes"]
     axes: dict[str, int] = {}
