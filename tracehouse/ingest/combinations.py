@@ -138,7 +138,7 @@ class Combination:
     """What a repeat takes from its combination's first line as it is: the runs columns every
     repeat shares with it (its entity columns among them), whether KernelIndex identified it
     (then every repeat gets the per-run identity columns too), its environments row, its
-    workload as normalised, and the workload's tolerance bounds."""
+    workload as normalised, the workload's tolerance bounds and its workload row's columns."""
 
     identified: bool
     environment: dict[str, Any]  # the environments row of the combination's environment
@@ -148,6 +148,9 @@ class Combination:
     # shape (no per-run variant, no member outside the known ones).
     shared: dict[str, Any]
     tolerance: tuple[float | None, float | None]
+    # The workload row's columns (FileIngester.workload_columns): a repeat in a file that has
+    # not had the workload yet takes them as they are, instead of looking its bytes up again.
+    workload_columns: dict[str, Any]
 
 
 # Combinations per process and dataset context: entities repeat across the files a worker

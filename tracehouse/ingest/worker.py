@@ -333,13 +333,33 @@ class FileIngester:
     # -- workloads --------------------------------------------------------------------------
 
     def _workload_row(
-        self, definition: str, workload: dict[str, Any], key: str, record: Record
+        self,
+        definition: str,
+        workload: dict[str, Any],
+        key: str,
+        record: Record,
+        derived: dict[str, Any] | None = None,
     ) -> dict[str, Any] | None:
-        """The workload row for this record, or None when this file already had it."""
+        """The workload row for this record, or None when this file already had it. A repeat
+        line hands over its combination's ``derived`` columns (``workload_columns``)."""
         seen_key = (definition, key)
         if seen_key in self.workloads_seen:
             return None
         self.workloads_seen.add(seen_key)
+        if derived is None:
+            derived = self.workload_columns(definition, workload, key)
+        return {
+            **derived,
+            "source_file": self.rel,
+            "source_line": record.line,
+            "record_index": record.index,
+        }
+
+    def workload_columns(
+        self, definition: str, workload: dict[str, Any], key: str
+    ) -> dict[str, Any]:
+        """A workload row's columns that depend only on its content and the context, from the
+        process's cache when it derived them already."""
         try:
             content_key: bytes | None = orjson.dumps(
                 [self.context.fingerprint, definition, workload]
@@ -353,12 +373,7 @@ class FileIngester:
             derived = self._derive_workload(definition, workload, key)
             if content_key is not None:
                 _WORKLOADS.put(content_key, derived)
-        return {
-            **derived,
-            "source_file": self.rel,
-            "source_line": record.line,
-            "record_index": record.index,
-        }
+        return derived
 
     def _derive_workload(
         self, definition: str, workload: dict[str, Any], key: str
@@ -471,8 +486,14 @@ class FileIngester:
         row["hardware"] = normalize_hardware(trace.hardware)[1]
         row["workload_key"] = kernelindex.workload_key(trace.workload)
         row["environment_id"] = self._environment(environment)
+        # A combination's lines share its workload's columns: derived here for all of them.
+        workload_columns = (
+            self.workload_columns(trace.definition, trace.workload, row["workload_key"])
+            if combination_key is not None
+            else None
+        )
         workload_row = self._workload_row(
-            trace.definition, trace.workload, row["workload_key"], record
+            trace.definition, trace.workload, row["workload_key"], record, workload_columns
         )
         if workload_row is not None:
             self.parts["workloads"].add(workload_row)
@@ -516,6 +537,7 @@ class FileIngester:
         row["line_identity_error"] = skip_reason
         tolerance = tolerance_bounds(trace.workload)
         if combination_key is not None:
+            assert workload_columns is not None  # derived above for every combination
             self.combinations.put(
                 combination_key,
                 Combination(
@@ -534,6 +556,7 @@ class FileIngester:
                         "kernelindex_scope": self.in_scope,
                     },
                     tolerance,
+                    workload_columns,
                 ),
             )
         self._add_run(row)
@@ -585,7 +608,11 @@ class FileIngester:
         run_identity(value, combination, row)
         self._environment(combination.environment)
         workload_row = self._workload_row(
-            row["definition"], combination.workload, row["workload_key"], record
+            row["definition"],
+            combination.workload,
+            row["workload_key"],
+            record,
+            combination.workload_columns,
         )
         if workload_row is not None:
             self.parts["workloads"].add(workload_row)
