@@ -32,6 +32,9 @@ BOM = b"\xef\xbb\xbf"
 RAW_PREFIX_CHARS = 200
 # A file with a NUL byte this early may be binary as a whole (``looks_binary``).
 BINARY_HEAD_BYTES = 8192
+# The read buffer of a JSONL file read line by line. Python's default (8 KiB) refilled every
+# two or three lines of real traces (~2.6 KB each, logs included): 3.3 us a line against 1.1.
+LINE_READ_BUFFER_BYTES = 1 << 20
 # A CR that ends a line by itself (classic Mac OS line ends, or a stray one mid-line).
 _LONE_CR = re.compile(rb"\r(?!\n)")
 # UTF-16 is told from a zero-filled region by its NULs: at least this share of the bytes of one
@@ -276,7 +279,7 @@ def iter_jsonl(
     second read. Lines are numbered as ``_Lines`` says (``_file_lines``). With ``end``, the
     read starts at its offset, numbering on from its line, and ``end`` says where it stopped.
     """
-    with path.open("rb") as handle:
+    with path.open("rb", buffering=LINE_READ_BUFFER_BYTES) as handle:
         if end is not None and end.offset:
             handle.seek(end.offset)
         for line_number, start, line, damage, whole in _file_lines(handle, content, end):
