@@ -169,10 +169,13 @@ def combination_cache(fingerprint: str) -> BoundedCache:
 
 
 # The canonical text of a number (kernelindex.canonical_number), kept per distinct value: error
-# bounds and speedups repeat across runs. The values are finite floats and safe integers (the
-# repeatable shape), for which equal values have equal texts (1 == 1.0, 0.0 == -0.0).
+# bounds repeat across runs (on the bench corpus 99.8% of absolute and 35% of relative bounds
+# were found). The values are finite floats and safe integers (the repeatable shape), for which
+# equal values have equal texts (1 == 1.0, 0.0 == -0.0). Latencies, reference latencies (4%
+# found) and speedups are nearly always new: kept too, they filled the dict to its bound and
+# cleared it again every ~60,000 runs (~25 MB a worker).
 _NUMBER_TEXTS: dict[float, str] = {}
-_NUMBER_TEXTS_MAX = 200_000
+_NUMBER_TEXTS_MAX = 20_000  # a clear costs only the values that repeat, found again at once
 
 
 def _number_text(value: float) -> str:
@@ -238,13 +241,13 @@ def _run_template(
     if performance is not None:
         latency = performance["latency_ms"]
         nanoseconds = kernelindex.latency_ns(latency)
-        text += ',"metrics":{"latency_ms":' + _number_text(latency)
+        text += ',"metrics":{"latency_ms":' + kernelindex.canonical_number(latency)
         reference = performance.get("reference_latency_ms")
         if reference is not None:
-            text += ',"reference_latency_ms":' + _number_text(reference)
+            text += ',"reference_latency_ms":' + kernelindex.canonical_number(reference)
         speedup = performance.get("speedup_factor")
         if speedup is not None:
-            text += ',"speedup_factor":' + _number_text(speedup)
+            text += ',"speedup_factor":' + kernelindex.canonical_number(speedup)
         text += "}"
     text += _SOURCE_TAIL + ',"status":"' + ki_status + '"'
     if nanoseconds is not None:
