@@ -20,10 +20,21 @@ import sys
 
 from tracehouse import interrupts
 
-# First thing when this module is the program (`tracehouse` or `python -m tracehouse.cli`), so
-# Ctrl-C while the rest is imported is also one line, not a traceback.
-if __name__ == "__main__" or os.path.basename(sys.argv[0]) == "tracehouse":
+# First thing when this module is the program (``tracehouse``, ``python -m tracehouse`` or
+# ``python -m tracehouse.cli``; not a program that imports tracehouse), so Ctrl-C while the rest
+# is imported is also one line, not a traceback.
+if (
+    __name__ == "__main__"
+    or os.path.basename(sys.argv[0]) == "tracehouse"
+    or getattr(getattr(sys.modules.get("__main__"), "__spec__", None), "name", None)
+    == "tracehouse.__main__"
+):
     interrupts.install_early()
+    # numpy, which DuckDB and pyarrow import, starts OpenBLAS's threads, and they spin for a
+    # while after the import: ~0.15 s of CPU in each process, taken from the build on a
+    # 2-core machine. tracehouse does no linear algebra. A value the user set is kept; the
+    # build's worker processes inherit it.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from collections.abc import Sequence
 

@@ -536,3 +536,47 @@ def test_a_base_file_held_open_and_written_is_not_begun_and_the_build_writes_it_
     assert generation != base
     _assert_same_files(generation, _full_write(generation, tmp_path / "full"))
     assert not any(t.name.startswith("published-file") for t in threading.enumerate())
+
+
+def test_a_base_beyond_the_advance_bounds_is_updated_from_the_copy_begun_with_finalize(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The copy of the base's published file is begun (and written to disk) as finalize
+    starts. Where the update is not begun beside the ranking (a generation beyond its bounds),
+    the end of the build updates that copy as it would a copy of its own; and once the copy is
+    the build's, a failure after publishing (here the clean-up of unlinked parts) leaves the
+    published file whole."""
+    source, warehouse, spy = _built_then_changed(tmp_path, monkeypatch, seed=14)
+    monkeypatch.setattr(duckdb_files, "ADVANCE_MAX_RUNS", 0)
+    copies: list[tuple[Path, Path]] = []
+    copy_to_disk = duckdb_files._copy_to_disk
+
+    def recording_copy(source_file: Path, target: Path) -> None:
+        copy_to_disk(source_file, target)
+        copies.append((source_file, target))
+
+    monkeypatch.setattr(duckdb_files, "_copy_to_disk", recording_copy)
+    base = _current(warehouse)
+    written = spy.build(source, warehouse)
+    assert spy.updates and not spy.updates[-1].begun
+    assert written.reused_base and written.changed_tables.get("runs") == "updated"
+    generation = _current(warehouse)
+    assert copies == [(base / DUCKDB_FILE, generation / DUCKDB_FILE)]
+    _assert_same_files(generation, _full_write(generation, tmp_path / "full"))
+    assert not any(t.name.startswith("published-file") for t in threading.enumerate())
+
+    def failing_clean_up(*args: Any) -> None:
+        raise OSError("input/output error")
+
+    _drop_last_line_of_first_trace(source)
+    monkeypatch.setattr(finalize, "remove_unlinked_parts", failing_clean_up)
+    with pytest.raises(OSError, match="input/output error"):
+        build(source, warehouse, revision=REVISION)
+    published = _current(warehouse)
+    assert published != generation
+    connection = duckdb.connect(str(published / DUCKDB_FILE), read_only=True)
+    try:
+        (runs,) = connection.execute("SELECT count(*) FROM runs").fetchone() or (0,)
+    finally:
+        connection.close()
+    assert runs > 0
