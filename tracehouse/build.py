@@ -543,7 +543,7 @@ class BaseFoundDamaged(Exception):
 
 class BaseCheck:
     """``generation_damage(base, content=True)`` in a thread, started with the build: hashing
-    the base (~130 MB of the bench corpus's, ~0.1 s) takes the other core while the build
+    the base (~50 MB of the bench corpus's parts, ~0.05 s) takes the other core while the build
     discovers its files and plans, instead of coming first. ``wait`` is called before anything
     relies on the base (finalize links its files; an up-to-date build reports it as current),
     and raises ``BaseFoundDamaged`` when it is not intact."""

@@ -1,7 +1,7 @@
 """Issues 16 and 25: a damaged warehouse is detected and repaired by the next build.
 
-Each generation records its files, their sizes and SHA-256 digests, and its schema version when
-it is published (files.json). A deleted `runs` part made queries silently answer 1,404 of 1,490
+Each generation records its files, their sizes and SHA-256 digests (the published DuckDB file:
+its size), and its schema version when it is published (files.json). A deleted `runs` part made queries silently answer 1,404 of 1,490
 runs while `build` said "up to date"; a truncated DuckDB file failed every read while `build`
 said the same; a truncated part shared with the cache or a garbage sources.json made even `build
 --force` fail for ever; a lost `current` link made the next build a first build without the
@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import duckdb
 import pyarrow.parquet as pq
 import pytest
 
@@ -251,6 +252,35 @@ def test_a_flipped_bit_in_a_runs_part_is_detected_and_repaired_from_the_source(
     assert _latencies(warehouse) == from_source
     again = tracehouse("build", "--source", str(source), "--warehouse", str(warehouse))
     assert again.returncode == 0 and "up to date" in again.stdout, again.stdout
+
+
+def test_same_size_garbage_in_the_published_duckdb_file_is_repaired_by_the_next_build(
+    built: tuple[Path, Path, int],
+) -> None:
+    """files.json records the published DuckDB file by its size alone (a client may rewrite it;
+    it is whole while DuckDB opens it), so a build that relies on the generation opens it: bytes
+    garbled at the same size are found there, named, and the file is written again."""
+    source, warehouse, runs = built
+    generation = Warehouse(warehouse).require_current()
+    published = generation / "tracehouse.duckdb"
+    entry = json.loads((generation / "files.json").read_text())["files"]["tracehouse.duckdb"]
+    assert entry == {"size": published.stat().st_size}
+    size = published.stat().st_size
+    published.chmod(0o644)  # sealed read-only
+    published.write_bytes((b"garbage!" * (size // 8 + 1))[:size])
+
+    repaired = tracehouse("build", "--source", str(source), "--warehouse", str(warehouse))
+    assert repaired.returncode == 0 and repaired.stderr == "", repaired.stderr
+    repair_lines = [line for line in repaired.stdout.splitlines() if "repaired:" in line]
+    assert len(repair_lines) == 1 and str(published) in repair_lines[0], repaired.stdout
+    assert "unreadable" in repair_lines[0]
+    current = Warehouse(warehouse).require_current() / "tracehouse.duckdb"
+    assert run_count(warehouse) == runs
+    connection = duckdb.connect(str(current), read_only=True)
+    try:
+        assert connection.execute("SELECT count(*) FROM runs").fetchone() == (runs,)
+    finally:
+        connection.close()
 
 
 def _two_generations(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
