@@ -108,10 +108,10 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def sha256_files(paths: list[Path]) -> dict[Path, str | OSError]:
-    """``sha256_file`` of each path (or the error reading it), several at once, in the order
-    given (the caller's largest first keeps every thread busy to the end): hashlib and file
-    reads release the GIL."""
+def sha256_files(paths: list[Path], threads: int | None = None) -> dict[Path, str | OSError]:
+    """``sha256_file`` of each path (or the error reading it), several at once (on ``threads``,
+    by default up to 4), in the order given (the caller's largest first keeps every thread busy
+    to the end): hashlib and file reads release the GIL."""
     from concurrent.futures import ThreadPoolExecutor
 
     def digest(path: Path) -> str | OSError:
@@ -120,7 +120,7 @@ def sha256_files(paths: list[Path]) -> dict[Path, str | OSError]:
         except OSError as error:
             return error
 
-    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+    with ThreadPoolExecutor(max_workers=threads or min(4, os.cpu_count() or 1)) as pool:
         return dict(zip(paths, pool.map(digest, paths), strict=True))
 
 

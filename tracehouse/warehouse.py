@@ -399,11 +399,11 @@ def _parquet_framing_problem(path: Path, size: int) -> str | None:
 
 
 def _content_digests(
-    generation: Path, recorded: dict[str, dict[str, object]]
+    generation: Path, recorded: dict[str, dict[str, object]], threads: int | None
 ) -> dict[str, str | OSError]:
     """The SHA-256 of every recorded file that has one and still has its recorded size, by
     relative path (or the error reading it). Several files are read at once, largest first
-    (``sha256_files``): this is most of a warm build's time."""
+    (``sha256_files``, on ``threads``): this is most of a warm build's time."""
     sizes: dict[str, int] = {}
     for rel, entry in recorded.items():
         if "sha256" not in entry:
@@ -416,11 +416,13 @@ def _content_digests(
             sizes[rel] = size
 
     largest_first = sorted(sizes, key=sizes.__getitem__, reverse=True)
-    digests = sha256_files([generation / rel for rel in largest_first])
+    digests = sha256_files([generation / rel for rel in largest_first], threads)
     return {rel: digests[generation / rel] for rel in largest_first}
 
 
-def generation_damage(generation: Path, *, content: bool = False) -> str | None:
+def generation_damage(
+    generation: Path, *, content: bool = False, threads: int | None = None
+) -> str | None:
     """The first problem found in ``generation``, naming the file, or None: a file of
     ``FILES_LIST`` missing or of another size (a truncated DuckDB file or part), a Parquet
     file without its magic bytes, the list itself or ``sources.json`` unreadable; with
@@ -435,7 +437,7 @@ def generation_damage(generation: Path, *, content: bool = False) -> str | None:
         recorded = {}
     except (OSError, ValueError) as error:
         return f"{generation / FILES_LIST}: unreadable ({error})"
-    digests = _content_digests(generation, recorded) if content else {}
+    digests = _content_digests(generation, recorded, threads) if content else {}
     for rel, entry in recorded.items():
         path = generation / rel
         size = entry["size"]
