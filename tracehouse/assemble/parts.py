@@ -335,9 +335,15 @@ def write_ranking_parts(
                 }
             ),
         )
+        # The stale buckets as a filter DuckDB takes into the scan of the runs, not a join: the
+        # runs of the other buckets are then never read whole (a build after one changed file
+        # ranked its one bucket in 0.22 s, ~0.05 s of it per read of the inputs as a join).
+        where = ""
+        if len(stale) < len(name_of):
+            listed = ", ".join(sql_literal(bucket) for bucket in stale)
+            where = f" WHERE ranking_bucket IN ({listed})"
         connection.execute(
-            "CREATE OR REPLACE TEMP VIEW ranking_inputs AS SELECT i.* FROM all_ranking_inputs i "
-            "JOIN stale_ranking_buckets USING (ranking_bucket)"
+            f"CREATE OR REPLACE TEMP VIEW ranking_inputs AS SELECT * FROM all_ranking_inputs{where}"  # noqa: S608  (own names, literals)
         )
         out = folder / f".write.{os.getpid()}.tmp"
         shutil.rmtree(out, ignore_errors=True)
