@@ -1,15 +1,15 @@
 """Issues 16 and 25: a damaged warehouse is detected and repaired by the next build.
 
 Each generation records its files, their sizes and SHA-256 digests (the published DuckDB file:
-its size), and its schema version when it is published (files.json). A deleted `runs` part made queries silently answer 1,404 of 1,490
-runs while `build` said "up to date"; a truncated DuckDB file failed every read while `build`
-said the same; a truncated part shared with the cache or a garbage sources.json made even `build
---force` fail for ever; a lost `current` link made the next build a first build without the
-shrink guard. Issue 25: a flipped bit (same size) changed a run's latency with no warning and
-`build --force` re-published it from the hard-linked cache; same-size garbage in a part made
-every read fail without saying why and `--force` fail for ever; `rollback` switched to a damaged
-generation; a warehouse of the previous release broke the read commands while `build` said "up
-to date". Every step here is the real `tracehouse` command.
+its size), and its schema version when it is published (files.json). A deleted `runs` part made
+queries silently answer 1,404 of 1,490 runs while `build` said "up to date"; a truncated DuckDB
+file failed every read while `build` said the same; a truncated part shared with the cache or a
+garbage sources.json made even `build --force` fail for ever; a lost `current` link made the
+next build a first build without the shrink guard. Issue 25: a flipped bit (same size) changed a
+run's latency with no warning and `build --force` re-published it from the hard-linked cache;
+same-size garbage in a part made every read fail without saying why and `--force` fail for ever;
+`rollback` switched to a damaged generation; a warehouse of the previous release broke the read
+commands while `build` said "up to date". Every step here is the real `tracehouse` command.
 """
 
 from __future__ import annotations
@@ -263,9 +263,9 @@ def test_same_size_garbage_in_the_published_duckdb_file_is_repaired_by_the_next_
     source, warehouse, runs = built
     generation = Warehouse(warehouse).require_current()
     published = generation / "tracehouse.duckdb"
-    entry = json.loads((generation / "files.json").read_text())["files"]["tracehouse.duckdb"]
-    assert entry == {"size": published.stat().st_size}
     size = published.stat().st_size
+    entry = json.loads((generation / "files.json").read_text())["files"]["tracehouse.duckdb"]
+    assert entry == {"size": size}
     published.chmod(0o644)  # sealed read-only
     published.write_bytes((b"garbage!" * (size // 8 + 1))[:size])
 

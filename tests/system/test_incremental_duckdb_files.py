@@ -184,6 +184,11 @@ def _assert_same_files(generation: Path, reference: Path) -> None:
             connection.close()
 
 
+def _failing_clean_up(*args: Any) -> None:
+    """In place of the clean-up of unlinked parts, which comes after publishing."""
+    raise OSError("input/output error")
+
+
 def _current(warehouse: Path) -> Path:
     return Warehouse(warehouse).require_current()
 
@@ -453,10 +458,7 @@ def test_a_failure_after_publishing_leaves_the_published_file_whole(
     source, warehouse = tmp_path / "demo", tmp_path / "wh"
     generate_dataset(source, seed=11, definitions=2, workloads_per_definition=3)
 
-    def failing_clean_up(*args: Any) -> None:
-        raise OSError("input/output error")
-
-    monkeypatch.setattr(finalize, "remove_unlinked_parts", failing_clean_up)
+    monkeypatch.setattr(finalize, "remove_unlinked_parts", _failing_clean_up)
     with pytest.raises(OSError, match="input/output error"):
         build(source, warehouse, revision=REVISION)
     generation = _current(warehouse)  # published before the clean-up failed
@@ -565,11 +567,8 @@ def test_a_base_beyond_the_advance_bounds_is_updated_from_the_copy_begun_with_fi
     _assert_same_files(generation, _full_write(generation, tmp_path / "full"))
     assert not any(t.name.startswith("published-file") for t in threading.enumerate())
 
-    def failing_clean_up(*args: Any) -> None:
-        raise OSError("input/output error")
-
     _drop_last_line_of_first_trace(source)
-    monkeypatch.setattr(finalize, "remove_unlinked_parts", failing_clean_up)
+    monkeypatch.setattr(finalize, "remove_unlinked_parts", _failing_clean_up)
     with pytest.raises(OSError, match="input/output error"):
         build(source, warehouse, revision=REVISION)
     published = _current(warehouse)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -313,8 +314,7 @@ def write_ranking_parts(
             "SELECT DISTINCT ranking_bucket FROM all_ranking_inputs "  # noqa: S608  (own names)
             f"WHERE run_id IN (SELECT run_id FROM {kept.added_runs})"
         ).fetchall()
-        listed = ", ".join(sql_literal(bucket) for (bucket,) in touched) or "NULL"
-        digests = f"SELECT * FROM ({digests}) WHERE ranking_bucket IN ({listed})"  # noqa: S608
+        digests = f"SELECT * FROM ({digests}) WHERE {_in_buckets(b for (b,) in touched)}"  # noqa: S608
         name_of.update(kept.names)
     for bucket, digest in connection.execute(digests).fetchall():
         name_of[bucket] = hashlib.sha256(f"{rule}\n{bucket}\n{digest}".encode()).hexdigest()[:32]
@@ -338,10 +338,7 @@ def write_ranking_parts(
         # The stale buckets as a filter DuckDB takes into the scan of the runs, not a join: the
         # runs of the other buckets are then never read whole (a build after one changed file
         # ranked its one bucket in 0.22 s, ~0.05 s of it per read of the inputs as a join).
-        where = ""
-        if len(stale) < len(name_of):
-            listed = ", ".join(sql_literal(bucket) for bucket in stale)
-            where = f" WHERE ranking_bucket IN ({listed})"
+        where = f" WHERE {_in_buckets(stale)}" if len(stale) < len(name_of) else ""
         connection.execute(
             f"CREATE OR REPLACE TEMP VIEW ranking_inputs AS SELECT * FROM all_ranking_inputs{where}"  # noqa: S608  (own names, literals)
         )
@@ -360,6 +357,12 @@ def write_ranking_parts(
         shutil.rmtree(out, ignore_errors=True)
         connection.unregister("stale_ranking_buckets")
     return {bucket: folder / name for bucket, name in name_of.items()}
+
+
+def _in_buckets(buckets: Iterable[str]) -> str:
+    """A condition on ``ranking_bucket`` that holds for ``buckets`` only (none: for no row)."""
+    listed = ", ".join(sql_literal(bucket) for bucket in buckets) or "NULL"
+    return f"ranking_bucket IN ({listed})"
 
 
 @dataclass(frozen=True)
