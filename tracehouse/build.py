@@ -45,6 +45,7 @@ from tracehouse.ingest.plan import (
     group_parts_key,
     load_context_cached,
     plan_files,
+    pool_starts_early,
     remove_unreferenced_staging,
     run_tasks,
     set_worker_context,
@@ -590,33 +591,39 @@ def _full_build(
     generations.remove_stale_generations(warehouse)
     json_files = [f for f in files if f.kind == "json"]
     line_files = [f for f in files if f.kind == "jsonl"]
-    plan = plan_files(settings, warehouse, resolved, files, manifest)
-    loaded, context = plan.loaded, plan.loaded.context
-    file_entries, tasks, group_mode = plan.file_entries, plan.tasks, plan.group_mode
+    with contextlib.ExitStack() as early_pool:
+        if parse is run_tasks:  # (the Dagster fan-out parses in its own executor's workers)
+            early_pool.enter_context(
+                pool_starts_early(settings, line_files, manifest.sources.get(resolved.name))
+            )
+        plan = plan_files(settings, warehouse, resolved, files, manifest)
+        loaded, context = plan.loaded, plan.loaded.context
+        file_entries, tasks, group_mode = plan.file_entries, plan.tasks, plan.group_mode
 
-    # The context's rows wait on disk through the parse; finalize reads them, and a build
-    # that fails or is interrupted before then leaves no copy behind.
-    with finalize.staged_context_rows(loaded, warehouse.context_rows) as context_rows:
-        set_worker_context(context)
-        results: list[Any] = parse(tasks, settings.workers, progress) if tasks else []
-        _record_parsed_groups(warehouse, file_entries, group_mode, tasks, results)
-        _refuse_a_source_without_runs(settings, resolved, file_entries)
-        if base_check is not None:
-            base_check.wait()  # before finalize links the base's files
-        outcome = finalize.finalize(
-            warehouse=warehouse,
-            settings=settings,
-            resolved=resolved,
-            loaded=loaded,
-            context_rows=context_rows,
-            files=files,
-            file_entries=file_entries,
-            discovery_rejects=discovery_rejects,
-            progress=progress,
-            before_publish=guard,
-            base=base,
-            publish=generations.publish,
-        )
+        # The context's rows wait on disk through the parse; finalize reads them, and a build
+        # that fails or is interrupted before then leaves no copy behind.
+        with finalize.staged_context_rows(loaded, warehouse.context_rows) as context_rows:
+            set_worker_context(context)
+            results: list[Any] = parse(tasks, settings.workers, progress) if tasks else []
+            early_pool.close()  # finalize, the build's peak of memory, runs without it
+            _record_parsed_groups(warehouse, file_entries, group_mode, tasks, results)
+            _refuse_a_source_without_runs(settings, resolved, file_entries)
+            if base_check is not None:
+                base_check.wait()  # before finalize links the base's files
+            outcome = finalize.finalize(
+                warehouse=warehouse,
+                settings=settings,
+                resolved=resolved,
+                loaded=loaded,
+                context_rows=context_rows,
+                files=files,
+                file_entries=file_entries,
+                discovery_rejects=discovery_rejects,
+                progress=progress,
+                before_publish=guard,
+                base=base,
+                publish=generations.publish,
+            )
     # Sources the published generation no longer holds (removed) drop out of the manifest.
     held = {s.source for s in generation_sources(outcome.generation)}
     manifest.sources = {name: m for name, m in manifest.sources.items() if name in held}

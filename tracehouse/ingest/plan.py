@@ -4,6 +4,7 @@ one ingest task; and running those tasks in a pool of parser workers."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.abc
 import json
@@ -19,7 +20,7 @@ from tracehouse import interrupts
 from tracehouse.fetch.local import SourceFile, discover
 from tracehouse.fetch.resolve import NO_SOURCE, ProgressFn, ResolvedSource, resolve_source
 from tracehouse.files import replace_atomically, sha256_file, sha256_files
-from tracehouse.ingest.manifest import FileEntry, Manifest, read_manifest
+from tracehouse.ingest.manifest import FileEntry, Manifest, SourceManifest, read_manifest
 from tracehouse.schemas import IMPORTER_VERSION, STAGING_FORMAT
 from tracehouse.settings import Settings, SettingsError
 from tracehouse.warehouse import Warehouse
@@ -517,6 +518,32 @@ class _IntactParts:
         )
 
 
+def pool_starts_early(
+    settings: Settings, line_files: list[SourceFile], before: SourceManifest | None
+) -> contextlib.AbstractContextManager[None]:
+    """The parser pool's fork server, started before the plan when a build is the first of its
+    source (``before`` is None) and will parse in a pool (``_run_tasks``: two workers or more,
+    files of two groups or more): the server imports the parser's modules (~0.4 s) on the core
+    the plan leaves idle, instead of after it. Held until the parse ends (the block's end);
+    any other build gets a block that does nothing, so a warm or changed build, which parses
+    one task or none in process, never starts a server for nothing."""
+    groups = {file_group(f.rel) for f in line_files}
+    if before is not None or settings.workers <= 1 or len(groups) <= 1:
+        return contextlib.nullcontext()
+    _parser_processes()
+    return interrupts.fork_server()
+
+
+def _parser_processes() -> Any:
+    """multiprocessing's context of the parser workers: forked from a fork server that has
+    imported the parser's modules (a fork server starts with those named before it starts)."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["tracehouse.ingest.worker"])
+    return context
+
+
 def run_tasks(tasks: list[IngestTask], workers: int, progress: ProgressFn | None) -> list[Any]:
     """Parse every task in a pool of ``workers`` processes; results come back in task order."""
     results: list[Any] = []
@@ -543,15 +570,13 @@ def _run_tasks(
             if progress:
                 progress("parse", done_files, total_files)
         return
-    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     gathered: dict[int, Any] = {}
     # Workers start from a clean server process, not by forking this one: a fork copies a
     # process whose Polars/DuckDB thread pools may hold locks (in Dagster, tests, a notebook),
     # and the child then hangs on its first frame.
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["tracehouse.ingest.worker"])
+    context = _parser_processes()
     with interrupts.fork_server():
         # A pool per batch of tasks, so that a worker parses about FILES_PER_WORKER files (the
         # executor's own max_tasks_per_child can hang on Python 3.11 when a worker retires).
