@@ -409,6 +409,42 @@ def test_a_failure_while_the_published_file_is_begun_stops_its_copy(
     )
 
 
+def test_the_tables_the_published_files_thread_has_not_begun_are_copied_by_finish(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the build reaches the end while the published file's thread is still copying (on a
+    cold build of the bench corpus it is in ``runs`` then), ``finish`` copies the tables the
+    thread has not begun beside it, each table is copied once, and the file holds what a full
+    write holds."""
+    source, warehouse = tmp_path / "demo", tmp_path / "wh"
+    generate_dataset(source, seed=12, definitions=2, workloads_per_definition=3)
+    late = {*schemas.HISTORY_TABLES, schemas.RUN_RANKINGS.name}  # finish's own tables
+    copied: list[tuple[str, str]] = []
+    runs_begun, taken_by_finish = threading.Event(), threading.Event()
+    store = duckdb_files._store_table
+
+    def held_store(connection: Any, name: str, source: str | None = None) -> None:
+        in_thread = threading.current_thread().name.startswith("published-file")
+        if in_thread and name == "runs":  # the thread stays in runs until finish has taken one
+            runs_begun.set()
+            assert taken_by_finish.wait(60)
+        elif not in_thread and name not in late:
+            assert runs_begun.wait(60)
+        store(connection, name, source)
+        copied.append((name, "thread" if in_thread else "finish"))
+        if not in_thread and name not in late:
+            taken_by_finish.set()
+
+    monkeypatch.setattr(duckdb_files, "_store_table", held_store)
+    build(source, warehouse, revision=REVISION)
+    generation = _current(warehouse)
+    by = dict(copied)
+    assert sorted(name for name, _ in copied) == sorted(generation_tables(generation))
+    assert by["runs"] == "thread" and by["definitions"] == "thread"
+    assert by["correctness"] == by["trace_lines"] == by["run_rankings"] == "finish"
+    _assert_same_files(generation, _full_write(generation, tmp_path / "full"))
+
+
 @pytest.mark.parametrize("how", ["out_of_memory", "row_groups_too_big", "too_many_runs"])
 def test_the_published_file_is_written_the_usual_way_when_it_cannot_be_begun_early(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
