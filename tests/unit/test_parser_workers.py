@@ -1,5 +1,6 @@
 """Parser workers: renewed by files parsed (ingest.plan.FILES_PER_WORKER), not by tasks; and
-without pandas, which pyarrow would import on a worker's first list conversion."""
+without pandas, which pyarrow would import on a worker's first list conversion. A `tracehouse
+build` process also goes without numpy, which DuckDB and pyarrow would import."""
 
 from __future__ import annotations
 
@@ -45,22 +46,30 @@ def test_a_parser_worker_converts_lists_without_importing_pandas() -> None:
     assert done.stdout.split() == ["False"]
 
 
-def test_a_build_that_parses_in_place_does_not_import_pandas(tmp_path) -> None:
+def test_a_build_that_parses_in_place_imports_neither_pandas_nor_numpy(tmp_path) -> None:
     # One worker: the build parses in the `tracehouse build` process itself, as a build of one
-    # changed group does; its rows are still converted to Arrow, without pandas.
+    # changed group does; its rows are still converted to Arrow, without pandas, and DuckDB and
+    # pyarrow do their work without numpy. The warehouse is the one a process with both builds.
+    from tests.conftest import build
     from tracehouse.demo import generate_dataset
+    from tracehouse.warehouse import Warehouse
 
     dataset = tmp_path / "dataset"
     generate_dataset(dataset, definitions=2, workloads_per_definition=2, solutions_per_definition=2)
     script = (
         "import sys; from tracehouse import cli;"
         f"code = cli.main(['build', '--source', {str(dataset)!r}, '--warehouse',"
-        f" {str(tmp_path / 'wh')!r}, '--workers', '1']);"
-        "print(code, 'pandas' in sys.modules)"
+        f" {str(tmp_path / 'wh')!r}, '--workers', '1', '--revision', {'ef' * 20!r}]);"
+        "print(code, 'pandas' in sys.modules, 'numpy' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split()[-2:] == ["0", "False"]
+    assert done.stdout.split()[-3:] == ["0", "False", "False"]
+    build(dataset, tmp_path / "with", workers=1, revision="ef" * 20)
+    generations = [Warehouse(tmp_path / name).require_current() for name in ("wh", "with")]
+    for table in ("runs", "run_rankings", "correctness"):
+        files = [sorted((g / f"{table}.parquet").rglob("*.parquet")) for g in generations]
+        assert [f.read_bytes() for f in files[0]] == [f.read_bytes() for f in files[1]], table
 
 
 def test_a_build_that_finds_its_warehouse_up_to_date_loads_neither_duckdb_nor_pyarrow(

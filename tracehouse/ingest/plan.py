@@ -57,32 +57,42 @@ def set_worker_context(context: Any) -> None:
     _WORKER_CONTEXT = context
 
 
-class _RefusePandas(importlib.abc.MetaPathFinder):
-    """pyarrow imports pandas (0.4 s of CPU a process) the first time it converts a Python
-    list, only to ask whether the list is a pandas object, and carries on without it when the
-    import fails. A process that holds no pandas object refuses the import: its parts are the
-    same bytes. Parser workers do, and so does a ``tracehouse build`` process (refuse_pandas);
-    a process that parses in place for somebody else (Dagster, a notebook) keeps pandas, as
-    pyarrow remembers a refused import for the rest of the process."""
+class _RefuseImports(importlib.abc.MetaPathFinder):
+    """Modules a process does without (``refuse_imports``), refused when first imported: each
+    importer here carries on without them, and the bytes it writes are the same.
+
+    - ``pandas``: pyarrow imports it (0.4 s of CPU a process) the first time it converts a
+      Python list, only to ask whether the list is a pandas object. Parser workers and a
+      ``tracehouse build`` process refuse it; a process that parses in place for somebody else
+      (Dagster, a notebook) keeps pandas, as pyarrow remembers a refused import for the rest of
+      the process.
+    - ``numpy``: DuckDB and pyarrow import it when they are imported (~0.1 s of a build's
+      0.25 s of imports) and use it only to hand over numpy arrays, which a build never asks
+      for. A ``tracehouse build`` process refuses it."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
-        if name == "pandas":
-            raise ImportError("a parser worker does not import pandas")
+        if name.partition(".")[0] in self.names:
+            raise ImportError(f"this tracehouse process does not import {name}")
 
 
-def refuse_pandas() -> None:
-    """From now on this process does not import pandas (see _RefusePandas); once is enough."""
-    if "pandas" not in sys.modules and not any(
-        isinstance(finder, _RefusePandas) for finder in sys.meta_path
-    ):
-        sys.meta_path.insert(0, _RefusePandas())
+def refuse_imports(*names: str) -> None:
+    """From now on this process does not import the modules ``names`` (top-level names) it has
+    not imported yet (see _RefuseImports)."""
+    finder = next((f for f in sys.meta_path if isinstance(f, _RefuseImports)), None)
+    if finder is None:
+        finder = _RefuseImports()
+        sys.meta_path.insert(0, finder)
+    finder.names.update(name for name in names if name not in sys.modules)
 
 
 def _start_worker(context: Any) -> None:
     """Initializer of a parser worker: the parent handles Ctrl-C and stops it; the context
     arrives once per worker."""
     interrupts.ignore_in_worker()
-    refuse_pandas()
+    refuse_imports("pandas")
     # The C library's allocator, not Arrow's mimalloc: a worker's chunks are short-lived Arrow
     # tables, and mimalloc kept the pages of each (~45 MiB more a worker on the bench corpus).
     import pyarrow
