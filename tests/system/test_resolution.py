@@ -252,13 +252,14 @@ def test_a_runs_part_is_resolved_row_group_by_row_group_beside_its_run_keys(
     assert staged and all(pq.ParquetFile(p).num_row_groups > 2 for p in staged)
 
     by_id: list[Path] = []
-    resolve_by_id = parts._resolve_runs_part_by_id
+    write_resolved = parts._write_resolved
 
-    def recording_by_id(staged: Path, *args: Any) -> None:
-        by_id.append(staged)
-        resolve_by_id(staged, *args)
+    def recording_write(staged: Path, *args: Any, **kwargs: Any) -> None:
+        if kwargs["by_id"]:
+            by_id.append(staged)
+        write_resolved(staged, *args, **kwargs)
 
-    monkeypatch.setattr(parts, "_resolve_runs_part_by_id", recording_by_id)
+    monkeypatch.setattr(parts, "_write_resolved", recording_write)
     resolution = parts.SourceResolution({}, frozenset())  # every solution unknown now
     part = staged[0]
     in_order = tmp_path / "in-order.parquet"

@@ -272,11 +272,11 @@ def _resolve_runs_part(
     both are read side by side, and memory is a row group's and a batch of run keys, not the
     part's: with the resolved columns of every run held at once, resolving the parts of a
     1,000,000-line source (tasks of ~250,000 runs) took finalize 300 MiB higher. Should the
-    two orders ever differ, the part is resolved again with the run keys looked up by id."""
+    two orders ever differ, the part is written again with the run keys looked up by id."""
     try:
-        _resolve_runs_part_in_order(staged, target, resolution, first_cases)
+        _write_resolved(staged, target, resolution, first_cases, by_id=False)
     except _KeysOutOfOrder:
-        _resolve_runs_part_by_id(staged, target, resolution, first_cases)
+        _write_resolved(staged, target, resolution, first_cases, by_id=True)
 
 
 class _KeysOutOfOrder(Exception):
@@ -304,72 +304,45 @@ def _resolved_keys(
             )
 
 
-def _resolve_runs_part_in_order(
+def _write_resolved(
     staged: Path,
     target: Path,
     resolution: SourceResolution,
     first_cases: dict[str, FirstCase],
+    *,
+    by_id: bool,
 ) -> None:
+    """The runs part ``target``: each row group of ``staged`` with its resolved columns set,
+    run for run, from the run keys read beside it in the same order (raising _KeysOutOfOrder
+    where they are not), or, ``by_id``, all looked up by run id."""
+    schema = stored_schema(schemas.RUNS.name)
+    fields = [(schema.get_field_index(c), schema.field(c)) for c in RESOLVED_COLUMNS]
     with (
         pq.ParquetFile(run_keys_part(str(staged))) as keys_file,
         pq.ParquetFile(staged) as runs_file,
+        parquet_writer(target, schema, schemas.RUNS.name) as writer,
     ):
         resolved = _resolved_keys(keys_file, resolution, first_cases)
-
-        def row_groups() -> Iterator[tuple[pa.Table, list[tuple[Any, ...]]]]:
-            for index in range(runs_file.num_row_groups):
-                rows = runs_file.read_row_group(index, use_threads=False)
+        by_run_id = dict(resolved) if by_id else {}
+        for index in range(runs_file.num_row_groups):
+            rows = runs_file.read_row_group(index, use_threads=False).cast(schema)
+            run_ids = rows.column("run_id").to_pylist()
+            if by_id:
+                values = [by_run_id[run_id] for run_id in run_ids]
+            else:
                 values = []
-                for run_id in rows.column("run_id").to_pylist():
+                for run_id in run_ids:
                     key_id, columns = next(resolved, (None, ()))
                     if key_id != run_id:
                         raise _KeysOutOfOrder
                     values.append(columns)
-                yield rows, values
-            if next(resolved, None) is not None:
-                raise _KeysOutOfOrder
-
-        _write_resolved(target, row_groups())
-
-
-def _resolve_runs_part_by_id(
-    staged: Path,
-    target: Path,
-    resolution: SourceResolution,
-    first_cases: dict[str, FirstCase],
-) -> None:
-    with (
-        pq.ParquetFile(run_keys_part(str(staged))) as keys_file,
-        pq.ParquetFile(staged) as runs_file,
-    ):
-        resolved = dict(_resolved_keys(keys_file, resolution, first_cases))
-        _write_resolved(
-            target,
-            (
-                (rows, [resolved[run_id] for run_id in rows.column("run_id").to_pylist()])
-                for rows in (
-                    runs_file.read_row_group(index, use_threads=False)
-                    for index in range(runs_file.num_row_groups)
-                )
-            ),
-        )
-
-
-def _write_resolved(
-    target: Path, row_groups: Iterable[tuple[pa.Table, list[tuple[Any, ...]]]]
-) -> None:
-    """The runs part ``target``: each row group of runs with its resolved columns set to the
-    values given beside it, run for run."""
-    schema = stored_schema(schemas.RUNS.name)
-    fields = [(schema.get_field_index(c), schema.field(c)) for c in RESOLVED_COLUMNS]
-    with parquet_writer(target, schema, schemas.RUNS.name) as writer:
-        for rows, values in row_groups:
-            rows = rows.cast(schema)
             for position, (column, field) in enumerate(fields):
                 rows = rows.set_column(
                     column, field, pa.array([v[position] for v in values], type=field.type)
                 )
             writer.write_table(rows)
+        if not by_id and next(resolved, None) is not None:
+            raise _KeysOutOfOrder
 
 
 def ranking_rule() -> str:

@@ -537,8 +537,11 @@ def pool_starts_early(
     the plan leaves idle, instead of after it. Held until the parse ends (the block's end);
     any other build gets a block that does nothing, so a warm or changed build, which parses
     one task or none in process, never starts a server for nothing."""
-    groups = {file_group(f.rel) for f in line_files}
-    if before is not None or settings.workers <= 1 or len(groups) <= 1:
+    if before is not None or settings.workers <= 1:
+        return contextlib.nullcontext()  # (before the groups: a later build names none)
+    groups = (file_group(f.rel) for f in line_files)
+    first = next(groups, None)
+    if all(group == first for group in groups):
         return contextlib.nullcontext()
     _parser_processes()
     return interrupts.fork_server()
