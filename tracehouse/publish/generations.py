@@ -57,7 +57,7 @@ def publish(warehouse: Warehouse, generation: Path) -> None:
     with interrupts.deferred():  # Ctrl-C now would leave the user guessing: finish first
         symlink_atomically(warehouse.current, os.path.relpath(generation, warehouse.root))
         interrupts.note_published(generation.name)
-        _fsync_dir(warehouse.root)
+        _fsync_path(warehouse.root)
     (warehouse.cache / QUERY_SPILL_DIR).mkdir(parents=True, exist_ok=True)  # readers spill here
     if not warehouse.duckdb_path.is_symlink():
         with contextlib.suppress(FileNotFoundError):
@@ -71,7 +71,7 @@ def rollback(warehouse: Warehouse, generation: Path) -> None:
     with interrupts.deferred():
         symlink_atomically(warehouse.current, os.path.relpath(generation, warehouse.root))
         interrupts.note_published(generation.name)
-        _fsync_dir(warehouse.root)
+        _fsync_path(warehouse.root)
 
 
 def roll_back(
@@ -268,17 +268,21 @@ def _recorded_by_inode(generation: Path) -> dict[tuple[int, int], dict[str, obje
 
 
 def _fsync_tree(folder: Path) -> None:
-    for path in folder.iterdir():
-        if path.is_file():
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-    _fsync_dir(folder)
+    """Every file and folder below ``folder`` on disk, before the switch makes it current: the
+    parts in its table folders too, not only its top-level files. Without them, a power loss
+    right after a build could leave the current generation naming parts whose bytes never
+    reached the disk (its predecessor removed). A part linked from an earlier generation is
+    clean already: its fsync returns at once (a generation of the bench corpus: ~0.01 s)."""
+    for dirpath, _, filenames in os.walk(folder):  # (symlinked folders are not followed)
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            if not os.path.islink(path):
+                _fsync_path(path)
+        _fsync_path(dirpath)  # its entries: the names of the files just synced
+    _fsync_path(folder.parent)  # the generation's own name
 
 
-def _fsync_dir(path: Path) -> None:
+def _fsync_path(path: str | Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
