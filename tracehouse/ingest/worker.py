@@ -763,6 +763,7 @@ class PartWriter:
         self.written: dict[str, list[str]] = {}
         self._writers: dict[str, pq.ParquetWriter] = {}
         self._gathered: dict[str, list[pa.Table]] = {}  # a parted table's next row group
+        self._gathered_bytes: dict[str, int] = {}  # (summed as gathered, not per flush)
         self._parts = contextlib.ExitStack()  # each part's temporary, renamed or removed
 
     def _writer(self, name: str, schema: pa.Schema) -> pq.ParquetWriter:
@@ -785,13 +786,14 @@ class PartWriter:
         if name not in schemas.GROUP_PARTED_TABLES:
             self._writer(name, table.schema).write_table(table)
             return
-        gathered = self._gathered.setdefault(name, [])
-        gathered.append(table)
-        if sum(t.nbytes for t in gathered) >= PART_ROW_GROUP_BYTES:
+        self._gathered.setdefault(name, []).append(table)
+        self._gathered_bytes[name] = self._gathered_bytes.get(name, 0) + table.nbytes
+        if self._gathered_bytes[name] >= PART_ROW_GROUP_BYTES:
             self._write_gathered(name)
 
     def _write_gathered(self, name: str) -> None:
         gathered = self._gathered.pop(name, [])
+        self._gathered_bytes.pop(name, None)
         if gathered:
             rows = pa.concat_tables(gathered)
             self._writer(name, rows.schema).write_table(rows, row_group_size=rows.num_rows)
@@ -825,6 +827,7 @@ class PartWriter:
                 writer.close()
         self._writers.clear()
         self._gathered.clear()
+        self._gathered_bytes.clear()
         abandoned = RuntimeError("the group's parts were abandoned")
         with contextlib.suppress(RuntimeError):
             self._parts.__exit__(RuntimeError, abandoned, None)
