@@ -65,3 +65,28 @@ def test_every_file_and_folder_of_a_generation_is_fsynced_before_it_is_current(
     ]
     assert not_synced == []
     assert _inode(generation.parent) in synced  # the generation's own name
+
+
+def test_the_current_generations_file_list_is_replaced_whole_when_its_views_are_written_again(
+    tmp_path: Path,
+) -> None:
+    """The Dagster view assets rewrite the published file of the current generation and record
+    its new size in ``files.json``, which readers check: the list is replaced in one rename, so
+    a reader (or a crash) never meets it half written. A reader that opened the old list keeps
+    reading it whole."""
+    from pipelines.defs.assets import recreate_views
+    from tracehouse.settings import load_settings
+    from tracehouse.warehouse import FILES_LIST, generation_damage
+
+    source, warehouse = tmp_path / "demo", tmp_path / "wh"
+    generate_dataset(source, seed=6, definitions=2, workloads_per_definition=2)
+    build(source, warehouse, revision=REVISION)
+    generation = (warehouse / "current").resolve()
+    listed = generation / FILES_LIST
+    with listed.open("rb") as reader:
+        before = listed.read_bytes()
+        recreate_views(load_settings(environ={}, warehouse=warehouse, source=str(source)))
+        # another file took its name: the old one is whole, for whoever still reads it
+        assert os.fstat(reader.fileno()).st_ino != listed.stat().st_ino
+        assert reader.read() == before
+    assert generation_damage(generation, content=True) is None  # the new list is the truth

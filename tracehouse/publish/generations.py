@@ -26,7 +26,7 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from tracehouse import interrupts
-from tracehouse.files import read_parquet_file, sha256_file, symlink_atomically
+from tracehouse.files import read_parquet_file, sha256_file, symlink_atomically, write_atomically
 from tracehouse.warehouse import (
     COMPLETE_MARKER,
     DUCKDB_FILE,
@@ -243,8 +243,11 @@ def record_generation_files(generation: Path, only: Collection[str] | None = Non
             files[rel] = entry
     lines = ",\n".join(f"{json.dumps(rel)}: {json.dumps(files[rel])}" for rel in sorted(files))
     version = json.dumps(schema_version())
-    (generation / FILES_LIST).write_text(
-        f'{{"schema_version": {version},\n"files": {{\n{lines}\n}}}}\n'
+    # Replaced whole: the Dagster view assets record the current generation's list again
+    # while readers check against it.
+    write_atomically(
+        generation / FILES_LIST,
+        f'{{"schema_version": {version},\n"files": {{\n{lines}\n}}}}\n'.encode(),
     )
 
 
