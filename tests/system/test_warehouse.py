@@ -416,6 +416,7 @@ def test_files_written_in_small_chunks_give_the_same_tables(
 
     source = GOLDEN_DIR / "dataset"
     monkeypatch.setattr(ingest, "CHUNK_ROWS", 7)  # read when the build makes its tasks
+    monkeypatch.setattr(ingest, "FILE_HOLD_ROWS", 0)  # (so is this: chunks within a file too)
     build(source, tmp_path / "chunked", revision=GOLDEN_REVISION)
     staged_keys = (tmp_path / "chunked" / "cache" / "staging").glob("*.run_keys.*.parquet")
     # each chunk is a row group of its group's one run keys part (a parted table's part, runs

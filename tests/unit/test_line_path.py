@@ -419,8 +419,9 @@ def test_a_group_streams_its_chunks_into_one_part_per_table(
     path = tmp_path / "t.jsonl"
     path.write_text("".join(_passed_line(f"u-{i}") + "\n" for i in range(7)) + "{broken\n")
     rel = f"traces/{AUTHOR}/gemm/{DEFINITION}.jsonl"
+    # (hold_rows=0: no rows held past a chunk while the file may turn out unreadable)
     chunked = ingest_group(
-        [(path, rel)], context, tmp_path / "chunked", "k", chunk_rows=2, source="test"
+        [(path, rel)], context, tmp_path / "chunked", "k", chunk_rows=2, hold_rows=0, source="test"
     )
     whole = ingest_group([(path, rel)], context, tmp_path / "whole", "k", source="test")
     assert chunked.parts == whole.parts
@@ -453,8 +454,9 @@ def test_rejected_lines_stream_like_runs_and_entity_rows_wait_for_a_chunk(
         + "".join(_passed_line(f"u-{i % 2}") + "\n" for i in range(9))
     )
     rel = f"traces/{AUTHOR}/gemm/{DEFINITION}.jsonl"
+    # (hold_rows=0: no rows held past a chunk while the file may turn out unreadable)
     chunked = ingest_group(
-        [(path, rel)], context, tmp_path / "chunked", "k", chunk_rows=2, source="test"
+        [(path, rel)], context, tmp_path / "chunked", "k", chunk_rows=2, hold_rows=0, source="test"
     )
     ingest_group([(path, rel)], context, tmp_path / "whole", "k", source="test")
     groups = {

@@ -188,6 +188,9 @@ class IngestTask:
     keep_parts: bool = False
     # The source's name: a run's id is qualified by it (worker.run_id).
     source: str = ""
+    # Rows a file may hold beyond a chunk while KernelIndex may still find it unreadable
+    # (worker.FILE_HOLD_ROWS, read when the tasks are made, as chunk_rows).
+    hold_rows: int = 0
 
     @property
     def grown_files(self) -> int:
@@ -210,6 +213,7 @@ def _ingest_task(task: IngestTask) -> Any:
         Path(task.staging),
         task.part_key,
         chunk_rows=task.chunk_rows,
+        hold_rows=task.hold_rows,
         carried=task.carried,
         carried_parts=[(table, Path(part)) for table, part in task.carried_parts],
         keep_parts=task.keep_parts,
@@ -331,6 +335,7 @@ def plan_files(
                     carried_parts if carry else (),
                     keep_parts and bool(carry),
                     resolved.name,
+                    ingest.FILE_HOLD_ROWS,
                 )
             )
     tasks.sort(key=lambda t: -t.size)  # biggest first keeps both cores busy to the end

@@ -68,6 +68,14 @@ from tracehouse.rejects import Reject
 # 2,000 costs the write nothing measurable.
 CHUNK_ROWS = 2_000
 
+# A file's own rows are held until it ends, up to this many beyond a chunk, while KernelIndex may
+# still find it unreadable (a later line that is not strict JSON): its runs are then completed
+# again here (FileIngester._complete_again_as_unreadable), where otherwise every runs part with
+# an earlier chunk of the file is resolved again by finalize (ingest/resolution.py): with 10% odd
+# lines in the 1,000,000-line bench corpus, all 72 of them, 10-12 s. A longer file is written a
+# chunk at a time, as before. Rows are ~5 KB each with their logs: at most ~20 MB more a worker.
+FILE_HOLD_ROWS = 4_000
+
 PART_TABLES = schemas.STAGING_TABLES
 # A row group costs ~0.1 ms however few its rows: at a chunk's flush, a table holding fewer rows
 # than this (the entity tables gain a few a file) waits for a later flush or the close.
@@ -798,6 +806,12 @@ class PartWriter:
             rows = pa.concat_tables(gathered)
             self._writer(name, rows.schema).write_table(rows, row_group_size=rows.num_rows)
 
+    def held(self) -> int:
+        """The rows held of the tables a line adds to (a run, its FlashInfer-Bench line, or a
+        reject): what a chunk counts."""
+        rows = self.rows
+        return max(len(rows["runs"]), len(rows["trace_lines"]), len(rows["rejects"]))
+
     def flush(self, chunk_rows: int | None = None) -> None:
         """Append the rows gathered so far to the parts, and forget them. With ``chunk_rows``
         (a chunk is full), a table holding fewer than ``min(chunk_rows, FEW_ROWS)`` rows waits:
@@ -840,6 +854,7 @@ def ingest_group(
     part_key: str,
     *,
     chunk_rows: int = CHUNK_ROWS,
+    hold_rows: int = FILE_HOLD_ROWS,
     carried: Sequence[CarriedFile] = (),
     carried_parts: Sequence[tuple[str, Path]] = (),
     keep_parts: bool = False,
@@ -848,7 +863,8 @@ def ingest_group(
     """Parse a group of JSONL files into one set of staging parts. Never raises for bad content.
 
     Every record takes the same per-line path (``FileIngester.record``); grouping small files
-    amortises the per-Parquet-file costs. The rows of the ``carried`` files are copied from
+    amortises the per-Parquet-file costs. Rows are written ``chunk_rows`` at a time, but a file
+    KernelIndex may still find unreadable holds up to ``hold_rows`` more (FILE_HOLD_ROWS). The rows of the ``carried`` files are copied from
     the group's previous parts ``carried_parts`` ((table, part) pairs) instead; when those
     cannot be read, the files are parsed like the others. With ``keep_parts`` (the previous
     parts hold the rows of the carried files and nothing else) they are not copied but kept,
@@ -872,7 +888,15 @@ def ingest_group(
                 result.files[kept.rel] = (
                     kept.result()
                     if resume is None
-                    else _read_on(kept, resume, context, writer, carried_parts, chunk_rows, source)
+                    else _read_on(
+                        kept,
+                        resume,
+                        context,
+                        writer,
+                        carried_parts,
+                        (chunk_rows, hold_rows),
+                        source,
+                    )
                 )
         elif carried:
             writer.abort()
@@ -880,7 +904,7 @@ def ingest_group(
             files = [*files, *((Path(c.location), c.rel) for c in carried)]
         for path, rel in files:
             ingester = FileIngester(rel, context, writer.rows, source=source)
-            _ingest_lines(path, ingester, writer, chunk_rows)
+            _ingest_lines(path, ingester, writer, (chunk_rows, hold_rows))
             ingester.result.kernelindex_unreadable = ingester.in_scope and not ingester.strict_file
             result.files[rel] = ingester.result
         writer.close()
@@ -937,7 +961,7 @@ def _read_on(
     context: DatasetContext,
     writer: PartWriter,
     parts: Sequence[tuple[str, Path]],
-    chunk_rows: int,
+    chunking: tuple[int, int],
     source: str,
 ) -> FileResult:
     """Parse the lines a grown file gained, as its whole parse would have (its rows up to its
@@ -952,7 +976,7 @@ def _read_on(
     environments, workloads = _entities_of(parts, grown.rel)
     ingester.environments_seen.update(environments)
     ingester.workloads_seen.update(workloads)
-    _ingest_lines(Path(grown.location), ingester, writer, chunk_rows, resume)
+    _ingest_lines(Path(grown.location), ingester, writer, chunking, resume)
     ingester.result.kernelindex_unreadable = ingester.in_scope and not ingester.strict_file
     return ingester.result
 
@@ -1032,11 +1056,14 @@ def _ingest_lines(
     path: Path,
     ingester: FileIngester,
     writer: PartWriter,
-    chunk_rows: int,
+    chunking: tuple[int, int],
     resume: tuple[Any, FileEnd] | None = None,
 ) -> None:
     """Parse a file's lines into the parts; with ``resume`` (a SHA-256 fed with the file's
-    bytes so far, and where they end), only the lines after that end."""
+    bytes so far, and where they end), only the lines after that end. ``chunking``: the rows
+    written at a time, and how many more a file holds while KernelIndex may still find it
+    unreadable (FILE_HOLD_ROWS)."""
+    chunk_rows, hold_rows = chunking
     counts = ingester.result
     if resume is None:
         try:
@@ -1062,12 +1089,11 @@ def _ingest_lines(
         except OSError as error:
             unreadable.append(error)
 
+    if writer.held() >= chunk_rows:
+        writer.flush(chunk_rows)  # the files' before: this one's rows can be held whole
     for item in records():
-        if (
-            len(writer.rows["runs"]) >= chunk_rows
-            or len(writer.rows["trace_lines"]) >= chunk_rows
-            or len(writer.rows["rejects"]) >= chunk_rows
-        ):
+        held = chunk_rows + hold_rows if ingester.in_scope and ingester.strict_file else chunk_rows
+        if writer.held() >= held:
             writer.flush(chunk_rows)
         if isinstance(item, Reject):
             counts.records += 1
