@@ -75,6 +75,9 @@ CHUNK_ROWS = 2_000
 # lines in the 1,000,000-line bench corpus, all 72 of them, 10-12 s. A longer file is written a
 # chunk at a time, as before. Rows are ~5 KB each with their logs: at most ~20 MB more a worker.
 FILE_HOLD_ROWS = 4_000
+# The tables a line adds a row to (a run, its FlashInfer-Bench line, or a reject): what a chunk
+# counts.
+CHUNK_TABLES = ("runs", "trace_lines", "rejects")
 
 PART_TABLES = schemas.STAGING_TABLES
 # A row group costs ~0.1 ms however few its rows: at a chunk's flush, a table holding fewer rows
@@ -807,10 +810,8 @@ class PartWriter:
             self._writer(name, rows.schema).write_table(rows, row_group_size=rows.num_rows)
 
     def held(self) -> int:
-        """The rows held of the tables a line adds to (a run, its FlashInfer-Bench line, or a
-        reject): what a chunk counts."""
-        rows = self.rows
-        return max(len(rows["runs"]), len(rows["trace_lines"]), len(rows["rejects"]))
+        """The rows held of the CHUNK_TABLES: what a chunk counts."""
+        return max(len(self.rows[name]) for name in CHUNK_TABLES)
 
     def flush(self, chunk_rows: int | None = None) -> None:
         """Append the rows gathered so far to the parts, and forget them. With ``chunk_rows``
@@ -1091,9 +1092,11 @@ def _ingest_lines(
 
     if writer.held() >= chunk_rows:
         writer.flush(chunk_rows)  # the files' before: this one's rows can be held whole
+    # (the lists writer.held counts, looked at once a line: a flush empties them in place)
+    runs, lines, rejects = (writer.rows[name].rows for name in CHUNK_TABLES)
     for item in records():
-        held = chunk_rows + hold_rows if ingester.in_scope and ingester.strict_file else chunk_rows
-        if writer.held() >= held:
+        most = chunk_rows + hold_rows if ingester.in_scope and ingester.strict_file else chunk_rows
+        if len(runs) >= most or len(lines) >= most or len(rejects) >= most:
             writer.flush(chunk_rows)
         if isinstance(item, Reject):
             counts.records += 1
