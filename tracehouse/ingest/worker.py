@@ -865,9 +865,10 @@ def ingest_group(
 
     Every record takes the same per-line path (``FileIngester.record``); grouping small files
     amortises the per-Parquet-file costs. Rows are written ``chunk_rows`` at a time, but a file
-    KernelIndex may still find unreadable holds up to ``hold_rows`` more (FILE_HOLD_ROWS). The rows of the ``carried`` files are copied from
-    the group's previous parts ``carried_parts`` ((table, part) pairs) instead; when those
-    cannot be read, the files are parsed like the others. With ``keep_parts`` (the previous
+    KernelIndex may still find unreadable holds up to ``hold_rows`` more (FILE_HOLD_ROWS). The
+    rows of the ``carried`` files are copied from the group's previous parts ``carried_parts``
+    ((table, part) pairs) instead; when those cannot be read, the files are parsed like the
+    others. With ``keep_parts`` (the previous
     parts hold the rows of the carried files and nothing else) they are not copied but kept,
     and the group's parts are those and the new ones (``_keeps_parts``).
     """
