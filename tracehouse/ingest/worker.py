@@ -68,13 +68,15 @@ from tracehouse.rejects import Reject
 # 2,000 costs the write nothing measurable.
 CHUNK_ROWS = 2_000
 
-# A file's own rows are held until it ends, up to this many beyond a chunk, while KernelIndex may
-# still find it unreadable (a later line that is not strict JSON): its runs are then completed
-# again here (FileIngester._complete_again_as_unreadable), where otherwise every runs part with
-# an earlier chunk of the file is resolved again by finalize (ingest/resolution.py): with 10% odd
-# lines in the 1,000,000-line bench corpus, all 72 of them, 10-12 s. A longer file is written a
-# chunk at a time, as before. Rows are ~5 KB each with their logs: at most ~20 MB more a worker.
-FILE_HOLD_ROWS = 4_000
+# A file KernelIndex reads starts a chunk of its own, and holds its rows until it ends, up to this
+# many beyond a chunk, while KernelIndex may still find it unreadable (a later line that is not
+# strict JSON): its runs are then completed again here (FileIngester.
+# _complete_again_as_unreadable), where otherwise every runs part with an earlier chunk of the
+# file is resolved again by finalize (ingest/resolution.py): with 10% odd lines in the
+# 1,000,000-line bench corpus (files of ~1,900 lines), all 72 of them, 10-12 s. A longer file is
+# written a chunk at a time. A worker holds at most a chunk and this many rows: at 4,000 more,
+# the parse's process tree peaked 30-80 MiB higher on that corpus.
+FILE_HOLD_ROWS = 500
 # The tables a line adds a row to (a run, its FlashInfer-Bench line, or a reject): what a chunk
 # counts.
 CHUNK_TABLES = ("runs", "trace_lines", "rejects")
@@ -1091,7 +1093,7 @@ def _ingest_lines(
         except OSError as error:
             unreadable.append(error)
 
-    if writer.held() >= chunk_rows:
+    if writer.held() >= (FEW_ROWS if ingester.in_scope else chunk_rows):
         writer.flush(chunk_rows)  # the files' before: this one's rows can be held whole
     # (the lists writer.held counts, looked at once a line: a flush empties them in place)
     runs, lines, rejects = (writer.rows[name].rows for name in CHUNK_TABLES)
