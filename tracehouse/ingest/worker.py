@@ -79,7 +79,7 @@ CHUNK_ROWS = 2_000
 FILE_HOLD_ROWS = 500
 # The tables a line adds a row to (a run, its FlashInfer-Bench line, or a reject): what a chunk
 # counts.
-CHUNK_TABLES = ("runs", "trace_lines", "rejects")
+CHUNK_TABLES = tuple(table.name for table in (schemas.RUNS, schemas.TRACE_LINES, schemas.REJECTS))
 
 PART_TABLES = schemas.STAGING_TABLES
 # A row group costs ~0.1 ms however few its rows: at a chunk's flush, a table holding fewer rows
