@@ -811,10 +811,6 @@ class PartWriter:
             rows = pa.concat_tables(gathered)
             self._writer(name, rows.schema).write_table(rows, row_group_size=rows.num_rows)
 
-    def held(self) -> int:
-        """The rows held of the CHUNK_TABLES: what a chunk counts."""
-        return max(len(self.rows[name]) for name in CHUNK_TABLES)
-
     def flush(self, chunk_rows: int | None = None) -> None:
         """Append the rows gathered so far to the parts, and forget them. With ``chunk_rows``
         (a chunk is full), a table holding fewer than ``min(chunk_rows, FEW_ROWS)`` rows waits:
@@ -870,9 +866,9 @@ def ingest_group(
     KernelIndex may still find unreadable holds up to ``hold_rows`` more (FILE_HOLD_ROWS). The
     rows of the ``carried`` files are copied from the group's previous parts ``carried_parts``
     ((table, part) pairs) instead; when those cannot be read, the files are parsed like the
-    others. With ``keep_parts`` (the previous
-    parts hold the rows of the carried files and nothing else) they are not copied but kept,
-    and the group's parts are those and the new ones (``_keeps_parts``).
+    others. With ``keep_parts`` (the previous parts hold the rows of the carried files and
+    nothing else) they are not copied but kept, and the group's parts are those and the new ones
+    (``_keeps_parts``).
     """
     writer = PartWriter(staging_dir, part_key)
     result = GroupResult()
@@ -1093,10 +1089,10 @@ def _ingest_lines(
         except OSError as error:
             unreadable.append(error)
 
-    if writer.held() >= (FEW_ROWS if ingester.in_scope else chunk_rows):
-        writer.flush(chunk_rows)  # the files' before: this one's rows can be held whole
-    # (the lists writer.held counts, looked at once a line: a flush empties them in place)
+    # The rows a chunk counts (a flush empties these lists in place), looked at once a line.
     runs, lines, rejects = (writer.rows[name].rows for name in CHUNK_TABLES)
+    if max(len(runs), len(lines), len(rejects)) >= (FEW_ROWS if ingester.in_scope else chunk_rows):
+        writer.flush(chunk_rows)  # the files' before: this one's rows can be held whole
     for item in records():
         most = chunk_rows + hold_rows if ingester.in_scope and ingester.strict_file else chunk_rows
         if len(runs) >= most or len(lines) >= most or len(rejects) >= most:
