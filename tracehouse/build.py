@@ -586,7 +586,7 @@ def _full_build(
     base: Path | None = None,
     base_check: BaseCheck | None = None,
 ) -> BuildResult:
-    from tracehouse.assemble import finalize
+    from tracehouse.identify.context import staged_context_rows
 
     generations.remove_stale_generations(warehouse)
     json_files = [f for f in files if f.kind == "json"]
@@ -602,10 +602,14 @@ def _full_build(
 
         # The context's rows wait on disk through the parse; finalize reads them, and a build
         # that fails or is interrupted before then leaves no copy behind.
-        with finalize.staged_context_rows(loaded, warehouse.context_rows) as context_rows:
+        with staged_context_rows(loaded, warehouse.context_rows) as context_rows:
             set_worker_context(context)
             results: list[Any] = parse(tasks, settings.workers, progress) if tasks else []
             early_pool.close()  # finalize, the build's peak of memory, runs without it
+            # Only now: DuckDB and pyarrow held through the parse were ~60 MiB of the parent's
+            # resident size beside its workers (and the parse's process tree is at its peak).
+            from tracehouse.assemble import finalize
+
             _record_parsed_groups(warehouse, file_entries, group_mode, tasks, results)
             _refuse_a_source_without_runs(settings, resolved, file_entries)
             if base_check is not None:

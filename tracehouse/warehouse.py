@@ -151,7 +151,7 @@ class Warehouse:
     @property
     def context_rows(self) -> Path:
         """The running build's definition and implementation rows, held on disk while its
-        workers parse (assemble.finalize.staged_context_rows)."""
+        workers parse (identify.context.staged_context_rows)."""
         return self.cache / "context_rows.pickle"
 
     @property

@@ -17,8 +17,8 @@ from pipelines.defs import fanout
 from pipelines.defs.naming import asset_key
 from tests.conftest import GOLDEN_REVISION, run_cli
 from tests.fixtures.shared_data import GOLDEN_DIR, requires_shared
+from tracehouse.ingest.group import CarriedFile
 from tracehouse.ingest.plan import IngestTask, file_group
-from tracehouse.ingest.worker import CarriedFile
 
 pytestmark = [requires_shared, pytest.mark.integration]
 

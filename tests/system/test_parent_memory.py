@@ -1,9 +1,13 @@
 """What a build's parent process holds while its workers parse: the dataset context's
-definition and implementation rows wait on disk (assemble.finalize.staged_context_rows), and
-come back whole for finalize."""
+definition and implementation rows wait on disk (identify.context.staged_context_rows), and
+come back whole for finalize; pyarrow and DuckDB are not loaded until the parse is over."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -81,3 +85,53 @@ def test_a_build_that_fails_during_the_parse_leaves_no_copy_of_the_rows(tmp_path
     assert staged == [True]
     assert (root / "tracehouse.duckdb").exists()  # the warehouse stays, without the copy
     assert not Warehouse(root).context_rows.exists()
+
+
+# Run in a new interpreter (this one has every library loaded): a build whose parse records
+# which of the heavy libraries its parent holds when the parse begins and once every group's
+# result is back.
+LIBRARIES_AT_PARSE = textwrap.dedent(
+    """
+    import json
+    import sys
+    from tracehouse.build import build_warehouse
+    from tracehouse.ingest.plan import run_tasks
+    from tracehouse.settings import load_settings
+
+    HEAVY = ("pyarrow", "duckdb", "polars", "numpy")
+    seen = []
+
+    def parse(tasks, workers, progress):
+        seen.append(sorted(name for name in HEAVY if name in sys.modules))
+        results = run_tasks(tasks, workers, progress)
+        seen.append(sorted(name for name in HEAVY if name in sys.modules))
+        seen.append(len(tasks))
+        return results
+
+    settings = load_settings(environ={}, warehouse=sys.argv[1], source=sys.argv[2], workers=2)
+    build_warehouse(settings, parse=parse)
+    print(json.dumps(seen))
+    """
+)
+
+
+def test_the_parent_loads_no_pyarrow_or_duckdb_while_its_workers_parse(tmp_path: Path) -> None:
+    """Loaded before the parse (finalize's imports, the plan's chunk sizes, the results'
+    classes), pyarrow and DuckDB were ~95 MiB of the parent's resident size through the whole
+    parse, beside the workers: at 1,000,000 lines the process tree's peak."""
+    source, root = tmp_path / "dataset", tmp_path / "warehouse"
+    generate_dataset(source, seed=13, definitions=3, workloads_per_definition=2)
+    done = subprocess.run(
+        [sys.executable, "-c", LIBRARIES_AT_PARSE, str(root), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    before, after, tasks = json.loads(done.stdout.strip().splitlines()[-1])
+    assert tasks >= 2  # a pool of two workers, its results sent back to the parent
+    assert (before, after) == ([], [])
+    with duckdb.connect(str(root / "tracehouse.duckdb"), read_only=True) as connection:
+        ((runs,),) = connection.execute("SELECT count(*) FROM runs").fetchall()
+    assert runs > 0

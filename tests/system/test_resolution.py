@@ -196,18 +196,18 @@ def test_a_file_found_not_strict_after_its_first_lines(
 def test_a_file_longer_than_a_chunk_is_held_until_it_is_found_not_strict(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A file KernelIndex reads holds its rows past a chunk (worker.FILE_HOLD_ROWS) until it
+    """A file KernelIndex reads holds its rows past a chunk (group.FILE_HOLD_ROWS) until it
     ends: a bare NaN on its last line finds them all in the worker, which completes them again,
     and finalize resolves no part. A file longer than that is written a chunk at a time, and
     finalize resolves the part with its early chunks again. Both give the same tables."""
-    from tracehouse.ingest import worker
+    from tracehouse.ingest import group
 
     source = tmp_path / "dataset"
     make_dataset(source)
     bob = source / f"traces/bob/gemm/{DEFINITION}.jsonl"
     lenient = json.dumps(trace_object("late", solution=f"alice_{DEFINITION}_v1", latency=0.3))
     write_lines(bob, [*bob.read_text().splitlines(), lenient.replace("0.3", "NaN", 1)])
-    monkeypatch.setattr(worker, "CHUNK_ROWS", 2)  # the file's 7 runs: more than 3 chunks
+    monkeypatch.setattr(group, "CHUNK_ROWS", 2)  # the file's 7 runs: more than 3 chunks
 
     with unresolved_parts_seen(monkeypatch) as seen:
         build(source, tmp_path / "held", revision=REVISION, workers=2)
@@ -216,7 +216,7 @@ def test_a_file_longer_than_a_chunk_is_held_until_it_is_found_not_strict(
     errors = {r["identity_error"] for r in runs_of(tmp_path / "held") if r["source_file"] == rel}
     assert "file_not_strict_json" in errors and None not in errors  # (the NaN line: its own)
 
-    monkeypatch.setattr(worker, "FILE_HOLD_ROWS", 3)  # a chunk and 3 rows: less than the file
+    monkeypatch.setattr(group, "FILE_HOLD_ROWS", 3)  # a chunk and 3 rows: less than the file
     with unresolved_parts_seen(monkeypatch) as seen:
         build(source, tmp_path / "chunked", revision=REVISION, workers=2)
     assert len(seen[0]) == 1
@@ -271,13 +271,13 @@ def test_a_runs_part_is_resolved_row_group_by_row_group_beside_its_run_keys(
     the same part byte for byte."""
     import pyarrow.parquet as pq
 
-    from tracehouse.ingest import worker
+    from tracehouse.ingest import group, worker
 
     source, warehouse = tmp_path / "dataset", tmp_path / "warehouse"
     make_dataset(source)
     # Row groups of two runs and batches of three keys: neither lines up with the other.
-    monkeypatch.setattr(worker, "CHUNK_ROWS", 2)
-    monkeypatch.setattr(worker, "FILE_HOLD_ROWS", 0)  # a file's chunks written as they fill
+    monkeypatch.setattr(group, "CHUNK_ROWS", 2)
+    monkeypatch.setattr(group, "FILE_HOLD_ROWS", 0)  # a file's chunks written as they fill
     monkeypatch.setattr(worker, "PART_ROW_GROUP_BYTES", 1)
     monkeypatch.setattr(parts, "RESOLVED_BATCH_ROWS", 3)
     build(source, warehouse, revision=REVISION, workers=1)

@@ -412,11 +412,11 @@ def test_files_written_in_small_chunks_give_the_same_tables(
     golden_warehouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Against the golden warehouse, built in whole chunks."""
-    from tracehouse.ingest import worker as ingest
+    from tracehouse.ingest import group
 
     source = GOLDEN_DIR / "dataset"
-    monkeypatch.setattr(ingest, "CHUNK_ROWS", 7)  # read when the build makes its tasks
-    monkeypatch.setattr(ingest, "FILE_HOLD_ROWS", 0)  # (so is this: chunks within a file too)
+    monkeypatch.setattr(group, "CHUNK_ROWS", 7)  # read when the build makes its tasks
+    monkeypatch.setattr(group, "FILE_HOLD_ROWS", 0)  # (so is this: chunks within a file too)
     build(source, tmp_path / "chunked", revision=GOLDEN_REVISION)
     staged_keys = (tmp_path / "chunked" / "cache" / "staging").glob("*.run_keys.*.parquet")
     # each chunk is a row group of its group's one run keys part (a parted table's part, runs

@@ -40,9 +40,9 @@ from tracehouse.fetch.local import discover
 from tracehouse.identify.context import load_context
 from tracehouse.ingest import worker
 from tracehouse.ingest.combinations import combination_cache, repeatable_shape
+from tracehouse.ingest.group import CarriedFile
 from tracehouse.ingest.worker import (
     PART_TABLES,
-    CarriedFile,
     FileIngester,
     PartWriter,
     ingest_group,

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -55,7 +54,6 @@ from tracehouse.identify.context import baseline_map_rows
 from tracehouse.identify.dataset_context import DatasetContext
 from tracehouse.ingest.manifest import FileEntry
 from tracehouse.ingest.worker import PART_TABLES
-from tracehouse.memory import return_freed_memory
 from tracehouse.rejects import Reject
 from tracehouse.schemas import (
     HISTORY_TABLES,
@@ -657,34 +655,6 @@ def _complete_and_publish(
     (generation / ".complete").write_text(f"{IMPORTER_VERSION}\n")
     publish(warehouse, generation)
     remove_unlinked_parts(warehouse)
-
-
-@contextmanager
-def staged_context_rows(loaded: Any, path: Path) -> Iterator[Path]:
-    """The dataset context's definition and implementation rows pickled into ``path``
-    (replaced if there), and their lists in ``loaded`` emptied, for the block: a build keeps
-    them on disk while its workers parse, not in the parent's memory (at 1,000,000 lines the
-    solutions' rows, and what reading them left in the allocator, were ~75 MiB of the parent's
-    182). finalize reads the file; the block's end removes it, whatever happened.
-    Pickled, not Parquet: writing Parquet here would touch pyarrow's writer and memory pool,
-    ~35 MiB of the parent's resident size, before the parse."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with path.open("wb") as handle:
-            pickle.dump(
-                {
-                    schemas.DEFINITIONS.name: loaded.definition_rows,
-                    schemas.IMPLEMENTATIONS.name: loaded.implementation_rows,
-                },
-                handle,
-                protocol=pickle.HIGHEST_PROTOCOL,
-            )
-        loaded.definition_rows.clear()
-        loaded.implementation_rows.clear()
-        return_freed_memory()
-        yield path
-    finally:
-        path.unlink(missing_ok=True)
 
 
 def rows_to_arrow(table: str, rows: list[dict[str, Any]]) -> pa.Table:

@@ -41,7 +41,7 @@ class FileEntry:
     rejected: int = 0
     kernelindex_unreadable: bool = False
     # Where its read ended, when the file may be read on from there should it only grow
-    # (worker.FileResult): the last line's number and the bytes read.
+    # (group.FileResult): the last line's number and the bytes read.
     end_line: int | None = None
     end_offset: int | None = None
 

@@ -20,6 +20,7 @@ from tracehouse import interrupts
 from tracehouse.fetch.local import SourceFile, discover
 from tracehouse.fetch.resolve import NO_SOURCE, ProgressFn, ResolvedSource, resolve_source
 from tracehouse.files import replace_atomically, sha256_file, sha256_files
+from tracehouse.ingest import group as group_parse
 from tracehouse.ingest.manifest import FileEntry, Manifest, SourceManifest, read_manifest
 from tracehouse.schemas import IMPORTER_VERSION, STAGING_FORMAT
 from tracehouse.settings import Settings, SettingsError
@@ -180,7 +181,7 @@ class IngestTask:
     # results of a group's tasks are one group's parts (build._full_build joins them).
     group: str = ""
     # Files of the group whose rows are carried over from its previous parts, not parsed
-    # (worker.CarriedFile, worker.carry_rows), and those parts as (table, path) pairs.
+    # (group.CarriedFile, worker.carry_rows), and those parts as (table, path) pairs.
     carried: tuple[Any, ...] = ()
     carried_parts: tuple[tuple[str, str], ...] = ()
     # Those parts hold the carried files' rows and nothing else: they are kept as they are,
@@ -189,7 +190,7 @@ class IngestTask:
     # The source's name: a run's id is qualified by it (worker.run_id).
     source: str = ""
     # Rows a file may hold beyond a chunk while KernelIndex may still find it unreadable
-    # (worker.FILE_HOLD_ROWS, read when the tasks are made, as chunk_rows).
+    # (group.FILE_HOLD_ROWS, read when the tasks are made, as chunk_rows).
     hold_rows: int = 0
 
     @property
@@ -270,7 +271,6 @@ def plan_files(
     files: list[SourceFile],
     manifest: Manifest,
 ) -> IngestPlan:
-    from tracehouse.ingest import worker as ingest
 
     json_files = [f for f in files if f.kind == "json"]
     line_files = [f for f in files if f.kind == "jsonl"]
@@ -329,13 +329,13 @@ def plan_files(
                     str(warehouse.staging),
                     group if len(listed) == len(members) else named(listed),
                     sum(f.size for f in chunk),
-                    ingest.CHUNK_ROWS,
+                    group_parse.CHUNK_ROWS,
                     group,
                     carry,
                     carried_parts if carry else (),
                     keep_parts and bool(carry),
                     resolved.name,
-                    ingest.FILE_HOLD_ROWS,
+                    group_parse.FILE_HOLD_ROWS,
                 )
             )
     tasks.sort(key=lambda t: -t.size)  # biggest first keeps both cores busy to the end
@@ -360,7 +360,7 @@ def plan_ingest(settings: Settings, *, source: str | None = None) -> IngestPlan:
 
 
 def parse_task(task: IngestTask, context: Any) -> Any:
-    """Parse one group in this process (``ingest.GroupResult``), with ``context`` the
+    """Parse one group in this process (``group.GroupResult``), with ``context`` the
     dataset context of the plan it came from."""
     set_worker_context(context)
     return _ingest_task(task)
@@ -427,7 +427,7 @@ def _carried_files(
     intact: _IntactParts,
 ) -> tuple[tuple[Any, ...], tuple[tuple[str, str], ...], bool]:
     """The files of a group to parse again whose rows can be carried over from the group's
-    previous parts instead (``worker.CarriedFile``: same bytes, same dataset context, parts
+    previous parts instead (``group.CarriedFile``: same bytes, same dataset context, parts
     intact), those parts as (table, path) pairs, and whether the parts can be kept as they
     are; none when the previous parts are not all there as written.
 
@@ -436,8 +436,6 @@ def _carried_files(
     a re-run was appended to a trace file writes only the new lines' rows (copying the group's
     rows cost ~0.27 s of such a build on the bench corpus); past that bound the rows are
     copied into one part again, so a group's parts do not grow without end."""
-    from tracehouse.ingest.worker import CarriedFile
-
     known = [(f, previous[f.rel]) for f in members if f.rel in previous]
     keys = [e.group_key for _, e in known if e.group_key and e.sha256 and e.parts]
     if not keys:
@@ -466,7 +464,7 @@ def _carried_files(
         )
         if unchanged or grown:
             carried.append(
-                CarriedFile(
+                group_parse.CarriedFile(
                     source_file.location,
                     source_file.rel,
                     entry.sha256 or "",

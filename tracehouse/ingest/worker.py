@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,13 @@ from tracehouse.ingest.combinations import (
     combination_cache,
     repeatable_shape,
     run_identity,
+)
+from tracehouse.ingest.group import (
+    CHUNK_ROWS,
+    FILE_HOLD_ROWS,
+    CarriedFile,
+    FileResult,
+    GroupResult,
 )
 from tracehouse.ingest.resolution import RESOLVED_COLUMNS, resolve_run
 from tracehouse.kernelindex import digest, manifest_digest, text_digest
@@ -62,21 +68,6 @@ from tracehouse.read.records import (
 from tracehouse.read.timestamps import observed_at
 from tracehouse.rejects import Reject
 
-# Rows a worker holds before appending them to its parts: memory stays flat whatever the size
-# of a file or group. Rows are Python dicts (a run's log included) until then; at 20,000 rows a
-# worker's peak was ~45 MiB higher on the bench corpus (docs/benchmarks.md), and a row group of
-# 2,000 costs the write nothing measurable.
-CHUNK_ROWS = 2_000
-
-# A file KernelIndex reads starts a chunk of its own, and holds its rows until it ends, up to this
-# many beyond a chunk, while KernelIndex may still find it unreadable (a later line that is not
-# strict JSON): its runs are then completed again here (FileIngester.
-# _complete_again_as_unreadable), where otherwise every runs part with an earlier chunk of the
-# file is resolved again by finalize (ingest/resolution.py): with 10% odd lines in the
-# 1,000,000-line bench corpus (files of ~1,900 lines), all 72 of them, 10-12 s. A longer file is
-# written a chunk at a time. A worker holds at most a chunk and this many rows: at 4,000 more,
-# the parse's process tree peaked 30-80 MiB higher on that corpus.
-FILE_HOLD_ROWS = 500
 # The tables a line adds a row to (a run, its FlashInfer-Bench line, or a reject): what a chunk
 # counts.
 CHUNK_TABLES = tuple(table.name for table in (schemas.RUNS, schemas.TRACE_LINES, schemas.REJECTS))
@@ -85,68 +76,6 @@ PART_TABLES = schemas.STAGING_TABLES
 # A row group costs ~0.1 ms however few its rows: at a chunk's flush, a table holding fewer rows
 # than this (the entity tables gain a few a file) waits for a later flush or the close.
 FEW_ROWS = 256
-
-
-@dataclass
-class FileResult:
-    """What one file contributed to its group's parts."""
-
-    rel: str
-    # SHA-256 of the file's bytes (empty when it could not be read).
-    content_sha256: str = ""
-    # One line KernelIndex's strict parser refuses makes it skip the whole file (§2.2).
-    kernelindex_unreadable: bool = False
-    records: int = 0
-    runs: int = 0
-    workload_records: int = 0
-    rejected: int = 0
-    # Where the read ended, when a later build may read on from there should the file only
-    # grow (records.FileEnd: the last line's number and the bytes read); None otherwise.
-    end_line: int | None = None
-    end_offset: int | None = None
-    # Only its lines past its old end were parsed (the file only grew: _read_on).
-    read_on: bool = False
-
-
-@dataclass(frozen=True)
-class CarriedFile:
-    """A file of a group whose bytes are what the group's previous parts were parsed from:
-    its rows are carried over from those parts (``carry_rows``) instead of parsed again.
-
-    A file that only grew (``grown``: FlashInfer-Bench appends each re-run) is carried too: its
-    rows up to where its last read ended (``end_line``, ``end_offset``) are carried and only the
-    lines after are parsed (``_read_on``), once its bytes up to there are checked."""
-
-    location: str  # the file, parsed after all if its rows cannot be carried
-    rel: str
-    sha256: str  # of the bytes the previous parts were parsed from
-    records: int
-    runs: int
-    rejected: int
-    kernelindex_unreadable: bool
-    end_line: int | None = None
-    end_offset: int | None = None
-    grown: bool = False
-
-    def result(self) -> FileResult:
-        return FileResult(
-            self.rel,
-            self.sha256,
-            self.kernelindex_unreadable,
-            self.records,
-            self.runs,
-            rejected=self.rejected,
-            end_line=self.end_line,
-            end_offset=self.end_offset,
-        )
-
-
-@dataclass
-class GroupResult:
-    """The staging parts written for one group of files, and each file's counts."""
-
-    parts: dict[str, list[str]] = field(default_factory=dict)  # table -> part file names
-    files: dict[str, FileResult] = field(default_factory=dict)
 
 
 def kernelindex_reads(rel: str, stems: frozenset[str]) -> bool:
