@@ -342,7 +342,7 @@ def finalize(
             _rank(connection, warehouse, generation, current, checked)
             if not checked.everything:
                 _view_changed_rankings(connection, generation, current, checked)
-            _write_history(connection, generation, current, this_source, checked)
+            _write_history(connection, generation, current, this_source, checked, temp_dir)
             create_table_views(connection, generation, only=HISTORY_TABLES)
             counts, rejects_by_reason = _checked_counts(connection, checks, checked)
         finally:
@@ -503,11 +503,12 @@ def _write_history(
     generation: Path,
     current: Path | None,
     source: GenerationSource,
-    checked: invariants.Checked = invariants.EVERYTHING,
+    checked: invariants.Checked,
+    scratch_folder: Path,
 ) -> None:
     """run_history, incrementally: beside the source's earlier files (_keep_history), one file
     each of what changed with this snapshot (runs that appeared, ranges that ended). An
-    unchanged run costs nothing.
+    unchanged run costs nothing. ``scratch_folder`` holds what a large one is sorted from.
 
     With ``checked`` (the rows the build changed: _changed_rows) only the runs the build
     touched are compared: a run of a file and a ranking it linked from ``current`` is what it
@@ -547,15 +548,82 @@ def _write_history(
             / f"{source.snapshot_number:06d}-{generation.name}.parquet"
         )
         columns = ", ".join(f'"{c}"' for c in schemas.stored_columns(table))  # own names
-        # Written by DuckDB, never held as one Arrow table: on a cold build every run appeared
-        # (1M rows at issue 16's scale), beyond what the process may hold beside DuckDB.
-        connection.sql(
-            f"SELECT {columns} FROM ({sql_text(f'assemble/{table}')}) s "  # noqa: S608
-            f"ORDER BY {schemas.slice_order(table)}",
-            params=parameters,
-        ).write_parquet(str(target), compression="zstd")
-        if pq.read_metadata(target).num_rows == 0:
+        query = f"SELECT {columns} FROM ({sql_text(f'assemble/{table}')}) s"  # noqa: S608
+        # A few touched runs are sorted at once; compared in full (a cold build: every run
+        # appeared), a run_id range at a time.
+        scratch = None if touched else scratch_folder
+        if _write_by_run_id(connection, query, parameters, table, target, scratch) == 0:
             target.unlink()
+
+
+# A sort merges its sorted runs holding a block of each at once, and DuckDB spills the runs, not
+# that: the ordered history of a cold build of 1,000,000 runs took all but ~90 MB of
+# FINALIZE_MEMORY_LIMIT, of 2,000,000 more than all of it (an Out of Memory Error). Rows past
+# this many are sorted a run_id range at a time.
+SORTED_WRITE_ROWS = 250_000
+# Rows handed from DuckDB to the file at a time.
+SORTED_WRITE_BATCH = 65_536
+
+
+def _write_by_run_id(
+    connection: duckdb.DuckDBPyConnection,
+    query: str,
+    parameters: dict[str, Any],
+    table: str,
+    target: Path,
+    scratch: Path | None,
+) -> int:
+    """The rows of ``query`` written to ``target`` in ``table``'s slice order (which begins
+    with run_id); returns how many. With a ``scratch`` folder, in bounded memory: the rows are
+    written there unsorted first, then read back and written a run_id range at a time, each
+    range of at most ~SORTED_WRITE_ROWS (run ids are hex digests, so their leading digits
+    spread them evenly). Never held as one Arrow table: 1,000,000 rows at issue 16's scale."""
+    order = schemas.slice_order(table)
+    assert order.split(", ")[0] == "run_id", order
+    schema = stored_schema(table)
+    with pq.ParquetWriter(target, schema, compression="zstd") as writer:
+        if scratch is None:
+            return _append_sorted(
+                writer, connection.sql(f"{query} ORDER BY {order}", params=parameters)
+            )
+        scratch.mkdir(parents=True, exist_ok=True)
+        unsorted = scratch / f"{target.name}.unsorted"
+        try:
+            connection.sql(query, params=parameters).write_parquet(str(unsorted))
+            rows = pq.read_metadata(unsorted).num_rows
+            ranges = -(-rows // SORTED_WRITE_ROWS)
+            for low, high in _run_id_ranges(ranges):
+                where = " AND ".join(
+                    f"run_id {op} {sql_literal(bound)}"
+                    for op, bound in ((">=", low), ("<", high))
+                    if bound is not None
+                )
+                _append_sorted(
+                    writer,
+                    connection.sql(
+                        f"SELECT * FROM read_parquet({sql_literal(unsorted)}) "  # noqa: S608
+                        f"WHERE {where or 'true'} ORDER BY {order}"
+                    ),
+                )
+        finally:
+            unsorted.unlink(missing_ok=True)
+    return rows
+
+
+def _append_sorted(writer: pq.ParquetWriter, rows_in_order: duckdb.DuckDBPyRelation) -> int:
+    rows = 0
+    for batch in rows_in_order.to_arrow_reader(SORTED_WRITE_BATCH):
+        writer.write_batch(batch.cast(writer.schema))
+        rows += batch.num_rows
+    return rows
+
+
+def _run_id_ranges(count: int) -> list[tuple[str | None, str | None]]:
+    """``count`` (at least one) ranges of run ids, in order, that together hold every string:
+    split at two-hex-digit prefixes, the first open below and the last open above."""
+    count = max(1, min(count, 256))
+    cuts = [f"{256 * i // count:02x}" for i in range(1, count)]
+    return list(zip([None, *cuts], [*cuts, None], strict=True))
 
 
 def _recorded_history_rules(generation: Path | None) -> str | None:
