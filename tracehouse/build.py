@@ -51,6 +51,7 @@ from tracehouse.ingest.plan import (
     set_worker_context,
     state_key,
 )
+from tracehouse.memory import arrow_uses_the_c_allocator
 from tracehouse.publish import generations
 from tracehouse.schemas import HISTORY_TABLES
 from tracehouse.settings import Settings, SettingsError
@@ -609,6 +610,8 @@ def _full_build(
             # Only now: DuckDB and pyarrow held through the parse were ~60 MiB of the parent's
             # resident size beside its workers (and the parse's process tree is at its peak).
             from tracehouse.assemble import finalize
+
+            arrow_uses_the_c_allocator()  # finalize is the build's peak of memory
 
             _record_parsed_groups(warehouse, file_entries, group_mode, tasks, results)
             _refuse_a_source_without_runs(settings, resolved, file_entries)

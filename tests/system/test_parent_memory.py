@@ -89,7 +89,7 @@ def test_a_build_that_fails_during_the_parse_leaves_no_copy_of_the_rows(tmp_path
 
 # Run in a new interpreter (this one has every library loaded): a build whose parse records
 # which of the heavy libraries its parent holds when the parse begins and once every group's
-# result is back.
+# result is back, and which allocator Arrow took in the parent for finalize.
 LIBRARIES_AT_PARSE = textwrap.dedent(
     """
     import json
@@ -110,6 +110,8 @@ LIBRARIES_AT_PARSE = textwrap.dedent(
 
     settings = load_settings(environ={}, warehouse=sys.argv[1], source=sys.argv[2], workers=2)
     build_warehouse(settings, parse=parse)
+    import pyarrow
+    seen.append(pyarrow.default_memory_pool().backend_name)
     print(json.dumps(seen))
     """
 )
@@ -129,9 +131,10 @@ def test_the_parent_loads_no_pyarrow_or_duckdb_while_its_workers_parse(tmp_path:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    before, after, tasks = json.loads(done.stdout.strip().splitlines()[-1])
+    before, after, tasks, allocator = json.loads(done.stdout.strip().splitlines()[-1])
     assert tasks >= 2  # a pool of two workers, its results sent back to the parent
     assert (before, after) == ([], [])
+    assert allocator == "system"  # not mimalloc, which kept finalize's pages
     with duckdb.connect(str(root / "tracehouse.duckdb"), read_only=True) as connection:
         ((runs,),) = connection.execute("SELECT count(*) FROM runs").fetchall()
     assert runs > 0

@@ -22,6 +22,7 @@ from tracehouse.fetch.resolve import NO_SOURCE, ProgressFn, ResolvedSource, reso
 from tracehouse.files import replace_atomically, sha256_file, sha256_files
 from tracehouse.ingest import group as group_parse
 from tracehouse.ingest.manifest import FileEntry, Manifest, SourceManifest, read_manifest
+from tracehouse.memory import arrow_uses_the_c_allocator
 from tracehouse.schemas import IMPORTER_VERSION, STAGING_FORMAT
 from tracehouse.settings import Settings, SettingsError
 from tracehouse.warehouse import Warehouse
@@ -94,11 +95,7 @@ def _start_worker(context: Any) -> None:
     arrives once per worker."""
     interrupts.ignore_in_worker()
     refuse_imports("pandas")
-    # The C library's allocator, not Arrow's mimalloc: a worker's chunks are short-lived Arrow
-    # tables, and mimalloc kept the pages of each (~45 MiB more a worker on the bench corpus).
-    import pyarrow
-
-    pyarrow.set_memory_pool(pyarrow.system_memory_pool())
+    arrow_uses_the_c_allocator()  # a worker's chunks are short-lived Arrow tables
     set_worker_context(context)
 
 
