@@ -291,6 +291,7 @@ def test_a_repeat_line_gives_the_rows_of_its_full_derivation(
     SEEN["repeats"] += sum(repeatable_shape(line, context.definitions) for line in lines)
 
 
+@pytest.mark.slow  # with the property it checks: the fast tier leaves both out, not one
 def test_the_property_exercised_the_repeat_branch() -> None:
     """The property above must not pass by deriving every line in full. About one generated
     line in ten has the repeatable shape; the bound is a quarter of that, since Hypothesis
