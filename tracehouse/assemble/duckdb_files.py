@@ -42,10 +42,27 @@ from tracehouse.warehouse import (
     table_view_sql,
 )
 
-# The published file is bounded like the rest of finalize (DuckDB spills past it). At
-# 1,000,000 lines finalize alone peaked at 606 MiB with 400 MB (history, ranks and the published
-# file alike) and at 558 with 360, as fast (40.1 s against 40.3); 320 MB cost 10% more time.
-FINALIZE_MEMORY_LIMIT = "360MB"
+
+@dataclass(frozen=True)
+class BuildMemory:
+    """What a build's DuckDB connections may use (DuckDB spills past it), from the setting
+    ``build_memory_mb``: the assembly's connection and a published file written after it closed
+    (``assembly``; at 1,000,000 lines finalize alone peaked at 606 MiB with 400 MB, history,
+    ranks and the published file alike, and at 558 with 360, as fast: 40.1 s against 40.3; 320 MB
+    cost 10% more time), the published file begun beside the assembly's connection
+    (``advance``, ADVANCE_SHARE of it) and the rest of that file once it is closed (``finish``,
+    FINISH_SHARE)."""
+
+    assembly: str
+    advance: str
+    finish: str
+
+    @classmethod
+    def of(cls, settings: Settings) -> BuildMemory:
+        mib = settings.build_memory_mb
+        return cls(
+            f"{mib}MiB", f"{round(mib * ADVANCE_SHARE)}MiB", f"{round(mib * FINISH_SHARE)}MiB"
+        )
 
 
 # An older storage format, so the `duckdb` command (duckdb-cli, whose releases trail the
@@ -85,7 +102,7 @@ def write_duckdb_file(
             fresh.discard()
             fresh = None
         try:
-            return _update_from_base(generation, base, update)
+            return _update_from_base(generation, base, BuildMemory.of(settings), update)
         except (duckdb.Error, OSError, ValueError, UnexpectedBase):
             # Whatever stopped it, the full write below needs neither partial file.
             if update is not None:
@@ -109,7 +126,7 @@ def write_duckdb_file(
             raise
         except duckdb.Error:
             pass  # (out of its memory, say: discarded) written the usual way below
-    _write_published_duckdb_file(generation, reader)
+    _write_published_duckdb_file(generation, reader, BuildMemory.of(settings))
     return DuckdbFilesWrite(reused_base=False, changed_tables={})
 
 
@@ -273,6 +290,7 @@ class ViewsInAdvance:
     def __init__(self, generation: Path, settings: Settings) -> None:
         self.path = generation / VIEWS_FILE
         self.table_names = list(schemas.TABLES)  # a build's generation holds every table
+        self._memory = BuildMemory.of(settings)
         # The published file begun from these views, once begun (begin_tables).
         self.tables: TablesInAdvance | None = None
         self._handed_over = False  # the file is the reader file's now (result)
@@ -310,7 +328,7 @@ class ViewsInAdvance:
         if self.tables is None and self.written() and _fits_in_advance(generation):
             late = {*schemas.HISTORY_TABLES, schemas.RUN_RANKINGS.name}
             names = [name for name in generation_tables(generation) if name not in late]
-            self.tables = TablesInAdvance(generation, self.path, names)
+            self.tables = TablesInAdvance(generation, self.path, names, self._memory)
 
     def discard(self) -> None:
         """Stop the thread (interrupting its statement) and remove what it wrote, the published
@@ -324,7 +342,7 @@ class ViewsInAdvance:
 
 
 def _update_from_base(
-    generation: Path, base: Path, update: UpdateInAdvance | None = None
+    generation: Path, base: Path, memory: BuildMemory, update: UpdateInAdvance | None = None
 ) -> DuckdbFilesWrite:
     """Both files from copies of the base's (never the base's files themselves: they are
     read-only, and readers of the base may hold them); the published one from ``update`` when
@@ -338,7 +356,7 @@ def _update_from_base(
     if update is None or not update.take_copy():
         _copy_database(base / DUCKDB_FILE, path)  # writable, as a new file is: sealed again last
     changed: dict[str, str] = {}
-    with _writing_published_file(path, reader) as connection:
+    with _writing_published_file(path, reader, memory.assembly) as connection:
         _check_same_catalog(connection)
         for name in generation_tables(generation):
             change = _update_published_table(connection, name, base, generation)
@@ -347,7 +365,7 @@ def _update_from_base(
     return DuckdbFilesWrite(reused_base=True, changed_tables=changed)
 
 
-def _write_published_duckdb_file(generation: Path, reader: Path) -> None:
+def _write_published_duckdb_file(generation: Path, reader: Path, memory: BuildMemory) -> None:
     """``tracehouse.duckdb`` with every table's rows in the file itself and the views of sql/
     over them: views over Parquet files would hold paths, which DuckDB resolves against the
     opening process's directory (a relative one) or which stop existing once the folder moves
@@ -368,7 +386,7 @@ def _write_published_duckdb_file(generation: Path, reader: Path) -> None:
     names = generation_tables(generation)
     beside = [name for name in names if name in TABLES_COPIED_BESIDE]
     with (
-        _writing_published_file(path, reader) as connection,
+        _writing_published_file(path, reader, memory.assembly) as connection,
         _beside(connection, _replace_views_by_tables, beside),
     ):
         _replace_views_by_tables(connection, [n for n in names if n not in beside])
@@ -432,12 +450,14 @@ def _interrupt_until_done(
 
 
 @contextmanager
-def _writing_published_file(path: Path, reader: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+def _writing_published_file(
+    path: Path, reader: Path, memory_limit: str
+) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection to the published file ``path`` with the reader file attached as ``build``:
     what the block does on it is one transaction (one commit, not one per statement),
     checkpointed, and the file sealed once it is whole. An exception leaves the file unsealed
     and unchanged by the block."""
-    connection = _connect_published(path)
+    connection = _connect_published(path, memory_limit)
     try:
         connection.execute(f"ATTACH {sql_literal(reader.resolve())} AS build (READ_ONLY)")
         connection.execute("BEGIN TRANSACTION")
@@ -450,7 +470,7 @@ def _writing_published_file(path: Path, reader: Path) -> Iterator[duckdb.DuckDBP
     seal_published_file(path)
 
 
-def _connect_published(path: Path) -> duckdb.DuckDBPyConnection:
+def _connect_published(path: Path, memory_limit: str) -> duckdb.DuckDBPyConnection:
     return duckdb.connect(
         str(path),
         # The copy of every table, full logs included: bounded like the rest of finalize
@@ -465,7 +485,7 @@ def _connect_published(path: Path) -> duckdb.DuckDBPyConnection:
         config={
             **DUCKDB_FILE_CONFIG,
             "threads": 1,
-            "memory_limit": FINALIZE_MEMORY_LIMIT,
+            "memory_limit": memory_limit,
             "checkpoint_threshold": "0b",
         },
     )
@@ -749,7 +769,7 @@ def views_beside(
     if writes_views_afresh(base, settings):
         views = ViewsInAdvance(generation, settings)
     elif base is not None:
-        views = UpdateInAdvance(base, generation)
+        views = UpdateInAdvance(base, generation, BuildMemory.of(settings))
     try:
         yield views
     except BaseException:
@@ -763,7 +783,7 @@ def _fits_in_advance(generation: Path) -> bool:
     of them small enough. Beside the assembly's connection, which grows with the runs it ranks
     and records, the copy took a 1,000,000-run build from 674 to 795 MiB (and no faster: 100 s
     against 104 s); and DuckDB reads a row group's column whole (a copy within
-    ADVANCE_MEMORY_LIMIT ran out of memory reading one of ~64 MiB, when a part was one row
+    BuildMemory.advance ran out of memory reading one of ~64 MiB, when a part was one row
     group)."""
     runs = 0
     for path in (generation / "runs.parquet").rglob("*.parquet"):
@@ -781,15 +801,16 @@ ADVANCE_ROW_GROUP_BYTES = 24 * 1024 * 1024
 ADVANCE_MAX_RUNS = 400_000
 
 
-# What the published file may use while the assembly's connection is still open beside it:
-# the copies stream (row groups are written to the file as they fill), and the two together
-# stay near one finalize connection's peak (the bench corpus's cold build: 562 MiB at 100 MB,
-# 575 at 200, 766 at FINALIZE_MEMORY_LIMIT; the process tree must stay under 600).
-ADVANCE_MEMORY_LIMIT = "128MB"
+# What the published file may use while the assembly's connection is still open beside it, as
+# a share of the assembly's limit: the copies stream (row groups are written to the file as they
+# fill), and the two together stay near one finalize connection's peak (the bench corpus's cold
+# build: 562 MiB at 100 MB, 575 at 200, 766 at the assembly's 360; the process tree must stay
+# under 600).
+ADVANCE_SHARE = 128 / 360
 # What it may use once the assembly's connection is closed, for the rest of the copy in advance
-# and the last tables beside it. This was the cold build's peak at FINALIZE_MEMORY_LIMIT (the
-# bench corpus's finalize alone: 590 MiB, 518-533 at 256 MB, as fast: 7.5-8.3 s both).
-FINISH_MEMORY_LIMIT = "256MB"
+# and the last tables beside it. The whole limit was the cold build's peak (the bench corpus's
+# finalize alone: 590 MiB, 518-533 at 256 MB of 360, as fast: 7.5-8.3 s both).
+FINISH_SHARE = 256 / 360
 
 
 class TablesInAdvance:
@@ -803,9 +824,12 @@ class TablesInAdvance:
     ranking and history steps leave a core idle much of their time. One connection, each side
     in its own transaction (as ``_beside``)."""
 
-    def __init__(self, generation: Path, views: Path, names: list[str]) -> None:
+    def __init__(
+        self, generation: Path, views: Path, names: list[str], memory: BuildMemory
+    ) -> None:
         self.path = generation / DUCKDB_FILE
         self.names = names
+        self._memory = memory
         # The tables of ``names`` nobody has begun to copy: the thread takes them in order,
         # and ``finish`` takes those left when it comes. On a cold build of the bench corpus
         # the thread was still in ``runs`` then, and the main thread, its own tables copied,
@@ -816,8 +840,8 @@ class TablesInAdvance:
         # after the generation was published, say) must not remove it.
         self._finished = False
         shutil.copyfile(views, self.path)
-        self._connection = _connect_published(self.path)
-        self._connection.execute(f"SET memory_limit = '{ADVANCE_MEMORY_LIMIT}'")
+        self._connection = _connect_published(self.path, memory.assembly)
+        self._connection.execute(f"SET memory_limit = '{memory.advance}'")
         self._cursor = self._connection.cursor()
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="published-file")
         self._future = self._pool.submit(self._copy, generation.resolve())
@@ -840,8 +864,8 @@ class TablesInAdvance:
         connection = self._connection
         try:
             # The assembly's connection is closed now: the file may use more, though not all
-            # it had (FINISH_MEMORY_LIMIT).
-            connection.execute(f"SET memory_limit = '{FINISH_MEMORY_LIMIT}'")
+            # it had (BuildMemory.finish).
+            connection.execute(f"SET memory_limit = '{self._memory.finish}'")
             connection.execute(f"ATTACH {sql_literal(reader.resolve())} AS build (READ_ONLY)")
             connection.execute("BEGIN TRANSACTION")
             for name in rest:
@@ -888,9 +912,10 @@ class UpdateInAdvance:
     (``_copy_to_disk``): whether or not the update is begun, ``_update_from_base`` starts from
     that copy (``take_copy``)."""
 
-    def __init__(self, base: Path, generation: Path) -> None:
+    def __init__(self, base: Path, generation: Path, memory: BuildMemory) -> None:
         self.base = base
         self.path = generation / DUCKDB_FILE
+        self._memory = memory
         self.names: list[str] = []
         self.changed: dict[str, str] = {}
         self._generation: Path | None = None
@@ -934,7 +959,8 @@ class UpdateInAdvance:
         if not self._copied():
             return
         try:
-            connection = _connect_published(self.path)  # writable, as a new file: sealed last
+            # writable, as a new file: sealed last
+            connection = _connect_published(self.path, self._memory.assembly)
         except duckdb.Error:
             _remove_database(self.path)
             return
@@ -942,7 +968,7 @@ class UpdateInAdvance:
         self.names = [name for name in generation_tables(generation) if name not in late]
         self._generation = generation
         self._connection = connection
-        self._connection.execute(f"SET memory_limit = '{ADVANCE_MEMORY_LIMIT}'")
+        self._connection.execute(f"SET memory_limit = '{self._memory.advance}'")
         self._cursor = self._connection.cursor()
         self._future = self._pool.submit(self._update, self._cursor, generation)
 
@@ -971,7 +997,7 @@ class UpdateInAdvance:
         self._future.result()
         late = [name for name in generation_tables(self._generation) if name not in self.names]
         _point_table_views(reader, self._generation, only=late)
-        connection.execute(f"SET memory_limit = '{FINALIZE_MEMORY_LIMIT}'")
+        connection.execute(f"SET memory_limit = '{self._memory.assembly}'")
         connection.execute(f"ATTACH {sql_literal(reader.resolve())} AS build (READ_ONLY)")
         connection.execute("BEGIN TRANSACTION")
         _check_same_catalog(connection)

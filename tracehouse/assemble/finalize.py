@@ -10,13 +10,14 @@ swapping the ``current`` symlink.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import pickle
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import duckdb
 import orjson
@@ -26,7 +27,7 @@ import pyarrow.parquet as pq
 from tracehouse import kernelindex, schemas
 from tracehouse.assemble import invariants
 from tracehouse.assemble.duckdb_files import (
-    FINALIZE_MEMORY_LIMIT,
+    BuildMemory,
     UpdateInAdvance,
     ViewsInAdvance,
     views_beside,
@@ -62,7 +63,7 @@ from tracehouse.schemas import (
     STAGING_RUN_KEYS,
     TABLE_ORDER,
 )
-from tracehouse.settings import Settings
+from tracehouse.settings import Settings, env_name
 from tracehouse.sql_files import sql_text
 from tracehouse.warehouse import (
     DUCKDB_SPILL_DIR,
@@ -150,6 +151,47 @@ def _projection(table: str) -> str:
     return ", ".join(f'"{name}"' for name in schemas.stored_columns(table))
 
 
+class BuildOutOfMemory(ValueError):
+    """DuckDB ran out of the memory a build may use (``build_memory_mb``), or of the disk it
+    spills to; the build published nothing."""
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _within_build_memory(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """DuckDB running out of a build's memory, anywhere in ``function`` (a keyword ``settings``)
+    or in the threads it waits for, as one line naming the setting (``BuildOutOfMemory``)
+    instead of DuckDB's advice to change settings of its own."""
+
+    @functools.wraps(function)
+    def within(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return function(*args, **kwargs)
+        except duckdb.OutOfMemoryException as error:
+            settings = kwargs["settings"]
+            assert isinstance(settings, Settings)
+            raise _out_of_memory(error, settings) from error
+
+    return within
+
+
+def _out_of_memory(error: duckdb.OutOfMemoryException, settings: Settings) -> BuildOutOfMemory:
+    first_line = str(error).split("\n")[0].strip()
+    if "max_temp_directory_size" in str(error):
+        return BuildOutOfMemory(
+            "assembling the warehouse needs more disk to spill to than is free under "
+            f"{settings.warehouse / 'cache'}; nothing was published: {first_line}"
+        )
+    return BuildOutOfMemory(
+        f"assembling the warehouse needs more than its {settings.build_memory_mb} MiB of "
+        f"memory ({env_name('build_memory_mb')} allows more); nothing was published: "
+        + first_line.split(". ")[0]
+    )
+
+
+@_within_build_memory
 def finalize(
     *,
     warehouse: Warehouse,
@@ -200,7 +242,7 @@ def finalize(
                 # Beyond this DuckDB spills to temp_directory, so peak memory stays flat as the
                 # dataset grows (issue 5); every table is written with an explicit ORDER BY, so
                 # insertion order need not be kept.
-                "memory_limit": FINALIZE_MEMORY_LIMIT,
+                "memory_limit": BuildMemory.of(settings).assembly,
                 "temp_directory": str(temp_dir),
                 "preserve_insertion_order": False,
             }
@@ -558,7 +600,7 @@ def _write_history(
 
 # A sort merges its sorted runs holding a block of each at once, and DuckDB spills the runs, not
 # that: the ordered history of a cold build of 1,000,000 runs took all but ~90 MB of
-# FINALIZE_MEMORY_LIMIT, of 2,000,000 more than all of it (an Out of Memory Error). Rows past
+# the assembly's memory (BuildMemory), of 2,000,000 more than all of it (an Out of Memory Error). Rows past
 # this many are sorted a run_id range at a time.
 SORTED_WRITE_ROWS = 250_000
 # Rows handed from DuckDB to the file at a time.
@@ -755,6 +797,7 @@ def _snapshot_number(history: list[dict[str, Any]], name: str, snapshot: dict[st
     return max((row["snapshot_number"] for row in own), default=0) + 1
 
 
+@_within_build_memory
 def finalize_without_source(
     *,
     warehouse: Warehouse,
@@ -787,7 +830,7 @@ def finalize_without_source(
     connection = duckdb.connect(
         config={
             "threads": max(1, settings.workers),
-            "memory_limit": FINALIZE_MEMORY_LIMIT,
+            "memory_limit": BuildMemory.of(settings).assembly,
             "temp_directory": str(warehouse.cache / DUCKDB_SPILL_DIR),
             "preserve_insertion_order": False,
         }
