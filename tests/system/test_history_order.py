@@ -75,3 +75,26 @@ def test_history_sorted_a_range_at_a_time_is_the_history_sorted_whole(
         assert run_ids == sorted(run_ids)
     # No scratch file is left beside the spill folder's own.
     assert not list((tmp_path / "ranges").rglob("*.unsorted"))
+
+
+def test_ranges_that_miss_rows_fail_the_build_and_publish_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ranges hold every run id by construction; were one left out, the build stops before
+    publishing a history short of runs, and the next build is whole again."""
+    source, warehouse = tmp_path / "dataset", tmp_path / "wh"
+    generate_dataset(source, seed=5, definitions=2, workloads_per_definition=3)
+    monkeypatch.setattr(finalize, "SORTED_WRITE_ROWS", 3)
+    split = finalize._run_id_ranges
+    monkeypatch.setattr(finalize, "_run_id_ranges", lambda count: split(count)[1:])
+    with pytest.raises(RuntimeError, match=r"run_appearances: [\d,]+ rows sorted of [\d,]+"):
+        build(source, warehouse, revision=REVISIONS[0], workers=1)
+    assert not warehouse.exists()
+    assert not list(tmp_path.rglob("*.unsorted"))
+
+    monkeypatch.setattr(finalize, "_run_id_ranges", split)
+    build(source, warehouse, revision=REVISIONS[0], workers=1)
+    appearances = _history_files(warehouse)["run_appearances"]
+    assert [len(rows) for rows in appearances] == [
+        len(pq.read_table(warehouse / "current" / "runs.parquet"))
+    ]

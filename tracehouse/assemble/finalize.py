@@ -634,19 +634,23 @@ def _write_by_run_id(
             connection.sql(query, params=parameters).write_parquet(str(unsorted))
             rows = pq.read_metadata(unsorted).num_rows
             ranges = -(-rows // SORTED_WRITE_ROWS)
+            written = 0
             for low, high in _run_id_ranges(ranges):
                 where = " AND ".join(
                     f"run_id {op} {sql_literal(bound)}"
                     for op, bound in ((">=", low), ("<", high))
                     if bound is not None
                 )
-                _append_sorted(
+                written += _append_sorted(
                     writer,
                     connection.sql(
                         f"SELECT * FROM read_parquet({sql_literal(unsorted)}) "  # noqa: S608
                         f"WHERE {where or 'true'} ORDER BY {order}"
                     ),
                 )
+            # The ranges hold every string: a row short or over is a fault, never a history.
+            if written != rows:
+                raise RuntimeError(f"{table}: {written:,} rows sorted of {rows:,} written")
         finally:
             unsorted.unlink(missing_ok=True)
     return rows
