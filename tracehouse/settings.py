@@ -356,8 +356,7 @@ class Settings:
         check=_at_least(64),
     )
     build_memory_mb: int = setting(
-        # 360 MB, as measured: a cold build of 1,000,000 lines peaked at 558 MiB for its whole
-        # process tree at this limit and 606 at 400 MB, as fast; 320 MB cost 10% more time.
+        # 360 MB, the limit measured best (assemble.duckdb_files.BuildMemory says how).
         343,
         "Memory a build's assembly (ranks, history, invariants, the published DuckDB file) may "
         "use, in MiB, before DuckDB spills to <warehouse>/cache/ or stops the build with one "

@@ -55,6 +55,7 @@ from tracehouse.identify.context import baseline_map_rows
 from tracehouse.identify.dataset_context import DatasetContext
 from tracehouse.ingest.manifest import FileEntry
 from tracehouse.ingest.worker import PART_TABLES
+from tracehouse.memory import DuckdbShortage, duckdb_shortage
 from tracehouse.rejects import Reject
 from tracehouse.schemas import (
     HISTORY_TABLES,
@@ -172,22 +173,28 @@ def _within_build_memory(function: Callable[_P, _R]) -> Callable[_P, _R]:
         except duckdb.OutOfMemoryException as error:
             settings = kwargs["settings"]
             assert isinstance(settings, Settings)
-            raise _out_of_memory(error, settings) from error
+            shortage = duckdb_shortage(error)
+            assert shortage is not None
+            raise _out_of_memory(shortage, settings) from error
 
     return within
 
 
-def _out_of_memory(error: duckdb.OutOfMemoryException, settings: Settings) -> BuildOutOfMemory:
-    first_line = str(error).split("\n")[0].strip()
-    if "max_temp_directory_size" in str(error):
+def _out_of_memory(shortage: DuckdbShortage, settings: Settings) -> BuildOutOfMemory:
+    memory_mb, variable = settings.build_memory_mb, env_name("build_memory_mb")
+    if shortage.kind == "spill":
         return BuildOutOfMemory(
             "assembling the warehouse needs more disk to spill to than is free under "
-            f"{settings.warehouse / 'cache'}; nothing was published: {first_line}"
+            f"{settings.warehouse / 'cache'}; nothing was published: {shortage.reason}"
+        )
+    if shortage.kind == "system":
+        return BuildOutOfMemory(
+            f"the system refused the build memory before its {memory_mb} MiB limit "
+            f"({variable} lower spills sooner); nothing was published: {shortage.reason}"
         )
     return BuildOutOfMemory(
-        f"assembling the warehouse needs more than its {settings.build_memory_mb} MiB of "
-        f"memory ({env_name('build_memory_mb')} allows more); nothing was published: "
-        + first_line.split(". ")[0]
+        f"assembling the warehouse needs more than its {memory_mb} MiB of memory ({variable} "
+        f"allows more); nothing was published: {shortage.first_sentence}"
     )
 
 

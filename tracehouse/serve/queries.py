@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
 
 from tracehouse.assemble.history import store_regression_thresholds
+from tracehouse.memory import duckdb_shortage
 from tracehouse.read_only import check_read_only
 from tracehouse.settings import Settings, env_name
 from tracehouse.warehouse import QUERY_SPILL_DIR, Warehouse, connect_read_only
@@ -161,26 +162,25 @@ def limit_error(
     """The one-line error naming the limit (and its setting) that made DuckDB give up, or None
     when ``error`` is not DuckDB running out of memory or spill space. ``memory_setting``: the
     one the connection was opened with (``reader``)."""
-    if type(error).__name__ != "OutOfMemoryException":  # DuckDB's, without importing it
+    shortage = duckdb_shortage(error)
+    if shortage is None:
         return None
     memory_mb = getattr(settings, memory_setting)
     variable = env_name(memory_setting)
-    message = str(error)
-    first_line = message.split("\n")[0].strip()
-    if "max_temp_directory_size" in message:
+    if shortage.kind == "spill":
         return SpillTooLarge(
             f"the query needs more than its {spill_limit_mb(settings)} MiB of disk to spill to "
             f"under {spill_folder(settings)} (TRACEHOUSE_QUERY_SPILL_MB allows more, up to half "
-            f"the free disk; it is {settings.query_spill_mb}): {first_line}"
+            f"the free disk; it is {settings.query_spill_mb}): {shortage.reason}"
         )
-    if " used)" not in first_line:  # not DuckDB's limit: the system refused it memory
+    if shortage.kind == "system":
         return QueryTooLarge(
             f"the system refused the query memory before its {memory_mb} MiB "
-            f"limit ({variable} lower spills sooner): {first_line}"
+            f"limit ({variable} lower spills sooner): {shortage.reason}"
         )
     return QueryTooLarge(
         f"the query needs more than its {memory_mb} MiB of memory "
-        f"({variable} allows more): {first_line.split('. ')[0]}"
+        f"({variable} allows more): {shortage.first_sentence}"
     )
 
 
