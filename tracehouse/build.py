@@ -587,8 +587,6 @@ def _full_build(
     base: Path | None = None,
     base_check: BaseCheck | None = None,
 ) -> BuildResult:
-    from tracehouse.identify.context import staged_context_rows
-
     generations.remove_stale_generations(warehouse)
     json_files = [f for f in files if f.kind == "json"]
     line_files = [f for f in files if f.kind == "jsonl"]
@@ -601,36 +599,37 @@ def _full_build(
         loaded, context = plan.loaded, plan.loaded.context
         file_entries, tasks, group_mode = plan.file_entries, plan.tasks, plan.group_mode
 
-        # The context's rows wait on disk through the parse; finalize reads them, and a build
-        # that fails or is interrupted before then leaves no copy behind.
-        with staged_context_rows(loaded, warehouse.context_rows) as context_rows:
-            set_worker_context(context)
-            results: list[Any] = parse(tasks, settings.workers, progress) if tasks else []
-            early_pool.close()  # finalize, the build's peak of memory, runs without it
-            # Only now: DuckDB and pyarrow held through the parse were ~60 MiB of the parent's
-            # resident size beside its workers (and the parse's process tree is at its peak).
-            from tracehouse.assemble import finalize
+        # The context's rows wait on disk through the parse (load_context_cached stored them,
+        # or found them stored by an earlier build); finalize reads them if it must.
+        context_rows = loaded.stored_rows
+        assert context_rows is not None
+        set_worker_context(context)
+        results: list[Any] = parse(tasks, settings.workers, progress) if tasks else []
+        early_pool.close()  # finalize, the build's peak of memory, runs without it
+        # Only now: DuckDB and pyarrow held through the parse were ~60 MiB of the parent's
+        # resident size beside its workers (and the parse's process tree is at its peak).
+        from tracehouse.assemble import finalize
 
-            arrow_uses_the_c_allocator()  # finalize is the build's peak of memory
+        arrow_uses_the_c_allocator()  # finalize is the build's peak of memory
 
-            _record_parsed_groups(warehouse, file_entries, group_mode, tasks, results)
-            _refuse_a_source_without_runs(settings, resolved, file_entries)
-            if base_check is not None:
-                base_check.wait()  # before finalize links the base's files
-            outcome = finalize.finalize(
-                warehouse=warehouse,
-                settings=settings,
-                resolved=resolved,
-                loaded=loaded,
-                context_rows=context_rows,
-                files=files,
-                file_entries=file_entries,
-                discovery_rejects=discovery_rejects,
-                progress=progress,
-                before_publish=guard,
-                base=base,
-                publish=generations.publish,
-            )
+        _record_parsed_groups(warehouse, file_entries, group_mode, tasks, results)
+        _refuse_a_source_without_runs(settings, resolved, file_entries)
+        if base_check is not None:
+            base_check.wait()  # before finalize links the base's files
+        outcome = finalize.finalize(
+            warehouse=warehouse,
+            settings=settings,
+            resolved=resolved,
+            loaded=loaded,
+            context_rows=context_rows,
+            files=files,
+            file_entries=file_entries,
+            discovery_rejects=discovery_rejects,
+            progress=progress,
+            before_publish=guard,
+            base=base,
+            publish=generations.publish,
+        )
     # Sources the published generation no longer holds (removed) drop out of the manifest.
     held = {s.source for s in generation_sources(outcome.generation)}
     manifest.sources = {name: m for name, m in manifest.sources.items() if name in held}
@@ -768,7 +767,8 @@ def remove_source(settings: Settings, name: str) -> BuildResult:
         manifest.sources.pop(name, None)
         write_manifest(warehouse.manifest_path, manifest)
         remove_unreferenced_staging(warehouse, manifest)
-        for stale in warehouse.cache.glob(f"context-{source_key(name)}.pickle"):
+        # its context and the context's rows (plan.load_context_cached)
+        for stale in warehouse.cache.glob(f"context-{source_key(name)}.*pickle"):
             stale.unlink(missing_ok=True)
     return BuildResult(
         warehouse.root,

@@ -23,8 +23,9 @@ Layout::
                                             from: a build whose inputs have the same one starts
                                             from copies of them (assemble/duckdb_files.py)
       cache/                                staging parts, resolved table parts and the build
-                                            manifest (reusable); the running build's context
-                                            rows (context_rows.pickle)
+                                            manifest (reusable); each source's dataset context
+                                            and its rows (context-<key>.loaded.pickle and
+                                            context-<key>.rows.pickle)
       .build.lock                           held by the running build
 
 A generation a connection still has open is never removed under it (publish/generations.py).
@@ -147,12 +148,6 @@ class Warehouse:
     @property
     def staging(self) -> Path:
         return self.cache / "staging"
-
-    @property
-    def context_rows(self) -> Path:
-        """The running build's definition and implementation rows, held on disk while its
-        workers parse (identify.context.staged_context_rows)."""
-        return self.cache / "context_rows.pickle"
 
     @property
     def manifest_path(self) -> Path:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import pickle
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -51,7 +50,7 @@ from tracehouse.assemble.parts import (
     write_ranking_parts,
 )
 from tracehouse.files import read_parquet_file, same_file
-from tracehouse.identify.context import baseline_map_rows
+from tracehouse.identify.context import StoredRows, baseline_map_rows
 from tracehouse.identify.dataset_context import DatasetContext
 from tracehouse.ingest.manifest import FileEntry
 from tracehouse.ingest.worker import PART_TABLES
@@ -205,7 +204,7 @@ def finalize(
     settings: Settings,
     resolved: Any,
     loaded: Any,
-    context_rows: Path,
+    context_rows: StoredRows,
     files: list[Any],
     file_entries: dict[str, FileEntry],
     discovery_rejects: list[Reject],
@@ -217,8 +216,8 @@ def finalize(
 ) -> FinalizeOutcome:
     """Write the build's source into a new generation beside every other source of ``base``
     (the generation the build checked and chose to build on; linked as they are), rank across
-    all of them, and publish. ``context_rows``: the dataset context's rows as
-    staged_context_rows wrote them (which removes the file when its block ends).
+    all of them, and publish. ``context_rows``: the dataset context's rows on disk
+    (identify.context.store_context_rows).
 
     ``before_publish(generation, table_counts, outcomes)`` runs the publish guards last; it
     may add outcomes, and raises to keep the generation unpublished. ``publish(warehouse,
@@ -292,8 +291,7 @@ def finalize(
             written = _link_context_tables(generation, current, key, context_files)
             context_tables: list[tuple[str, list[dict[str, Any]], str | None]] = []
             if len(written) < len(context_files):
-                with context_rows.open("rb") as handle:
-                    rows_of = pickle.load(handle)  # this build's own file
+                rows_of = context_rows.read()
                 context_tables = [
                     (table, rows_of.pop(table), name)
                     for table, name in context_files.items()
@@ -405,11 +403,12 @@ def finalize(
     return FinalizeOutcome(generation, counts, rejects_by_reason, snapshot["snapshot_id"], checks)
 
 
-def _context_file_names(context_rows: Path) -> dict[str, str]:
+def _context_file_names(context_rows: StoredRows) -> dict[str, str]:
     """The name of each context table's file of a source, by what its bytes follow from: the
-    context's rows (the bytes staged_context_rows wrote), the table's stored schema and order,
-    and the importer. A generation whose file has that name holds those very rows."""
-    rows_digest = hashlib.sha256(context_rows.read_bytes()).hexdigest()
+    context's rows (the digest of the bytes store_context_rows wrote), the table's stored
+    schema and order, and the importer. A generation whose file has that name holds those very
+    rows."""
+    rows_digest = context_rows.sha256
     names = {}
     for table in schemas.CONTEXT_TABLES:
         inputs = [IMPORTER_VERSION, table, str(stored_schema(table)), schemas.slice_order(table)]
@@ -752,10 +751,14 @@ def _checked_counts(
 
 
 def _table_counts(connection: duckdb.DuckDBPyConnection) -> dict[str, int]:
-    return {
-        table: connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # type: ignore[index]  # noqa: S608  (own names)
-        for table in schemas.TABLES
-    }
+    # One query for every table: a query each took ~40 ms of a build after one changed file, this
+    # ~30.
+    counts = " UNION ALL ".join(
+        f"SELECT {index} AS position, count(*) AS rows FROM {table}"  # noqa: S608  (own names)
+        for index, table in enumerate(schemas.TABLES)
+    )
+    found = dict(connection.execute(counts).fetchall())
+    return {table: found[index] for index, table in enumerate(schemas.TABLES)}
 
 
 def _complete_and_publish(

@@ -222,32 +222,46 @@ def _ingest_task(task: IngestTask) -> Any:
 def load_context_cached(
     warehouse: Warehouse, json_files: list[SourceFile], settings: Settings, resolved: ResolvedSource
 ) -> Any:
-    from tracehouse.identify.context import load_context, read_baseline_map
+    """The source's dataset context (identify.context.LoadedContext) with its definition and
+    implementation rows on disk (``stored_rows``), from the warehouse's cache when it holds
+    them for these files and settings: the context in one pickle, the rows in another
+    (store_context_rows), which a build hands to finalize as it is."""
+    from tracehouse.identify.context import load_context, read_baseline_map, store_context_rows
 
     key = hashlib.sha256(
         json.dumps(
             [state_key(settings, resolved), [[f.rel, f.fingerprint] for f in json_files]]
         ).encode()
     ).hexdigest()
-    cache_file = warehouse.cache / f"context-{resolved.key}.pickle"
+    # (Not the name of the single pickle before the rows had their own, which held them: a
+    # tracehouse of then finds no context under these names and loads it afresh.)
+    cache_file = warehouse.cache / f"context-{resolved.key}.loaded.pickle"
+    rows_file = warehouse.cache / f"context-{resolved.key}.rows.pickle"
     try:
         with cache_file.open("rb") as handle:
             cached_key, loaded = pickle.load(handle)
-        if cached_key == key:
-            return loaded
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError):
+        stored = loaded.stored_rows
+        if cached_key == key and stored is not None:
+            # (the folder may have moved since: the rows are beside the context, by name)
+            loaded.stored_rows = replace(stored, path=rows_file)
+            if loaded.stored_rows.intact():
+                return loaded
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError, TypeError):
         pass
     loaded = load_context(
         json_files,
         revision=resolved.resolved_sha,
         baseline_map=read_baseline_map(settings.baselines_file),
     )
+    # The rows first: a context pickle names rows that are there.
+    store_context_rows(loaded, rows_file)
 
     def write_pickle(temporary: Path) -> None:
         with temporary.open("wb") as handle:
             pickle.dump((key, loaded), handle, protocol=pickle.HIGHEST_PROTOCOL)
 
     replace_atomically(cache_file, write_pickle)
+    (warehouse.cache / f"context-{resolved.key}.pickle").unlink(missing_ok=True)  # (that one)
     return loaded
 
 
