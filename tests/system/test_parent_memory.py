@@ -19,7 +19,7 @@ from tracehouse.build import build_warehouse
 from tracehouse.demo import generate_dataset
 from tracehouse.identify import context as context_module
 from tracehouse.ingest.plan import IngestPlan, plan_files, run_tasks
-from tracehouse.settings import load_settings
+from tracehouse.settings import Settings, load_settings
 from tracehouse.warehouse import Warehouse
 
 pytestmark = pytest.mark.integration
@@ -41,6 +41,15 @@ def _source_counts(source: Path) -> tuple[int, int]:
         len(list((source / "solutions").rglob("*.json"))),
         len(list((source / "definitions").rglob("*.json"))),
     )
+
+
+def _built(tmp_path: Path, seed: int) -> tuple[Path, Path, Settings]:
+    """A generated source, built once into a warehouse of one worker."""
+    source, root = tmp_path / "dataset", tmp_path / "warehouse"
+    generate_dataset(source, seed=seed, definitions=3, workloads_per_definition=2)
+    settings = load_settings(environ={}, warehouse=root, source=str(source), workers=1)
+    build_warehouse(settings)
+    return source, root, settings
 
 
 def _rerun_a_line(source: Path) -> None:
@@ -89,10 +98,7 @@ def test_a_changed_build_takes_the_context_and_its_rows_as_they_are_stored(
 ) -> None:
     """Unpickling the rows and pickling them again for finalize was ~0.25 s of a build after
     one changed file of the bench corpus: the cache's file is handed over as it is."""
-    source, root = tmp_path / "dataset", tmp_path / "warehouse"
-    generate_dataset(source, seed=14, definitions=3, workloads_per_definition=2)
-    settings = load_settings(environ={}, warehouse=root, source=str(source), workers=1)
-    build_warehouse(settings)
+    source, root, settings = _built(tmp_path, seed=14)
     (rows_file,) = Warehouse(root).cache.glob("context-*.rows.pickle")
     written = rows_file.stat()
 
@@ -110,10 +116,7 @@ def test_a_changed_build_takes_the_context_and_its_rows_as_they_are_stored(
 
 
 def test_damaged_stored_rows_are_loaded_again(tmp_path: Path) -> None:
-    source, root = tmp_path / "dataset", tmp_path / "warehouse"
-    generate_dataset(source, seed=15, definitions=3, workloads_per_definition=2)
-    settings = load_settings(environ={}, warehouse=root, source=str(source), workers=1)
-    build_warehouse(settings)
+    source, root, settings = _built(tmp_path, seed=15)
     (rows_file,) = Warehouse(root).cache.glob("context-*.rows.pickle")
     whole = rows_file.read_bytes()
     rows_file.write_bytes(whole[: len(whole) // 2])  # cut short
@@ -134,10 +137,7 @@ def test_damaged_stored_rows_are_loaded_again(tmp_path: Path) -> None:
 
 
 def test_a_build_that_fails_during_the_parse_leaves_the_next_build_whole(tmp_path: Path) -> None:
-    source, root = tmp_path / "dataset", tmp_path / "warehouse"
-    generate_dataset(source, seed=12, definitions=2, workloads_per_definition=2)
-    settings = load_settings(environ={}, warehouse=root, source=str(source), workers=1)
-    build_warehouse(settings)
+    source, root, settings = _built(tmp_path, seed=12)
     _rerun_a_line(source)  # a file to parse, whose parse fails
 
     def failing_parse(tasks: list[Any], workers: int, progress: Any) -> list[Any]:
@@ -160,7 +160,7 @@ LIBRARIES_AT_PARSE = textwrap.dedent(
     import sys
     from tracehouse.build import build_warehouse
     from tracehouse.ingest.plan import run_tasks
-    from tracehouse.settings import load_settings
+    from tracehouse.settings import Settings, load_settings
 
     HEAVY = ("pyarrow", "duckdb", "polars", "numpy")
     seen = []
