@@ -96,7 +96,7 @@ def test_the_context_rows_wait_on_disk_while_the_workers_parse(
 def test_a_changed_build_takes_the_context_and_its_rows_as_they_are_stored(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Unpickling the rows and pickling them again for finalize was ~0.25 s of a build after
+    """Unpickling the rows and pickling them again for finalize was ~0.1 s of a build after
     one changed file of the bench corpus: the cache's file is handed over as it is."""
     source, root, settings = _built(tmp_path, seed=14)
     (rows_file,) = Warehouse(root).cache.glob("context-*.rows.pickle")

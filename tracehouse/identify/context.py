@@ -72,7 +72,8 @@ def store_context_rows(loaded: LoadedContext, path: Path) -> StoredRows:
     workers parse, not in the parent's memory (at 1,000,000 lines the solutions' rows, and what
     reading them left in the allocator, were ~75 MiB of the parent's 182), and a later build of
     the same context takes the file as it is (ingest.plan.load_context_cached): unpickling
-    the rows and pickling them again was ~0.25 s of a build after one changed file.
+    the rows and pickling them again for finalize, which hashed them, was ~0.1 s of a build after
+    one changed file of the bench corpus.
 
     Pickled, not Parquet: a parent that loads pyarrow and DuckDB before the parse holds their
     ~60 MiB through it."""
