@@ -14,7 +14,7 @@ from typing import Any
 
 from tracehouse import kernelindex, schemas
 from tracehouse.fetch.local import SourceFile
-from tracehouse.files import replace_atomically, sha256_file
+from tracehouse.files import sha256_file, write_atomically
 from tracehouse.identify.dataset_context import DatasetContext
 from tracehouse.kernelindex import digest
 from tracehouse.memory import return_freed_memory
@@ -78,19 +78,18 @@ def store_context_rows(loaded: LoadedContext, path: Path) -> StoredRows:
     Pickled, not Parquet: a parent that loads pyarrow and DuckDB before the parse holds their
     ~60 MiB through it."""
 
-    def write(temporary: Path) -> str:
-        with temporary.open("wb") as handle:
-            pickle.dump(
-                {
-                    schemas.DEFINITIONS.name: loaded.definition_rows,
-                    schemas.IMPLEMENTATIONS.name: loaded.implementation_rows,
-                },
-                handle,
-                protocol=pickle.HIGHEST_PROTOCOL,
-            )
-        return sha256_file(temporary)
-
-    stored = loaded.stored_rows = StoredRows(path, replace_atomically(path, write))
+    # (pickle.dumps gives the bytes pickle.dump streams to a file: the rows' digest, and so the
+    # context tables' file names, are what they were when the rows were streamed.)
+    data = pickle.dumps(
+        {
+            schemas.DEFINITIONS.name: loaded.definition_rows,
+            schemas.IMPLEMENTATIONS.name: loaded.implementation_rows,
+        },
+        protocol=pickle.HIGHEST_PROTOCOL,
+    )
+    write_atomically(path, data)
+    stored = loaded.stored_rows = StoredRows(path, hashlib.sha256(data).hexdigest())
+    del data
     loaded.definition_rows.clear()
     loaded.implementation_rows.clear()
     return_freed_memory()

@@ -233,8 +233,9 @@ def load_context_cached(
             [state_key(settings, resolved), [[f.rel, f.fingerprint] for f in json_files]]
         ).encode()
     ).hexdigest()
-    # (Not the name of the single pickle before the rows had their own, which held them: a
-    # tracehouse of then finds no context under these names and loads it afresh.)
+    # Not the name of the single pickle of earlier versions (context-<key>.pickle, the rows
+    # inside), which is removed once these are written: an earlier tracehouse then finds no
+    # context and loads it afresh, never one whose rows are elsewhere.
     cache_file = warehouse.cache / f"context-{resolved.key}.loaded.pickle"
     rows_file = warehouse.cache / f"context-{resolved.key}.rows.pickle"
     try:
@@ -261,7 +262,7 @@ def load_context_cached(
             pickle.dump((key, loaded), handle, protocol=pickle.HIGHEST_PROTOCOL)
 
     replace_atomically(cache_file, write_pickle)
-    (warehouse.cache / f"context-{resolved.key}.pickle").unlink(missing_ok=True)  # (that one)
+    (warehouse.cache / f"context-{resolved.key}.pickle").unlink(missing_ok=True)  # (above)
     return loaded
 
 
