@@ -44,6 +44,8 @@ def test_every_setting_is_documented_once_and_reaches_the_cli_help() -> None:
         if flag is not None and spec.name != "warehouse":
             assert flag in help_text, flag
             assert env_name(spec.name) in help_text, spec.name
+        elif flag is None and spec.name != "sources":  # the build's list of the others
+            assert f"  {env_name(spec.name)}: " in help_text, spec.name
 
 
 @pytest.mark.integration
