@@ -6,6 +6,7 @@
 WITH runs_with_reasons AS (
     SELECT
         run_id,
+        ranking_bucket,
         comparison_key,
         latency_ns,
         coalesce(run_digest, line_digest) AS run_identity,
@@ -35,6 +36,9 @@ ranked AS (
 )
 SELECT
     r.run_id,
+    -- the bucket the run is ranked in (sql/rank/ranking_inputs.sql): each bucket is written as
+    -- its own part, without joining every run again to find it
+    r.ranking_bucket,
     len(r.ineligible_reasons) = 0 AS eligible,
     r.ineligible_reasons,
     ranked.cohort_size,

@@ -386,7 +386,7 @@ def finalize(
                 views.begin_tables(generation)
             checked = _changed_rows(connection, generation, current, key)
             invariants.enforce(connection, invariants.RUN_INVARIANTS, checks, checked)
-            _rank(connection, warehouse, generation, current, checked)
+            _rank(connection, warehouse, generation, current, BuildMemory.of(settings), checked)
             if not checked.everything:
                 _view_changed_rankings(connection, generation, current, checked)
             _write_history(connection, generation, current, this_source, checked, temp_dir)
@@ -719,16 +719,21 @@ def _rank(
     warehouse: Warehouse,
     generation: Path,
     current: Path | None,
+    memory: BuildMemory,
     checked: invariants.Checked = invariants.EVERYTHING,
 ) -> None:
     """run_rankings of every source of the generation (a bucket ``current`` holds as it is is
     linked from there), and its view again. The part of each bucket is recorded
-    (RANKING_PARTS_FILE): a later build that only adds runs digests only their buckets."""
+    (RANKING_PARTS_FILE): a later build that only adds runs digests only their buckets. The
+    ranking runs within ``memory.ranking`` of the connection's ``memory.assembly``."""
     rankings = base_folder(current, "run_rankings")
     rule = ranking_rule()
-    parts = write_ranking_parts(
-        connection, warehouse, rankings, _ranking_scope(connection, current, rule, checked)
-    )
+    scope = _ranking_scope(connection, current, rule, checked)
+    connection.execute(f"SET memory_limit = '{memory.ranking}'")
+    try:
+        parts = write_ranking_parts(connection, warehouse, rankings, scope)
+    finally:
+        connection.execute(f"SET memory_limit = '{memory.assembly}'")
     place_parts(generation / "run_rankings.parquet", list(parts.values()), rankings)
     record = {"rule": rule, "parts": {bucket: part.name for bucket, part in parts.items()}}
     (generation / RANKING_PARTS_FILE).write_bytes(orjson.dumps(record, option=orjson.OPT_SORT_KEYS))
@@ -881,7 +886,7 @@ def finalize_without_source(
     try:
         create_table_views(connection, generation)
         invariants.enforce(connection, invariants.RUN_INVARIANTS, checks)
-        _rank(connection, warehouse, generation, current)
+        _rank(connection, warehouse, generation, current, BuildMemory.of(settings))
         counts, rejects_by_reason = _checked_counts(connection, checks)
     finally:
         connection.close()

@@ -412,7 +412,7 @@ def write_ranking_parts(
         columns = ", ".join(f'k."{c}"' for c in PART_COLUMNS["run_rankings"])  # own names
         connection.execute(
             f"COPY (SELECT {columns}, b.part FROM ({sql_text('run_rankings')}) k "  # noqa: S608
-            "JOIN ranking_inputs USING (run_id) JOIN stale_ranking_buckets b USING (ranking_bucket)) "
+            "JOIN stale_ranking_buckets b USING (ranking_bucket)) "
             f"TO {sql_literal(out)} (FORMAT parquet, PARTITION_BY (part), COMPRESSION zstd)"
         )
         for name in stale.values():
