@@ -242,13 +242,14 @@ def finalize(
         key = resolved.key
 
         temp_dir = warehouse.cache / DUCKDB_SPILL_DIR
+        memory = BuildMemory.of(settings)
         connection = duckdb.connect(
             config={
                 "threads": max(1, settings.workers),
                 # Beyond this DuckDB spills to temp_directory, so peak memory stays flat as the
                 # dataset grows (issue 5); every table is written with an explicit ORDER BY, so
                 # insertion order need not be kept.
-                "memory_limit": BuildMemory.of(settings).assembly,
+                "memory_limit": memory.assembly,
                 "temp_directory": str(temp_dir),
                 "preserve_insertion_order": False,
             }
@@ -386,7 +387,7 @@ def finalize(
                 views.begin_tables(generation)
             checked = _changed_rows(connection, generation, current, key)
             invariants.enforce(connection, invariants.RUN_INVARIANTS, checks, checked)
-            _rank(connection, warehouse, generation, current, BuildMemory.of(settings), checked)
+            _rank(connection, warehouse, generation, current, memory, checked)
             if not checked.everything:
                 _view_changed_rankings(connection, generation, current, checked)
             _write_history(connection, generation, current, this_source, checked, temp_dir)
@@ -875,10 +876,11 @@ def finalize_without_source(
     )
     # The generation shows the latest snapshot it holds.
     (generation / SNAPSHOT_FILE).write_text(history[-1]["snapshot_id"] + "\n")
+    memory = BuildMemory.of(settings)
     connection = duckdb.connect(
         config={
             "threads": max(1, settings.workers),
-            "memory_limit": BuildMemory.of(settings).assembly,
+            "memory_limit": memory.assembly,
             "temp_directory": str(warehouse.cache / DUCKDB_SPILL_DIR),
             "preserve_insertion_order": False,
         }
@@ -886,7 +888,7 @@ def finalize_without_source(
     try:
         create_table_views(connection, generation)
         invariants.enforce(connection, invariants.RUN_INVARIANTS, checks)
-        _rank(connection, warehouse, generation, current, BuildMemory.of(settings))
+        _rank(connection, warehouse, generation, current, memory)
         counts, rejects_by_reason = _checked_counts(connection, checks)
     finally:
         connection.close()
